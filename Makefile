@@ -1,0 +1,138 @@
+# codepod - one plain Makefile, one build folder per flavour.
+#
+#   make            build/codepod (installs missing Debian packages and Node 22 first)
+#   make run        the invoices example on the local backend
+#   make test       unit tests, fuzz corpus replay, end-to-end tests
+#   make asan       the same suite under ASan + UBSan + LSan (build/asan)
+#   make fuzz       libFuzzer targets (build/fuzz), a short run of each
+#   make bench      speed and memory figures, written to build/bench.txt
+#   make lint       banned calls and shellcheck
+
+BUILD  ?= build
+CC     ?= cc
+PKGS   := libcurl jansson libwebsockets openssl libuv yaml-0.1
+PYTHON := /usr/bin/python3
+
+# Sanitizer flavour is chosen by the caller (make asan sets it).
+SAN_CFLAGS ?=
+SAN_LDFLAGS ?=
+
+WARN   := -Wall -Wextra -Werror -Wshadow -Wconversion -Wstrict-prototypes \
+          -Wwrite-strings -Wundef -Wno-sign-conversion
+CFLAGS ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN_CFLAGS) \
+             -I. -Irunner -Ik8s -Ibroker -I$(BUILD)/gen \
+             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
+LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+
+LIB_SRC   := $(filter-out runner/main.c,$(wildcard runner/*.c k8s/*.c broker/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/runner_js.o
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/replay/%)
+
+Q = @
+ifeq ($(V),1)
+Q =
+endif
+
+.PHONY: all deps run test unit replay e2e asan fuzz bench lint clean
+all: $(BUILD)/.deps-ok $(BUILD)/codepod
+
+# Installs what the build and the tests need, once per build folder.
+$(BUILD)/.deps-ok: scripts/deps.sh
+	$(Q)mkdir -p $(BUILD)
+	$(Q)bash scripts/deps.sh
+	$(Q)touch $@
+
+deps:
+	$(Q)bash scripts/deps.sh
+
+$(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js
+	$(Q)mkdir -p $(dir $@)
+	@echo "  GEN   $@"
+	$(Q){ echo '/* generated from runner/runner.js and runner/boot.js: do not edit */'; \
+	  echo 'const unsigned char cp_runner_js[] = {'; \
+	  od -An -v -tx1 runner/runner.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0};'; \
+	  echo 'const unsigned long cp_runner_js_len = sizeof cp_runner_js - 1;'; \
+	  echo 'const unsigned char cp_boot_js[] = {'; \
+	  od -An -v -tx1 runner/boot.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0};'; \
+	  echo 'const unsigned long cp_boot_js_len = sizeof cp_boot_js - 1;'; } > $@
+
+$(BUILD)/obj/gen/runner_js.o: $(BUILD)/gen/runner_js.c
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 $(CFLAGS) $(SAN_CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c
+	$(Q)mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/libcodepod.a: $(LIB_OBJ)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+$(BUILD)/codepod: $(BUILD)/obj/runner/main.o $(BUILD)/libcodepod.a
+	@echo "  LD    $@"
+	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libcodepod.a
+	$(Q)mkdir -p $(dir $@)
+	@echo "  LD    $@"
+	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS) $(CMOCKA_LIBS)
+
+$(BUILD)/replay/%: $(BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/replay_main.o $(BUILD)/libcodepod.a
+	$(Q)mkdir -p $(dir $@)
+	@echo "  LD    $@"
+	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+run: all
+	$(Q)bash tests/example/run.sh $(BUILD)/codepod
+
+unit: all $(UNIT_BIN)
+	$(Q)set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+replay: all $(REPLAY_BIN)
+	$(Q)set -e; for t in $(REPLAY_BIN); do n=$$(basename $$t); \
+	  echo "== replay $$n"; $$t tests/fuzz/corpus/$${n#fuzz_}; done
+
+e2e: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+
+test: unit replay e2e
+
+# ASan + UBSan + LSan over the whole suite; any report fails the run.
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/asan CC=clang \
+	  SAN_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  SAN_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" test
+asan: export ASAN_OPTIONS = detect_leaks=1:abort_on_error=0:halt_on_error=1:exitcode=23
+asan: export UBSAN_OPTIONS = print_stacktrace=1:halt_on_error=1
+asan: export LSAN_OPTIONS = suppressions=$(abspath tests/lsan.supp)
+
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
+              -I. -Irunner -Ik8s -Ibroker $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+fuzz: all
+	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzzlib CC=clang \
+	  SAN_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" CFLAGS="-O1 -g" build/fuzzlib/libcodepod.a
+	$(Q)mkdir -p build/fuzz
+	$(Q)set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  echo "  FUZZ  $$n"; \
+	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f build/fuzzlib/libcodepod.a $(LDLIBS); \
+	  mkdir -p build/fuzz/corpus-$$n; \
+	  build/fuzz/$$n -max_total_time=$${FUZZ_SECONDS:-20} build/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_}; done
+
+bench: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) tests/bench/bench.py $(BUILD)/bench.txt
+
+lint:
+	$(Q)bash scripts/lint.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
