@@ -1,0 +1,103 @@
+/*
+ * frame.h - parser of the runner -> codepod stdout stream (runner/PROTOCOL.md).
+ *
+ * The runner's stdout carries frames, each a header line
+ * "\x1ecp1 <nonce> <kind> <len>\n" followed by <len> bytes of payload, mixed
+ * with raw program output (anything that is not a valid header with our
+ * nonce). cp_frame_feed() splits the stream: raw bytes go to sink->raw,
+ * complete frames to sink->frame. Pure: no I/O, no loop; callbacks run
+ * synchronously inside cp_frame_feed()/cp_frame_finish().
+ *
+ * Scanning: bytes up to the next 0x1E are raw. At a 0x1E the parser checks
+ * for exactly `\x1ecp1 <nonce> <K> <decimal len>\n`, K one of "YOECRZTN",
+ * nonce equal to ours (compared in constant time), len plain decimal (no
+ * sign; leading zeros allowed), at most 20 digits, no overflow. A candidate
+ * that turns out not to be a header makes its 0x1E byte raw and scanning
+ * resumes right after it, so garbage never swallows a following real frame.
+ * A header split across feeds is held back (at most CP_FRAME_HDR_MAX bytes).
+ * A payload is delivered whole: straight from the caller's buffer when it is
+ * there entirely, else collected across feeds (at most max_payload bytes).
+ *
+ * Ownership: cp_frame_parser_new() returns a new parser, freed with
+ * cp_frame_parser_free(). Buffers passed to the sink are borrowed for the
+ * duration of the callback only. The sink and its ud are borrowed for the
+ * duration of each call. Callbacks may not free the parser nor feed it
+ * again (no re-entry).
+ *
+ * Context: any single thread; a parser is not shared between threads.
+ */
+#ifndef CP_FRAME_H
+#define CP_FRAME_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+/* Longest header the parser holds back; real headers are at most 61 bytes. */
+#define CP_FRAME_HDR_MAX 64
+/* Length of the nonce: lowercase hex characters. */
+#define CP_FRAME_NONCE_LEN 32
+
+struct cp_frame_parser; /* opaque */
+
+struct cp_frame_sink {
+	/* bytes that are not part of a valid frame (raw program output); borrowed for the call.
+	 * May be NULL: raw bytes are then dropped. */
+	void (*raw)(void *ud, const char *buf, size_t len);
+	/* one complete frame; payload borrowed for the call (not NUL-terminated;
+	 * never NULL, even when len is 0). May be NULL: frames are then dropped. */
+	void (*frame)(void *ud, char kind, const char *payload, size_t len);
+};
+
+/**
+ * cp_frame_parser_new() - a new parser.
+ * @nonce: 32 lowercase hex characters (more characters are ignored); copied.
+ * @max_payload: a header announcing more than this fails the feed.
+ *
+ * Return: a new parser (free with cp_frame_parser_free()), or NULL when the
+ * nonce is not 32 lowercase hex characters or allocation failed.
+ */
+struct cp_frame_parser *cp_frame_parser_new(const char *nonce, size_t max_payload);
+
+/** cp_frame_parser_free() - free a parser and its buffers. NULL is a no-op. */
+void cp_frame_parser_free(struct cp_frame_parser *p);
+
+/**
+ * cp_frame_feed() - feed bytes of the stream; calls the sink synchronously.
+ * @buf: @len bytes, borrowed for the call.
+ * @sink, @ud: callbacks and their argument.
+ * @err: filled on failure; may be NULL.
+ *
+ * Return: 0, or
+ *  CP_E_TOO_BIG - a header announced a payload over max_payload;
+ *  CP_E_NOMEM   - the payload buffer could not grow.
+ * Both are sticky: later feeds return the same code at once and call nothing.
+ * Raw bytes and frames before the failing header have been delivered.
+ */
+int cp_frame_feed(struct cp_frame_parser *p, const char *buf, size_t len,
+                  const struct cp_frame_sink *sink, void *ud, struct cp_err *err);
+
+/**
+ * cp_frame_finish() - end of stream.
+ *
+ * Whatever is held back is given to sink->raw: a partial header (its bytes,
+ * 0x1E included), or the payload bytes received so far of a frame cut short
+ * (the header itself is not repeated). The parser is then back at its
+ * initial state (a sticky error stays; after one, finish delivers nothing).
+ *
+ * Return: 1 if a frame was cut short (header complete, payload partial),
+ * else 0.
+ */
+int cp_frame_finish(struct cp_frame_parser *p, const struct cp_frame_sink *sink, void *ud);
+
+/**
+ * cp_frame_header() - write "\x1ecp1 NONCE KIND LEN\n" and a NUL into @out.
+ * @cap: size of @out; must hold the header and the NUL (64 is always enough).
+ *
+ * For tests and tools. Return: the header's length (without the NUL), or -1
+ * if the nonce is not 32 lowercase hex, the kind is not one of "YOECRZTN",
+ * or @cap is too small.
+ */
+int cp_frame_header(char *out, size_t cap, const char *nonce, char kind, size_t len);
+
+#endif
