@@ -1,0 +1,341 @@
+// codepod runner: runs one model-written program and speaks runner/PROTOCOL.md
+// on stdin/stdout. boot.js evaluates this file as one function expression and
+// calls it with (require, leftover), leftover being stdin bytes read past it.
+(function codepodRunner(require, leftover) {
+  'use strict';
+  const fs = require('node:fs');
+  const vm = require('node:vm');
+  const path = require('node:path');
+  const nodeModule = require('node:module');
+  const { StringDecoder } = require('node:string_decoder');
+
+  // Private references, taken before any program code runs, so a program that
+  // monkeypatches globals cannot break or redirect the frames.
+  const uncurry = (f) => Function.prototype.call.bind(f);
+  const writeSync = fs.writeSync;
+  const bufFrom = Buffer.from;
+  const bufConcat = Buffer.concat;
+  const byteLength = Buffer.byteLength;
+  const subarray = uncurry(Uint8Array.prototype.subarray);
+  const bufIndexOf = uncurry(Buffer.prototype.indexOf);
+  const bufToString = uncurry(Buffer.prototype.toString);
+  const decWrite = uncurry(StringDecoder.prototype.write);
+  const promiseThen = uncurry(Promise.prototype.then);
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const exit = process.exit.bind(process);
+  const nextTick = process.nextTick;
+  const sleepCell = new Int32Array(new SharedArrayBuffer(4));
+  const atomicsWait = Atomics.wait;
+  const stdin = process.stdin;
+  const NativePromise = Promise;
+
+  const RUNNER_FILE = 'codepod-runner.js'; // the filename boot.js gives this file
+  const MAX_TEXT = 16384; // O/E payload limit
+  const WRAP = '(async function (tools, require) {';
+
+  let header = null; // Buffer "\x1ecp1 <nonce> ": the nonce lives only here
+  let lim = null;
+  let done = false; // a final frame (R/Z/T/N) was sent: send nothing more
+  let started = false;
+  let nextCall = 1;
+  let pendingCount = 0;
+  const pending = Object.create(null); // call id -> resolve(answer)
+
+  // ---- stdout frames -------------------------------------------------------
+
+  function writeAll(buf) {
+    let off = 0;
+    while (off < buf.length) {
+      try {
+        off += writeSync(1, buf, off, buf.length - off);
+      } catch (e) {
+        if (e && e.code === 'EAGAIN') { atomicsWait(sleepCell, 0, 0, 1); continue; }
+        exit(1); // EPIPE etc.: codepod is gone
+      }
+    }
+  }
+
+  function frame(kind, payload) {
+    if (done) return;
+    if (typeof payload === 'string') payload = bufFrom(payload, 'utf8');
+    // One write per frame, so concurrent raw writers (inherited fd 1) can at
+    // worst land between frames, not inside a small one.
+    writeAll(bufConcat([header, bufFrom(kind + ' ' + payload.length + '\n'), payload]));
+  }
+
+  // Final frames: after one, the runner is silent. stdin stops holding the
+  // loop open, so the process exits once the program's own work is done.
+  function finish(kind, payload) {
+    if (done) return;
+    frame(kind, payload);
+    done = true;
+    if (stdin.unref) stdin.unref();
+  }
+
+  // O/E text: split into frames of at most MAX_TEXT bytes, never inside a
+  // UTF-8 sequence. Callers pass valid UTF-8 (see capture below).
+  function text(kind, buf) {
+    for (let off = 0; off < buf.length && !done;) {
+      let end = off + MAX_TEXT < buf.length ? off + MAX_TEXT : buf.length;
+      if (end < buf.length) {
+        let e = end;
+        while (e > off && (buf[e] & 0xc0) === 0x80) e--; // back off continuation bytes
+        if (e > off) end = e;
+      }
+      frame(kind, subarray(buf, off, end));
+      off = end;
+    }
+  }
+
+  function errorFields(e) {
+    const str = (v, d) => { try { return String(v); } catch (_) { return d; } };
+    let isErr = false;
+    try { isErr = e !== null && typeof e === 'object' && typeof e.stack === 'string' && 'message' in e; } catch (_) {}
+    if (!isErr) {
+      let message;
+      if (typeof e === 'string') message = e;
+      else { try { message = stringify(e); } catch (_) {} if (typeof message !== 'string') message = str(e, 'non-Error value'); }
+      return { name: 'Error', message, stack: 'Error: ' + message };
+    }
+    const name = str(e.name, 'Error');
+    const message = str(e.message, '');
+    return { name, message, stack: cleanStack(str(e.stack, name + ': ' + message), false) };
+  }
+
+  // The program is called by the runner: cut the first runner frame and all
+  // below it (the runner and Node internals the program never saw). With
+  // fromRunner, the error was made by the runner itself: drop its own frames
+  // on top first. The microtask loop frame means nothing to the program.
+  function cleanStack(stack, fromRunner) {
+    const lines = stack.split('\n');
+    const out = [];
+    let top = fromRunner;
+    for (const l of lines) {
+      const frame = /^\s+at /.test(l);
+      if (frame && l.includes(RUNNER_FILE)) { if (top) continue; break; }
+      if (frame) top = false;
+      if (frame && l.includes('processTicksAndRejections')) continue;
+      out[out.length] = l;
+    }
+    return out.join('\n');
+  }
+
+  function fail(e) { finish('T', stringify(errorFields(e))); }
+
+  // ---- output capture ------------------------------------------------------
+
+  function capture(stream, kind) {
+    const decoder = new StringDecoder('utf8'); // Buffers -> valid UTF-8, even split across writes
+    stream.write = function write(chunk, encoding, cb) {
+      if (typeof encoding === 'function') { cb = encoding; encoding = undefined; }
+      let buf;
+      if (typeof chunk === 'string') {
+        buf = !encoding || /^utf-?8$/i.test(encoding) ? bufFrom(chunk, 'utf8') : bufFrom(decWrite(decoder, bufFrom(chunk, encoding)), 'utf8');
+      } else if (chunk instanceof Uint8Array) {
+        buf = bufFrom(decWrite(decoder, chunk), 'utf8');
+      } else {
+        throw new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array');
+      }
+      text(kind, buf);
+      if (typeof cb === 'function') nextTick(cb, null);
+      return true;
+    };
+  }
+  // The global console writes through process.stdout/stderr.write:
+  // log/info/debug/dir/table -> stdout, error/warn/trace -> stderr.
+  capture(process.stdout, 'O');
+  capture(process.stderr, 'E');
+
+  // ---- tools ---------------------------------------------------------------
+
+  // Keep stdin from holding the loop open unless an answer is awaited, so a
+  // program waiting on nothing empties the loop and 'beforeExit' fires.
+  function refresh() {
+    if (!stdin.ref) return;
+    if (pendingCount > 0 && !done) stdin.ref(); else stdin.unref();
+  }
+
+  // Errors a tool call rejects with are made inside callTool after its await,
+  // so V8's async stack shows the program line that called the tool
+  // ("at async script.ts:4:3"); runner frames are removed.
+  function toolError(Ctor, message) {
+    const e = new Ctor(message);
+    e.stack = cleanStack(String(e.stack), true);
+    return e;
+  }
+
+  async function callTool(name, input) {
+    if (done) throw toolError(Error, 'The program has already finished');
+    let json;
+    try {
+      json = stringify(input === undefined ? {} : input);
+    } catch (e) {
+      throw toolError(TypeError, 'Input of tool ' + name + ' is not JSON-serializable: ' + (e && e.message));
+    }
+    if (typeof json !== 'string') throw toolError(TypeError, 'Input of tool ' + name + ' is not JSON-serializable');
+    const c = nextCall++;
+    const bytes = byteLength(json, 'utf8');
+    const head = '{"c":' + c + ',"t":' + stringify(name);
+    frame('C', bytes > lim.maxToolInputBytes ? head + ',"big":' + bytes + '}' : head + ',"i":' + json + '}');
+    const msg = await new NativePromise((resolve) => {
+      pending[c] = resolve;
+      pendingCount++;
+      refresh();
+    });
+    if (msg.k === 'res') return msg.o;
+    throw toolError(Error, typeof msg.m === 'string' ? msg.m : 'Tool call failed');
+  }
+
+  function makeTools(declared) {
+    const names = Object.create(null); // exact names
+    const aliases = Object.create(null); // identifier-safe alias -> name
+    for (const t of declared) {
+      if (!t || typeof t.n !== 'string') continue;
+      names[t.n] = true;
+      const alias = t.n.replace(/[^A-Za-z0-9_$]/g, '_');
+      if (!(alias in aliases)) aliases[alias] = t.n;
+    }
+    // Properties that JavaScript machinery probes (await, JSON, inspection):
+    // they are tools only if a tool has exactly that name.
+    const reserved = Object.create(null);
+    for (const p of ['then', 'catch', 'finally', 'toJSON', 'constructor', 'toString', 'valueOf',
+      'toLocaleString', 'hasOwnProperty', 'isPrototypeOf', 'propertyIsEnumerable', '__proto__', 'inspect',
+      'asymmetricMatch', 'nodeType', '$$typeof', '@@__IMMUTABLE_ITERABLE__@@', 'prototype']) reserved[p] = true;
+    const fns = Object.create(null);
+    const get = (p) => {
+      if (typeof p !== 'string') return undefined;
+      if (!names[p] && reserved[p]) return undefined;
+      if (!fns[p]) {
+        const name = names[p] ? p : (aliases[p] !== undefined ? aliases[p] : p);
+        fns[p] = function tool(input) { return callTool(name, input); };
+      }
+      return fns[p];
+    };
+    const target = Object.create(null);
+    for (const n in names) target[n] = get(n); // so Object.keys(tools) lists them
+    return new Proxy(target, {
+      get: (_t, p) => get(p),
+      has: (_t, p) => typeof p === 'string' && (!!names[p] || aliases[p] !== undefined),
+      set: () => false,
+      defineProperty: () => false,
+      deleteProperty: () => false,
+    });
+  }
+
+  function answer(msg) {
+    const p = pending[msg.c];
+    if (!p) return; // unknown or already answered: ignore
+    delete pending[msg.c];
+    pendingCount--;
+    refresh();
+    p(msg);
+  }
+
+  // ---- the program ---------------------------------------------------------
+
+  function compileError(e, file) {
+    const name = (e && e.name) || 'SyntaxError';
+    const message = String((e && e.message) || e);
+    // Both V8 and the type stripper start the stack with "<something>:LINE\n".
+    const m = /^[^\n]*:(\d+)\n/.exec(String(e && e.stack));
+    return { name, message, stack: name + ': ' + message + (m ? '\n    at ' + file + ':' + m[1] : '') };
+  }
+
+  function start(hello) {
+    header = bufFrom('\x1ecp1 ' + hello.nonce + ' ', 'utf8');
+    lim = hello.lim || {};
+    if (!(lim.maxToolInputBytes >= 0)) lim.maxToolInputBytes = 65536;
+    if (!(lim.maxResultBytes >= 0)) lim.maxResultBytes = 32768;
+    const file = typeof hello.file === 'string' && hello.file ? hello.file : 'script.ts';
+    const src = String(hello.src);
+    const tools = makeTools(Array.isArray(hello.tools) ? hello.tools : []);
+    hello = null; // drop every reference to the nonce's string
+
+    // One line of wrapper before the body keeps line numbers; columnOffset
+    // fixes line 1's columns. Strip mode blanks types in place.
+    let fn;
+    let err = null;
+    try {
+      let code = WRAP + src + '\n})';
+      if (!/\.[cm]?js$/.test(file)) code = nodeModule.stripTypeScriptTypes(code);
+      fn = new vm.Script(code, {
+        filename: file,
+        columnOffset: -WRAP.length,
+        importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+      }).runInThisContext();
+      if (typeof fn !== 'function') throw new SyntaxError('Unexpected end of program body');
+    } catch (e) {
+      err = compileError(e, file);
+    }
+
+    frame('Y', '{"pid":' + process.pid + '}');
+    if (err) return finish('T', stringify(err));
+
+    let p;
+    try {
+      p = fn(tools, nodeModule.createRequire(path.join(process.cwd(), file)));
+    } catch (e) { // not expected from an async function, but be safe
+      return fail(e);
+    }
+    promiseThen(p, (value) => {
+      if (done) return;
+      let json;
+      try { json = stringify(value); } catch (e) { return fail(e); }
+      if (typeof json !== 'string') return finish('R', '');
+      const size = byteLength(json, 'utf8');
+      if (size > lim.maxResultBytes) return finish('Z', '{"size":' + size + '}');
+      finish('R', json);
+    }, fail);
+  }
+
+  // ---- process events ------------------------------------------------------
+
+  // Before the program settles, an uncaught exception or unhandled rejection
+  // fails it (as Node would by default); afterwards they are swallowed.
+  process.on('uncaughtException', (e) => {
+    if (!started) { // a runner bug before the program exists: report and die
+      try { writeSync(2, 'codepod runner: ' + ((e && e.stack) || e) + '\n'); } catch (_) {}
+      exit(70);
+    }
+    if (!done) fail(e);
+  });
+  process.on('unhandledRejection', (e) => { if (!done && started) fail(e); });
+  // The loop emptied while the program still awaits: nothing can settle it.
+  process.on('beforeExit', () => {
+    if (!done && started) { finish('N', ''); exit(0); }
+  });
+
+  // ---- stdin: hello, then answers, one JSON object a line --------------------
+
+  let parts = [];
+  function line(buf) {
+    if (buf.length === 0) return;
+    let msg;
+    try { msg = parse(bufToString(buf, 'utf8')); } catch (_) { return; }
+    if (!started) {
+      if (!msg || msg.k !== 'hello' || typeof msg.nonce !== 'string') exit(2);
+      started = true;
+      start(msg);
+      msg = null;
+      refresh();
+    } else if (msg && (msg.k === 'res' || msg.k === 'err')) {
+      answer(msg);
+    }
+  }
+  function onData(chunk) {
+    let i;
+    while ((i = bufIndexOf(chunk, 10)) >= 0) {
+      parts[parts.length] = subarray(chunk, 0, i);
+      const whole = parts.length === 1 ? parts[0] : bufConcat(parts);
+      parts = [];
+      chunk = subarray(chunk, i + 1);
+      line(whole);
+    }
+    if (chunk.length) parts[parts.length] = chunk;
+  }
+  stdin.on('data', onData);
+  stdin.on('end', () => exit(0)); // codepod is gone
+  stdin.on('error', () => exit(0));
+  if (leftover && leftover.length) onData(leftover);
+})
