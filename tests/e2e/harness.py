@@ -1,0 +1,372 @@
+"""End-to-end harness for `codepod serve --stdio` (DESIGN.md sections 2-5).
+
+A `Session` runs one codepod process speaking session protocol v1 as JSON lines:
+the test writes `execute`, `tool_result`, `tool_error`, `stop`; a reader thread
+collects every `tool_call`, `cancel_call`, `result` and `error` codepod writes.
+Tool calls can be answered by hand or automatically from a dict of Python
+functions (optionally after a delay, which answers them out of order).
+
+Only the stdlib and pytest; run with Debian's /usr/bin/python3.
+"""
+
+import itertools
+import json
+import os
+import queue
+import re
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CODEPOD_BIN = os.environ.get("CODEPOD_BIN", str(REPO / "build" / "codepod"))
+UNDER_ASAN = bool(os.environ.get("ASAN_OPTIONS"))
+
+# What codepod may write on stdout (DESIGN section 5, codepod to backend).
+OUT_TYPES = {"tool_call", "cancel_call", "result", "error"}
+LOCAL_ERROR_CODES = {
+    "INVALID_REQUEST", "SOURCE_TOO_LARGE", "SANDBOX_UNAVAILABLE", "STARTUP_TIMEOUT",
+    "TIMEOUT", "SCRIPT_ERROR", "RESULT_TOO_LARGE", "PROCESS_EXITED", "NEVER_SETTLES",
+    "CANCELLED", "OUTCOME_UNKNOWN", "INTERNAL",
+}
+
+
+class ToolError(Exception):
+    """Raised by a Python tool implementation: answered as `tool_error`."""
+
+
+NO_ANSWER = object()  # returned by a tool implementation: never answer the call
+
+
+def tool_decl(name, enabled=None, description=None):
+    d = {
+        "name": name,
+        "description": description or f"Test tool {name}.",
+        "inputSchema": {"type": "object", "additionalProperties": True},
+        "outputSchema": {},
+    }
+    if enabled is not None:
+        d["enabled"] = enabled
+    return d
+
+
+def nested_js(depth, leaf="0"):
+    """JS expression building `depth` nested arrays around `leaf`."""
+    return f"(() => {{ let v = {leaf}; for (let i = 0; i < {depth}; i++) v = [v]; return v; }})()"
+
+
+def nested_py(depth, leaf=0):
+    v = leaf
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+def vm_hwm_kib(pid):
+    """Peak resident set size of a process, in KiB (None when unreadable)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def processes_with_marker(marker):
+    """PIDs of processes whose command line contains `marker`."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if marker.encode() in cmd:
+            found.append((int(entry), cmd.decode(errors="replace")))
+    return found
+
+
+class Session:
+    def __init__(self, state_dir, args=(), env=None):
+        self.state_dir = str(state_dir)
+        os.makedirs(self.state_dir, exist_ok=True)
+        cmd = [CODEPOD_BIN, "serve", "--stdio", "--state-dir", self.state_dir, *args]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=str(REPO), env=env or os.environ.copy(), bufsize=0)
+        self.cond = threading.Condition()
+        self.messages = []          # every parsed stdout message, in order
+        self.stray = []             # stdout lines that are not protocol messages
+        self.stderr_lines = []      # raw stderr lines (diagnostics)
+        self.stdout_eof = False
+        self.closed = False
+        self.handlers = {}          # tool name -> fn(input) -> output
+        self.delay = None           # None, seconds, or fn(tool_call msg) -> seconds
+        self.outstanding = {}       # execution id -> set of call ids in flight
+        self.max_outstanding = {}   # execution id -> highest len(outstanding[id])
+        self.consumed = set()       # indices of messages a test has taken
+        self._wlock = threading.Lock()
+        self._seq = itertools.count(1)
+        self._answers = queue.Queue()
+        self._timers = []
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._ereader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._answerer = threading.Thread(target=self._answer_loop, daemon=True)
+        self._reader.start()
+        self._ereader.start()
+        self._answerer.start()
+
+    # ---------------------------------------------------------------- reading
+    def _read_stdout(self):
+        for raw in self.proc.stdout:
+            try:
+                msg = json.loads(raw.decode("utf-8"))
+                if not isinstance(msg, dict) or msg.get("type") not in OUT_TYPES:
+                    raise ValueError("not a protocol message")
+            except ValueError:
+                with self.cond:
+                    self.stray.append(raw[:500])
+                    self.cond.notify_all()
+                continue
+            with self.cond:
+                self._track(msg)
+                self.messages.append(msg)
+                self.cond.notify_all()
+            if msg["type"] == "tool_call" and msg.get("tool") in self.handlers:
+                self._schedule(msg)
+        with self.cond:
+            self.stdout_eof = True
+            self.cond.notify_all()
+
+    def _read_stderr(self):
+        for raw in self.proc.stderr:
+            with self.cond:
+                self.stderr_lines.append(raw)
+
+    def _track(self, msg):
+        eid = msg.get("id")
+        calls = self.outstanding.setdefault(eid, set())
+        if msg["type"] == "tool_call":
+            calls.add(msg.get("call"))
+            self.max_outstanding[eid] = max(self.max_outstanding.get(eid, 0), len(calls))
+        elif msg["type"] == "cancel_call":
+            calls.discard(msg.get("call"))
+        elif msg["type"] == "result":
+            calls.clear()
+
+    # ------------------------------------------------------------- answering
+    def serve(self, handlers, delay=None):
+        """Answer tool calls automatically with Python implementations."""
+        self.handlers.update(handlers)
+        self.delay = delay
+
+    def _schedule(self, msg):
+        d = self.delay(msg) if callable(self.delay) else self.delay
+        if d:
+            t = threading.Timer(d, self._answers.put, (msg,))
+            t.daemon = True
+            self._timers.append(t)
+            t.start()
+        else:
+            self._answers.put(msg)
+
+    def _answer_loop(self):
+        while True:
+            msg = self._answers.get()
+            if msg is None:
+                return
+            fn = self.handlers[msg["tool"]]
+            try:
+                out = fn(msg.get("input"))
+            except ToolError as e:
+                self.fail(msg, str(e))
+                continue
+            if out is NO_ANSWER:
+                continue
+            self.answer(msg, out)
+
+    def _still_open(self, call_msg):
+        eid, call = call_msg["id"], call_msg["call"]
+        with self.cond:
+            calls = self.outstanding.get(eid, set())
+            if call not in calls:
+                return False          # cancelled, or the execution ended
+            calls.discard(call)       # before writing: codepod may at once send the next
+            return True
+
+    def answer(self, call_msg, output):
+        if self._still_open(call_msg) and not self.closed:
+            self.send({"type": "tool_result", "id": call_msg["id"],
+                       "call": call_msg["call"], "output": output})
+
+    def fail(self, call_msg, message):
+        if self._still_open(call_msg) and not self.closed:
+            self.send({"type": "tool_error", "id": call_msg["id"],
+                       "call": call_msg["call"], "message": message})
+
+    # --------------------------------------------------------------- writing
+    def send_raw(self, data):
+        with self._wlock:
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+
+    def send(self, obj):
+        self.send_raw(json.dumps(obj).encode() + b"\n")
+
+    def send_chunks(self, chunks, timeout=120):
+        """Write a long line piece by piece from a thread; fail if codepod stops reading."""
+        done = threading.Event()
+
+        def run():
+            with self._wlock:
+                try:
+                    for c in chunks:
+                        self.proc.stdin.write(c)
+                    self.proc.stdin.flush()
+                except (BrokenPipeError, ValueError):
+                    pass
+            done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        assert done.wait(timeout), "codepod stopped reading stdin while a long line was written"
+
+    def new_id(self, prefix="e"):
+        return f"{prefix}{next(self._seq)}-{uuid.uuid4().hex[:8]}"
+
+    def execute(self, js, id=None, tools=None, conversation=None, policy=None, **extra):
+        """Send an `execute`; tools are names or declarations (default: every handler)."""
+        eid = id or self.new_id()
+        if tools is None:
+            tools = list(self.handlers)
+        decls = [tool_decl(t) if isinstance(t, str) else t for t in tools]
+        msg = {"type": "execute", "id": eid,
+               "conversation": conversation or f"conv-{eid}",
+               "reason": "e2e test", "js": js, "tools": decls}
+        if policy is not None:
+            msg["policy"] = policy
+        msg.update(extra)
+        self.send(msg)
+        return eid
+
+    def stop(self, eid):
+        self.send({"type": "stop", "id": eid})
+
+    # --------------------------------------------------------------- waiting
+    def wait_for(self, pred, timeout=60, what="message", consume=True):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for i, m in enumerate(self.messages):
+                    if i not in self.consumed and pred(m):
+                        if consume:
+                            self.consumed.add(i)
+                        return m
+                if self.stdout_eof:
+                    raise AssertionError(
+                        f"codepod closed stdout (exit {self.proc.poll()}) before {what}; "
+                        f"{self._context()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {what} within {timeout}s; {self._context()}")
+                self.cond.wait(min(left, 0.5))
+
+    def _context(self):
+        tail = [m for m in self.messages[-8:]]
+        err = b"".join(self.stderr_lines[-8:]).decode(errors="replace")
+        return f"last messages: {json.dumps(tail)[:3000]}; stderr tail: {err[-2000:]}"
+
+    def wait_result(self, eid, timeout=60):
+        m = self.wait_for(lambda m: m.get("id") == eid and m["type"] in ("result", "error"),
+                          timeout, f"result for {eid}")
+        assert m["type"] == "result", f"expected a result for {eid}, got {m}"
+        return m
+
+    def wait_error(self, eid=None, timeout=60, any_id=False):
+        """The next `error` message for `eid` (or without an id, or any when any_id)."""
+        def pred(m):
+            if m["type"] != "error":
+                return False
+            return any_id or m.get("id") == eid
+        return self.wait_for(pred, timeout, f"error message for {eid!r}")
+
+    def wait_call(self, eid, tool=None, timeout=60):
+        return self.wait_for(
+            lambda m: m["type"] == "tool_call" and m.get("id") == eid
+            and (tool is None or m.get("tool") == tool),
+            timeout, f"tool_call {tool or ''} from {eid}")
+
+    def run(self, js, timeout=60, **kw):
+        return self.wait_result(self.execute(js, **kw), timeout)
+
+    def of(self, eid, type_):
+        with self.cond:
+            return [m for m in self.messages if m.get("id") == eid and m["type"] == type_]
+
+    # --------------------------------------------------------------- closing
+    def close(self, timeout=60):
+        """Close stdin (EOF), wait for codepod to exit; returns its exit code."""
+        if not self.closed:
+            self.closed = True
+            with self._wlock:
+                try:
+                    self.proc.stdin.close()
+                except (BrokenPipeError, OSError):
+                    pass
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"codepod did not exit within {timeout}s of EOF on stdin")
+        self._reader.join(10)
+        self._ereader.join(10)
+        self._answers.put(None)
+        for t in self._timers:
+            t.cancel()
+        return rc
+
+    def stray_stderr(self):
+        bad = []
+        for raw in self.stderr_lines:
+            try:
+                if not isinstance(json.loads(raw.decode("utf-8")), dict):
+                    bad.append(raw[:300])
+            except ValueError:
+                bad.append(raw[:300])
+        return bad
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A codepod session with a fresh state dir, closed and checked at teardown."""
+    s = Session(tmp_path / "state")
+    yield s
+    rc = s.close()
+    err = b"".join(s.stderr_lines[-20:]).decode(errors="replace")
+    assert rc == 0, f"codepod exited {rc} after EOF on stdin; stderr tail:\n{err}"
+    assert not s.stray, f"stray (non-protocol) lines on codepod's stdout: {s.stray[:5]}"
+    assert not s.stray_stderr(), \
+        f"non-JSON diagnostics on codepod's stderr: {s.stray_stderr()[:5]}"
+
+
+def assert_failed(res, code):
+    assert res["status"] == "failed", f"expected failure {code}, got {json.dumps(res)[:2000]}"
+    assert res.get("error", {}).get("code") == code, \
+        f"expected {code}, got {json.dumps(res.get('error'))[:2000]}"
+    assert isinstance(res["error"].get("message"), str) and res["error"]["message"]
+    return res["error"]
+
+
+def assert_ok(res):
+    assert res["status"] == "succeeded", f"expected success, got {json.dumps(res)[:3000]}"
+    return res

@@ -1,0 +1,310 @@
+"""DESIGN section 2: the script contract, one test per behaviour."""
+
+import json
+import random
+import time
+import uuid
+
+from harness import (NO_ANSWER, ToolError, assert_failed, assert_ok, processes_with_marker,
+                     tool_decl)
+
+
+def echo(inp):
+    return inp
+
+
+# 2.1 -----------------------------------------------------------------------
+def test_async_body_top_level_await_and_return(session):
+    res = assert_ok(session.run(
+        "const v = await new Promise((r) => setTimeout(() => r(20), 10));\n"
+        "return v + 22;"))
+    assert res["result"] == 42
+
+
+def test_early_return_skips_rest_of_body(session):
+    res = assert_ok(session.run("if (true) return 'early';\nthrow new Error('not reached');"))
+    assert res["result"] == "early"
+
+
+# 2.2 -----------------------------------------------------------------------
+def test_tool_call_sends_json_input_and_resolves_with_json_output(session):
+    seen = []
+
+    def lookup(inp):
+        seen.append(inp)
+        return {"got": inp, "rows": [1, 2.5, None, True, "é✓"], "nested": {"a": {"b": []}}}
+
+    session.serve({"lookup": lookup})
+    eid = session.execute(
+        "const out = await tools.lookup({ month: '2026-08', n: 3, tags: ['a', 'b'], x: null });\n"
+        "return { out, type: typeof out.rows[1] };")
+    res = assert_ok(session.wait_result(eid))
+    inp = {"month": "2026-08", "n": 3, "tags": ["a", "b"], "x": None}
+    assert seen == [inp]
+    call = session.of(eid, "tool_call")[0]
+    assert call["tool"] == "lookup" and call["input"] == inp
+    assert isinstance(call["call"], str) and call["call"]
+    assert res["result"] == {
+        "out": {"got": inp, "rows": [1, 2.5, None, True, "é✓"], "nested": {"a": {"b": []}}},
+        "type": "number"}
+    assert [c["tool"] for c in res["calls"]] == ["lookup"]
+    assert res["calls"][0]["status"] == "ok"
+
+
+def test_tool_with_non_identifier_name_reachable_both_ways(session):
+    session.serve({"my-tool": lambda inp: {"echo": inp["x"]}})
+    eid = session.execute(
+        "const a = await tools['my-tool']({ x: 1 });\n"
+        "const b = await tools.my_tool({ x: 2 });\n"
+        "return [a.echo, b.echo];")
+    res = assert_ok(session.wait_result(eid))
+    assert res["result"] == [1, 2]
+    assert [c["tool"] for c in session.of(eid, "tool_call")] == ["my-tool", "my-tool"]
+
+
+# 2.3 -----------------------------------------------------------------------
+CATCH = ("try {{ await {call}; return 'no error'; }}\n"
+         "catch (e) {{ return {{ isError: e instanceof Error, message: e.message }}; }}")
+
+
+def test_disabled_tool_rejects_catchably(session):
+    session.serve({"listInvoices": echo})
+    eid = session.execute(CATCH.format(call="tools.secret({})"),
+                          tools=["listInvoices", tool_decl("secret", enabled=False)])
+    res = assert_ok(session.wait_result(eid))
+    assert res["result"] == {"isError": True, "message": "Tool is disabled: secret"}
+    assert session.of(eid, "tool_call") == [], "a disabled tool must not reach the backend"
+
+
+def test_unknown_tool_rejects_catchably(session):
+    session.serve({"listInvoices": echo})
+    eid = session.execute(CATCH.format(call="tools.nope({})"))
+    res = assert_ok(session.wait_result(eid))
+    assert res["result"] == {"isError": True, "message": "Unknown tool: nope"}
+    assert session.of(eid, "tool_call") == []
+
+
+def test_tool_error_message_is_catchable(session):
+    def broken(inp):
+        raise ToolError("The invoice store is unavailable, try later.")
+
+    session.serve({"listInvoices": broken})
+    eid = session.execute(CATCH.format(call="tools.listInvoices({ month: '2026-08' })"))
+    res = assert_ok(session.wait_result(eid))
+    assert res["result"] == {"isError": True,
+                             "message": "The invoice store is unavailable, try later."}
+    assert [c["status"] for c in res["calls"]] == ["error"]
+
+
+def test_uncaught_tool_error_is_script_error(session):
+    def broken(inp):
+        raise ToolError("no such firm")
+
+    session.serve({"listFirms": broken})
+    res = session.run("await tools.listFirms({});\nreturn 1;")
+    assert_failed(res, "SCRIPT_ERROR")
+    assert res["error"]["programError"]["message"] == "no such firm"
+
+
+# 2.4 -----------------------------------------------------------------------
+def test_require_and_dynamic_import_of_builtins(session):
+    res = assert_ok(session.run(
+        "const fs = require('node:fs');\n"
+        "const os = require('os');\n"
+        "const path = await import('node:path');\n"
+        "const { createHash } = await import('node:crypto');\n"
+        "return [typeof fs.readFileSync, typeof os.cpus, path.join('a', 'b'),\n"
+        "        createHash('sha256').update('x').digest('hex').length];"))
+    assert res["result"] == ["function", "function", "a/b", 64]
+
+
+def test_static_import_is_script_error(session):
+    res = session.run("import fs from 'node:fs';\nreturn typeof fs;")
+    assert_failed(res, "SCRIPT_ERROR")
+    assert res["error"]["programError"]["message"]
+
+
+# 2.5 -----------------------------------------------------------------------
+def test_workspace_files_survive_within_a_conversation(session):
+    conv = f"conv-a-{uuid.uuid4().hex[:8]}"
+    token = uuid.uuid4().hex
+    res = assert_ok(session.run(
+        "const fs = require('node:fs');\n"
+        f"fs.writeFileSync('note.txt', '{token}');\n"
+        "fs.mkdirSync('sub', { recursive: true });\n"
+        "await (await import('node:fs/promises')).writeFile('sub/data.json', JSON.stringify({ n: 7 }));\n"
+        "return process.cwd();", conversation=conv))
+    assert isinstance(res["result"], str)
+    res2 = assert_ok(session.run(
+        "const fs = require('node:fs');\n"
+        "return [fs.readFileSync('note.txt', 'utf8'), JSON.parse(fs.readFileSync('sub/data.json', 'utf8')).n];",
+        conversation=conv))
+    assert res2["result"] == [token, 7]
+
+
+def test_workspace_invisible_to_another_conversation(session):
+    conv_a = f"conv-a-{uuid.uuid4().hex[:8]}"
+    conv_b = f"conv-b-{uuid.uuid4().hex[:8]}"
+    assert_ok(session.run("require('node:fs').writeFileSync('note.txt', 'for a only'); return 1;",
+                          conversation=conv_a))
+    res = assert_ok(session.run(
+        "const fs = require('node:fs');\n"
+        "return [fs.existsSync('note.txt'), fs.readdirSync('.').length];",
+        conversation=conv_b))
+    assert res["result"] == [False, 0]
+
+
+def test_workspace_of_another_conversation_unreachable_by_host_path(session):
+    """With isolation on, conversation B cannot read A's files even by the host path."""
+    conv_a = f"conv-a-{uuid.uuid4().hex[:8]}"
+    conv_b = f"conv-b-{uuid.uuid4().hex[:8]}"
+    name = f"secret-{uuid.uuid4().hex}.txt"
+    assert_ok(session.run(f"require('node:fs').writeFileSync('{name}', 'top secret'); return 1;",
+                          conversation=conv_a))
+    res = assert_ok(session.run(
+        "const fs = require('node:fs'); const path = require('node:path');\n"
+        "const found = [];\n"
+        "function walk(dir, depth) {\n"
+        "  if (depth > 6) return;\n"
+        "  let entries; try { entries = fs.readdirSync(dir, { withFileTypes: true }); } catch { return; }\n"
+        "  for (const e of entries) {\n"
+        "    const p = path.join(dir, e.name);\n"
+        f"    if (e.name === '{name}') {{ try {{ found.push(fs.readFileSync(p, 'utf8')); }} catch {{ }} }}\n"
+        "    else if (e.isDirectory()) walk(p, depth + 1);\n"
+        "  }\n"
+        "}\n"
+        f"walk({json.dumps(session.state_dir)}, 0);\n"
+        "return found;", conversation=conv_b))
+    assert res["result"] == [], "conversation B read conversation A's workspace file"
+
+
+def test_javascript_variables_do_not_survive(session):
+    conv = f"conv-{uuid.uuid4().hex[:8]}"
+    assert_ok(session.run("globalThis.leftover = 41; return 1;", conversation=conv))
+    res = assert_ok(session.run("return typeof globalThis.leftover;", conversation=conv))
+    assert res["result"] == "undefined"
+
+
+# 2.6 -----------------------------------------------------------------------
+def test_logs_in_order_across_all_streams(session):
+    res = assert_ok(session.run(
+        "console.log('one', 1);\n"
+        "console.error('two');\n"
+        "process.stdout.write('three\\n');\n"
+        "process.stderr.write('four\\n');\n"
+        "console.warn('five');\n"
+        "console.info({ six: 6 });\n"
+        "await new Promise((r) => setTimeout(r, 5));\n"
+        "console.log('seven');\n"
+        "return 'done';"))
+    assert res["logs"] == "one 1\ntwo\nthree\nfour\nfive\n{ six: 6 }\nseven\n"
+    assert res["logsTruncated"] is False
+    assert res["result"] == "done"
+
+
+def test_logs_empty_when_nothing_printed(session):
+    res = assert_ok(session.run("return 1;"))
+    assert res["logs"] == "" and res["logsTruncated"] is False
+
+
+def test_logs_come_back_with_a_failure(session):
+    res = session.run("console.log('before the throw');\nthrow new Error('boom');")
+    assert_failed(res, "SCRIPT_ERROR")
+    assert "before the throw" in res["logs"]
+
+
+# 2.7 -----------------------------------------------------------------------
+def test_return_map_and_set_serialize_as_empty_objects(session):
+    res = assert_ok(session.run(
+        "return { m: new Map([[1, 2]]), s: new Set([1]), d: new Date(0), u: undefined, n: 1n === 1n };"))
+    assert res["result"] == {"m": {}, "s": {}, "d": "1970-01-01T00:00:00.000Z", "n": True}
+
+
+def test_return_top_level_map_is_empty_object(session):
+    res = assert_ok(session.run("return new Map([['a', 1]]);"))
+    assert res["result"] == {}
+
+
+def test_no_return_means_no_result_key(session):
+    res = assert_ok(session.run("const x = 1 + 1;\nconsole.log(x);"))
+    assert "result" not in res
+    assert res["logs"] == "2\n"
+
+
+def test_return_null_and_falsy_values_kept(session):
+    assert assert_ok(session.run("return null;"))["result"] is None
+    assert assert_ok(session.run("return 0;"))["result"] == 0
+    assert assert_ok(session.run("return '';"))["result"] == ""
+    assert assert_ok(session.run("return false;"))["result"] is False
+
+
+# 2.8 -----------------------------------------------------------------------
+def test_pending_calls_at_return_are_cancelled(session):
+    session.serve({"hang": lambda inp: NO_ANSWER, "echo": echo})
+    eid = session.execute(
+        "const p = tools.hang({ slow: true });\n"
+        "p.catch(() => {});\n"
+        "await tools.echo({ quick: true });\n"
+        "return 'done';")
+    res = assert_ok(session.wait_result(eid))
+    assert res["result"] == "done"
+    hang = [c for c in session.of(eid, "tool_call") if c["tool"] == "hang"]
+    assert len(hang) == 1
+    cancel = session.wait_for(lambda m: m["type"] == "cancel_call" and m.get("id") == eid,
+                              30, "cancel_call")
+    assert cancel["call"] == hang[0]["call"]
+    by_tool = {c["tool"]: c["status"] for c in res["calls"]}
+    assert by_tool == {"hang": "cancelled", "echo": "ok"}
+
+
+# 2.9 -----------------------------------------------------------------------
+def test_never_settling_promise_fails_at_once(session):
+    res = session.run("await new Promise(() => {});\nreturn 1;", timeout=60)
+    assert_failed(res, "NEVER_SETTLES")
+    assert res["usage"]["runMs"] < 30000, "NEVER_SETTLES must come well before the deadline"
+
+
+def test_waiting_on_a_slow_tool_is_not_never_settles(session):
+    session.serve({"slow": lambda inp: {"ok": True}}, delay=1.5)
+    res = assert_ok(session.run("return await tools.slow({});"))
+    assert res["result"] == {"ok": True}
+
+
+def test_waiting_on_a_timer_is_not_never_settles(session):
+    res = assert_ok(session.run("await new Promise((r) => setTimeout(r, 1200));\nreturn 'woke';"))
+    assert res["result"] == "woke"
+
+
+# 2.10 ----------------------------------------------------------------------
+def wait_gone(marker, timeout=15):
+    deadline = time.monotonic() + timeout
+    left = processes_with_marker(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = processes_with_marker(marker)
+    return left
+
+
+def test_child_processes_end_with_the_execution(session):
+    marker = f"1000.{random.randrange(10**8, 10**9)}"
+    res = assert_ok(session.run(
+        "const { spawn } = require('node:child_process');\n"
+        f"const c = spawn('sleep', ['{marker}'], {{ detached: false, stdio: 'ignore' }});\n"
+        "await new Promise((resolve, reject) => { c.on('spawn', resolve); c.on('error', reject); });\n"
+        "return typeof c.pid;"))
+    assert res["result"] == "number"
+    left = wait_gone(marker)
+    assert left == [], f"`sleep {marker}` survived its execution: {left}"
+
+
+def test_grandchild_processes_end_with_the_execution(session):
+    marker = f"1000.{random.randrange(10**8, 10**9)}"
+    res = assert_ok(session.run(
+        "const { spawn } = require('node:child_process');\n"
+        f"const c = spawn('sh', ['-c', 'sleep {marker} & sleep {marker}'], {{ stdio: 'ignore' }});\n"
+        "await new Promise((resolve, reject) => { c.on('spawn', resolve); c.on('error', reject); });\n"
+        "await new Promise((r) => setTimeout(r, 300));\n"
+        "return 'spawned';"))
+    assert res["result"] == "spawned"
+    left = wait_gone(marker)
+    assert left == [], f"grandchildren survived their execution: {left}"
