@@ -1,0 +1,234 @@
+"""Exec over WebSocket: v5.channel.k8s.io and v4.channel.k8s.io.
+
+The command is a REAL local process. Its cwd is the pod's own folder under
+the state dir (standing for the container's filesystem); where bubblewrap
+works it runs inside `bwrap --unshare-all` (no network, host read-only, a
+private /tmp per pod), as codepod's local backend isolates; otherwise as a
+plain subprocess.
+
+Framing (apimachinery wsstream): every message is binary, byte 0 is the
+channel: 0 stdin, 1 stdout, 2 stderr, 3 error/status, 4 resize, 255 close (v5
+only, [0xFF, ch] half-closes channel ch). The first server message is a lone
+channel byte on the lowest requested output channel. The last data message is
+the Status on channel 3, then a close frame 1000.
+
+Backpressure: stdout/stderr are read in 32 KiB pieces and the next read waits
+until aiohttp's writer has drained (send_bytes awaits it); stdin is written
+one message at a time and the next message is not read before the pipe has
+drained. Nothing is buffered without bound in either direction.
+
+As on a real node, closing the WebSocket does NOT kill the process (see
+wire.md §3.5): it sees stdin EOF and, once it writes, EPIPE. Pod deletion and
+server shutdown do kill it (bwrap --die-with-parent).
+"""
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+
+from aiohttp import web, WSMsgType
+
+from . import status as st
+from .store import ApiError
+
+V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
+CHUNK = 32 * 1024
+
+
+def bwrap_works():
+    if not shutil.which("bwrap"):
+        return False
+    try:
+        r = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                            "--dev", "/dev", "--proc", "/proc", "true"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        return r.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def choose_protocol(header):
+    """Prefer v5 (stdin close, translator path) over v4, whatever the client's order."""
+    offered = [p.strip() for p in (header or "").split(",") if p.strip()]
+    for p in (V5, V4):
+        if p in offered:
+            return p
+    return None
+
+
+def _truthy(v):
+    return str(v).lower() in ("1", "true", "yes")
+
+
+class Exec:
+    def __init__(self, store, faults, use_bwrap, exec_path=""):
+        self.store, self.faults = store, faults
+        self.use_bwrap = use_bwrap
+        self.exec_path = exec_path
+
+    def _argv(self, ns, name, command):
+        pod_dir = self.store.pod_dir(ns, name)
+        pod_tmp = os.path.join(self.store.state_dir, "podtmp", ns, name)
+        os.makedirs(pod_dir, exist_ok=True)
+        os.makedirs(pod_tmp, exist_ok=True)
+        env = {"PATH": (self.exec_path + ":" if self.exec_path else "") +
+                       os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+               "HOME": pod_dir, "HOSTNAME": name, "TMPDIR": "/tmp",
+               "FAKEKUBE_NAMESPACE": ns, "FAKEKUBE_POD": name, "LANG": "C.UTF-8"}
+        if not self.use_bwrap:
+            env["TMPDIR"] = pod_tmp
+            return list(command), pod_dir, env
+        # /tmp is bound before the pod folder so a state dir under /tmp stays
+        # reachable (bwrap creates the mount point inside the pod's /tmp).
+        argv = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                "--dev", "/dev", "--proc", "/proc", "--bind", pod_tmp, "/tmp",
+                "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63], "--", *command]
+        return argv, pod_dir, env
+
+    def _validate(self, request, ns, name):
+        """Checks the real apiserver makes before any upgrade (HTTP errors)."""
+        q = request.rel_url.query
+        pod = self.store.get(ns, name)  # 404
+        command = q.getall("command", [])
+        want = {k: _truthy(q.get(k, "false")) for k in ("stdin", "stdout", "stderr", "tty")}
+        if not (want["stdin"] or want["stdout"] or want["stderr"]):
+            raise ApiError(st.bad_request("you must specify at least 1 of stdin, stdout, stderr"))
+        if not command:
+            raise ApiError(st.bad_request("you must specify at least one command for the container"))
+        names = [c["name"] for c in pod["spec"].get("containers", [])]
+        container = q.get("container", "")
+        if not container:
+            if len(names) != 1:
+                raise ApiError(st.bad_request(
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"))
+            container = names[0]
+        elif container not in names:
+            raise ApiError(st.bad_request(f"container {container} is not valid for pod {name}"))
+        if not pod["spec"].get("nodeName"):
+            raise ApiError(st.bad_request(f"pod {name} does not have a host assigned"))
+        if want["tty"]:
+            want["stderr"] = False  # with a tty stderr is merged into stdout
+        cs = next((c for c in pod["status"].get("containerStatuses", []) if c["name"] == container), None)
+        running = cs is not None and "running" in (cs.get("state") or {}) and not pod["metadata"].get("deletionTimestamp")
+        return command, container, want, running
+
+    async def handle(self, request):
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            # SPDY (kubectl's fallback) is not implemented: say so like a server without it.
+            raise ApiError(st.bad_request("Upgrade request required"))
+        command, container, want, running = self._validate(request, ns, name)
+        proto = choose_protocol(request.headers.get("Sec-WebSocket-Protocol"))
+        if proto is None:
+            raise ApiError(st.bad_request("fakekube supports only the v5.channel.k8s.io and v4.channel.k8s.io "
+                                          "exec subprotocols"))
+        not_running = f'unable to upgrade connection: container not found ("{container}")'
+        if not running and proto == V4:
+            # v4 is proxied to the kubelet, which refuses before any upgrade.
+            body = st.exec_internal(not_running)
+            raise ApiError({"kind": "Status", "apiVersion": "v1", **body})
+
+        ws = web.WebSocketResponse(protocols=[proto], autoping=True, compress=False,
+                                   max_msg_size=32 << 20, timeout=15.0)
+        await ws.prepare(request)
+        # "connected" notification: one empty message on the lowest output channel.
+        first = 1 if want["stdout"] else 2 if want["stderr"] else 3
+        await ws.send_bytes(bytes([first]))
+        if not running:
+            # v5 goes through the apiserver's translator: the failure to reach the
+            # container arrives after the upgrade, as a Status on channel 3.
+            await ws.send_bytes(b"\x03" + json.dumps(st.exec_internal(not_running), separators=(",", ":")).encode())
+            await ws.close(code=1000)
+            return ws
+
+        drops = self.faults.take(("exec_drop",), request.method, request.path_qs)
+        drop = drops[0] if drops else None
+        argv, pod_dir, env = self._argv(ns, name, command)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=pod_dir, env=env,
+                stdin=subprocess.PIPE if want["stdin"] else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if want["stdout"] else subprocess.DEVNULL,
+                stderr=subprocess.PIPE if want["stderr"] else subprocess.DEVNULL,
+                limit=CHUNK * 2)
+        except OSError as e:
+            # e.g. executable not found: containerd reports it as an internal error
+            msg = f'error executing command {command}: {e.strerror}'
+            await ws.send_bytes(b"\x03" + json.dumps(st.exec_internal(msg), separators=(",", ":")).encode())
+            await ws.close(code=1000)
+            return ws
+        procs = self.store.exec_procs.setdefault((ns, name), set())
+        procs.add(proc)
+        state = {"sent": 0, "dropped": False}
+
+        def abort():
+            # The exec_drop fault: the connection vanishes mid-run, no status, no close frame.
+            state["dropped"] = True
+            if request.transport is not None:
+                request.transport.abort()
+
+        drop_timer = None
+        if drop and drop.get("after_ms") is not None:
+            drop_timer = asyncio.get_event_loop().call_later(drop["after_ms"] / 1000, abort)
+
+        async def pump_out(stream, ch):
+            while True:
+                data = await stream.read(CHUNK)
+                if not data:
+                    return
+                if state["dropped"] or ws.closed:
+                    continue  # keep draining so the process is not stuck; output is lost
+                try:
+                    await ws.send_bytes(bytes([ch]) + data)
+                except (ConnectionError, RuntimeError):
+                    state["dropped"] = True
+                    continue
+                state["sent"] += len(data)
+                if drop and drop.get("after_bytes") is not None and state["sent"] >= drop["after_bytes"]:
+                    abort()
+
+        async def pump_in():
+            try:
+                async for msg in ws:
+                    if msg.type != WSMsgType.BINARY or not msg.data:
+                        continue  # text or empty messages carry nothing (wsstream ignores them)
+                    ch, payload = msg.data[0], msg.data[1:]
+                    if ch == 0 and proc.stdin is not None and not proc.stdin.is_closing():
+                        if payload:
+                            try:
+                                proc.stdin.write(payload)
+                                await proc.stdin.drain()
+                            except (BrokenPipeError, ConnectionResetError):
+                                pass
+                    elif ch == 255 and proto == V5:
+                        if len(payload) != 1:
+                            break  # malformed CLOSE: the real server drops the connection
+                        if payload[0] == 0 and proc.stdin is not None:
+                            proc.stdin.close()
+                    # ch 4 (resize) is meaningless without a tty; ignored
+            finally:
+                # The client is gone (or closed): stdin EOF, like the runtime's pipe.
+                if proc.stdin is not None and not proc.stdin.is_closing():
+                    proc.stdin.close()
+
+        in_task = asyncio.get_event_loop().create_task(pump_in())
+        outs = [pump_out(s, c) for s, c in ((proc.stdout, 1), (proc.stderr, 2)) if s is not None]
+        try:
+            await asyncio.gather(*outs)
+            rc = await proc.wait()
+        finally:
+            procs.discard(proc)
+            if drop_timer:
+                drop_timer.cancel()
+        if rc < 0:
+            rc = 128 - rc  # killed by a signal: the runtime reports 128+n
+        if not state["dropped"] and not ws.closed:
+            body = st.EXEC_SUCCESS if rc == 0 else st.exec_exit(rc)
+            try:
+                await ws.send_bytes(b"\x03" + json.dumps(body, separators=(",", ":")).encode())
+                await ws.close(code=1000)
+            except (ConnectionError, RuntimeError):
+                pass
+        in_task.cancel()
+        return ws
