@@ -1,0 +1,382 @@
+/*
+ * cmdtool.c - tools implemented by commands (codepod run --tools).
+ */
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmdtool.h"
+#include "jsonutil.h"
+
+#define MAX_ARGS 32
+
+struct tool {
+	char *name;
+	char **argv; /* NULL-terminated */
+};
+
+struct run;
+
+struct broker_cmdtools {
+	uv_loop_t *loop;
+	struct tool *tools;
+	size_t ntools;
+	size_t max_output;
+	struct run *runs; /* calls in progress */
+	void (*on_done)(void *ud, const json_t *outcome);
+	void *ud;
+};
+
+/* One running tool command. */
+struct run {
+	struct run *next;
+	struct broker_cmdtools *set;
+	struct codepod_exec *exec;
+	char call[24];
+	uv_process_t proc;
+	uv_pipe_t in, out, err;
+	char *input;
+	char *obuf;
+	size_t olen, ocap;
+	char etail[512];
+	size_t elen;
+	int overflow, cancelled, exited, out_eof, err_eof, status, handles;
+	uv_write_t wreq;
+};
+
+static void free_tools(struct broker_cmdtools *set)
+{
+	for (size_t i = 0; i < set->ntools; i++) {
+		free(set->tools[i].name);
+		for (size_t j = 0; set->tools[i].argv && set->tools[i].argv[j]; j++)
+			free(set->tools[i].argv[j]);
+		free(set->tools[i].argv);
+	}
+	free(set->tools);
+}
+
+void broker_cmdtools_free(struct broker_cmdtools *set)
+{
+	if (!set)
+		return;
+	free_tools(set);
+	free(set);
+}
+
+static int load_tool(struct tool *t, const json_t *j, const char *dir, size_t i,
+                     struct cp_err *err)
+{
+	const char *name = json_string_value(json_object_get(j, "name"));
+	const json_t *cmd = json_object_get(j, "command");
+	if (!name)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "tools[%zu]: missing name", i);
+	if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) >= MAX_ARGS)
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "tool %s: command must be an array of 1 to %d strings", name, MAX_ARGS - 1);
+	t->name = strdup(name);
+	t->argv = calloc(json_array_size(cmd) + 1, sizeof *t->argv);
+	if (!t->name || !t->argv)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	size_t k;
+	const json_t *a;
+	json_array_foreach(cmd, k, a) {
+		const char *s = json_string_value(a);
+		if (!s)
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "tool %s: command[%zu] is not a string", name, k);
+		char path[PATH_MAX];
+		/* A relative path with a slash is the tools file's neighbour. */
+		if (s[0] != '/' && strchr(s, '/'))
+			snprintf(path, sizeof path, "%s/%s", dir, s);
+		else
+			snprintf(path, sizeof path, "%s", s);
+		t->argv[k] = strdup(path);
+		if (!t->argv[k])
+			return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	return 0;
+}
+
+int broker_cmdtools_load(uv_loop_t *loop, const char *path, struct broker_cmdtools **out,
+                         json_t **decls, struct cp_err *err)
+{
+	json_error_t je;
+	json_t *root = path ? json_load_file(path, 0, &je) : json_array();
+	if (!path)
+		path = ".";
+	if (!root)
+		return cp_err_set(err, CP_E_PARSE, "%s:%d: %s", path, je.line, je.text);
+	const json_t *tools = json_is_array(root) ? root : json_object_get(root, "tools");
+	if (!json_is_array(tools)) {
+		json_decref(root);
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s: expected {\"tools\": [...]}", path);
+	}
+	struct broker_cmdtools *set = calloc(1, sizeof *set);
+	json_t *d = json_array();
+	char *pathcopy = strdup(path);
+	int rc = 0;
+	if (!set || !d || !pathcopy) {
+		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+		goto done;
+	}
+	set->loop = loop;
+	set->max_output = 16u << 20;
+	set->tools = calloc(json_array_size(tools) + 1, sizeof *set->tools);
+	if (!set->tools) {
+		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+		goto done;
+	}
+	const char *dir = dirname(pathcopy);
+	size_t i;
+	const json_t *t;
+	json_array_foreach(tools, i, t) {
+		set->ntools++;
+		rc = load_tool(&set->tools[i], t, dir, i, err);
+		if (rc)
+			goto done;
+		json_t *decl = json_deep_copy(t);
+		json_object_del(decl, "command");
+		json_array_append_new(d, decl);
+	}
+done:
+	free(pathcopy);
+	json_decref(root);
+	if (rc) {
+		broker_cmdtools_free(set);
+		json_decref(d);
+		return rc;
+	}
+	*out = set;
+	*decls = d;
+	return 0;
+}
+
+void broker_cmdtools_set_max_output(struct broker_cmdtools *set, size_t max)
+{
+	set->max_output = max;
+}
+
+void broker_cmdtools_bind(struct broker_cmdtools *set,
+                          void (*on_done)(void *ud, const json_t *outcome), void *ud)
+{
+	set->on_done = on_done;
+	set->ud = ud;
+}
+
+static void unlink_run(struct run *r)
+{
+	for (struct run **pp = &r->set->runs; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			return;
+		}
+	}
+}
+
+static void on_run_closed(uv_handle_t *h)
+{
+	struct run *r = h->data;
+	if (--r->handles == 0) {
+		free(r->input);
+		free(r->obuf);
+		free(r);
+	}
+}
+
+/* The last non-empty line of the command's stderr: its safe message. */
+static void last_line(const struct run *r, char *out, size_t cap)
+{
+	size_t end = r->elen;
+	while (end > 0 && (r->etail[end - 1] == '\n' || r->etail[end - 1] == '\r'))
+		end--;
+	size_t start = end;
+	while (start > 0 && r->etail[start - 1] != '\n')
+		start--;
+	size_t n = end - start < cap - 1 ? end - start : cap - 1;
+	memcpy(out, r->etail + start, n);
+	out[n] = '\0';
+}
+
+static void finish_run(struct run *r)
+{
+	if (!r->exited || !r->out_eof || !r->err_eof)
+		return;
+	unlink_run(r);
+	if (!r->cancelled) {
+		struct cp_err err;
+		char msg[300];
+		json_t *v = NULL;
+		if (r->overflow) {
+			snprintf(msg, sizeof msg, "The tool printed more than %zu bytes.", r->set->max_output);
+		} else if (r->status != 0) {
+			last_line(r, msg, sizeof msg);
+			if (!msg[0])
+				snprintf(msg, sizeof msg, "The tool failed (exit status %d).", r->status);
+		} else if (!(v = cp_json_load(r->obuf ? r->obuf : "", r->olen, &err))) {
+			snprintf(msg, sizeof msg, "The tool did not print JSON.");
+		}
+		if (v)
+			codepod_tool_result(r->exec, r->call, v, NULL);
+		else
+			codepod_tool_error(r->exec, r->call, msg, NULL);
+		json_decref(v);
+	}
+	uv_close((uv_handle_t *)&r->proc, on_run_closed);
+	uv_close((uv_handle_t *)&r->in, on_run_closed);
+	uv_close((uv_handle_t *)&r->out, on_run_closed);
+	uv_close((uv_handle_t *)&r->err, on_run_closed);
+}
+
+static void on_run_exit(uv_process_t *p, int64_t status, int sig)
+{
+	struct run *r = p->data;
+	r->exited = 1;
+	r->status = sig ? 128 + sig : (int)status;
+	finish_run(r);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	(void)h;
+	(void)hint;
+	static char slab[65536];
+	*buf = uv_buf_init(slab, sizeof slab);
+}
+
+static void on_run_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct run *r = s->data;
+	if (n < 0) {
+		uv_read_stop(s);
+		if (s == (uv_stream_t *)&r->out)
+			r->out_eof = 1;
+		else
+			r->err_eof = 1;
+		finish_run(r);
+		return;
+	}
+	size_t len = (size_t)n;
+	if (s == (uv_stream_t *)&r->err) {
+		size_t keep = sizeof r->etail;
+		if (len >= keep) {
+			memcpy(r->etail, buf->base + len - keep, keep);
+			r->elen = keep;
+		} else {
+			size_t old = r->elen + len > keep ? keep - len : r->elen;
+			memmove(r->etail, r->etail + r->elen - old, old);
+			memcpy(r->etail + old, buf->base, len);
+			r->elen = old + len;
+		}
+		return;
+	}
+	if (r->overflow || r->olen + len > r->set->max_output) {
+		r->overflow = 1;
+		return;
+	}
+	if (r->olen + len > r->ocap) {
+		size_t cap = r->ocap ? r->ocap : 4096;
+		while (cap < r->olen + len)
+			cap *= 2;
+		char *nb = realloc(r->obuf, cap);
+		if (!nb) {
+			r->overflow = 1;
+			return;
+		}
+		r->obuf = nb;
+		r->ocap = cap;
+	}
+	memcpy(r->obuf + r->olen, buf->base, len);
+	r->olen += len;
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	(void)status;
+	free(req);
+}
+
+/* The input is written; closing the write side gives the command EOF. */
+static void on_input_written(uv_write_t *w, int status)
+{
+	(void)status;
+	struct run *r = w->data;
+	uv_shutdown_t *sreq = malloc(sizeof *sreq);
+	if (sreq && uv_shutdown(sreq, (uv_stream_t *)&r->in, on_shutdown))
+		free(sreq);
+}
+
+static const struct tool *find(const struct broker_cmdtools *set, const char *name)
+{
+	for (size_t i = 0; i < set->ntools; i++)
+		if (strcmp(set->tools[i].name, name) == 0)
+			return &set->tools[i];
+	return NULL;
+}
+
+static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
+                         const char *tool, const json_t *input)
+{
+	struct broker_cmdtools *set = ud;
+	const struct tool *t = find(set, tool);
+	struct run *r = calloc(1, sizeof *r);
+	if (!t || !r) {
+		free(r);
+		codepod_tool_error(e, call, "The tool has no command.", NULL);
+		return;
+	}
+	r->set = set;
+	r->exec = e;
+	snprintf(r->call, sizeof r->call, "%s", call);
+	r->input = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
+	uv_pipe_init(set->loop, &r->in, 0);
+	uv_pipe_init(set->loop, &r->out, 0);
+	uv_pipe_init(set->loop, &r->err, 0);
+	r->proc.data = r->in.data = r->out.data = r->err.data = r->wreq.data = r;
+	uv_stdio_container_t stdio[3] = {
+		{ .flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&r->in },
+		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&r->out },
+		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&r->err },
+	};
+	uv_process_options_t opt = { .exit_cb = on_run_exit, .file = t->argv[0], .args = t->argv,
+	                             .stdio_count = 3, .stdio = stdio };
+	r->handles = 4;
+	int rc = r->input ? uv_spawn(set->loop, &r->proc, &opt) : UV_ENOMEM;
+	if (rc) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "The tool command could not start: %s", uv_strerror(rc));
+		codepod_tool_error(e, call, msg, NULL);
+		uv_close((uv_handle_t *)&r->proc, on_run_closed);
+		uv_close((uv_handle_t *)&r->in, on_run_closed);
+		uv_close((uv_handle_t *)&r->out, on_run_closed);
+		uv_close((uv_handle_t *)&r->err, on_run_closed);
+		return;
+	}
+	r->next = set->runs;
+	set->runs = r;
+	uv_read_start((uv_stream_t *)&r->out, on_alloc, on_run_read);
+	uv_read_start((uv_stream_t *)&r->err, on_alloc, on_run_read);
+	uv_buf_t b = uv_buf_init(r->input, (unsigned)strlen(r->input));
+	uv_write(&r->wreq, (uv_stream_t *)&r->in, &b, 1, on_input_written);
+}
+
+static void on_cancel_call(void *ud, struct codepod_exec *e, const char *call)
+{
+	struct broker_cmdtools *set = ud;
+	for (struct run *r = set->runs; r; r = r->next) {
+		if (r->exec == e && strcmp(r->call, call) == 0) {
+			r->cancelled = 1;
+			uv_process_kill(&r->proc, SIGKILL);
+		}
+	}
+}
+
+static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
+{
+	(void)e;
+	struct broker_cmdtools *set = ud;
+	set->on_done(set->ud, outcome);
+}
+
+const struct codepod_host broker_cmdtools_host = { on_tool_call, on_cancel_call, on_done };

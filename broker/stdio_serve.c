@@ -1,0 +1,199 @@
+/*
+ * stdio_serve.c - JSON lines on stdin/stdout for the session protocol.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lines.h"
+#include "session.h"
+#include "stdio_serve.h"
+
+struct broker_stdio {
+	uv_loop_t *loop;
+	struct broker_session *session;
+	struct broker_lines *lines;
+	size_t max_message;
+	uv_pipe_t in;
+	uv_pipe_t out;
+	int in_open, out_is_stream, closing_handles;
+	void (*done)(void *ud);
+	void *ud;
+	int finished;
+};
+
+struct out_req {
+	uv_write_t req;
+	char data[];
+};
+
+static void on_written(uv_write_t *req, int status)
+{
+	(void)status; /* a backend that closed stdout gets nothing more */
+	free(req);
+}
+
+/* Blocking fallback for a stdout that is a regular file (not the network). */
+static void write_all(const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(STDOUT_FILENO, buf, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		buf += w;
+		len -= (size_t)w;
+	}
+}
+
+static void io_send(void *ud, const json_t *msg)
+{
+	struct broker_stdio *t = ud;
+	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	if (n == 0)
+		return;
+	struct out_req *r = malloc(sizeof *r + n + 1);
+	if (!r)
+		return;
+	json_dumpb(msg, r->data, n, JSON_COMPACT);
+	r->data[n] = '\n';
+	if (!t->out_is_stream) {
+		write_all(r->data, n + 1);
+		free(r);
+		return;
+	}
+	uv_buf_t b = uv_buf_init(r->data, (unsigned)(n + 1));
+	if (uv_write(&r->req, (uv_stream_t *)&t->out, &b, 1, on_written))
+		free(r);
+}
+
+static void io_drained(void *ud)
+{
+	struct broker_stdio *t = ud;
+	if (t->finished)
+		return;
+	t->finished = 1;
+	t->done(t->ud);
+}
+
+static const struct broker_session_io session_io = { io_send, io_drained };
+
+static void on_line(void *ud, const char *line, size_t len)
+{
+	struct broker_stdio *t = ud;
+	broker_session_message(t->session, line, len);
+}
+
+static void on_oversize(void *ud, unsigned long long len)
+{
+	struct broker_stdio *t = ud;
+	broker_session_oversize(t->session, len, t->max_message);
+}
+
+static const struct broker_lines_sink lines_sink = { on_line, on_oversize };
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	(void)h;
+	(void)hint;
+	static char slab[65536];
+	*buf = uv_buf_init(slab, sizeof slab);
+}
+
+static void stop_input(struct broker_stdio *t)
+{
+	if (!t->in_open)
+		return;
+	t->in_open = 0;
+	uv_read_stop((uv_stream_t *)&t->in);
+	broker_lines_finish(t->lines, &lines_sink, t);
+	broker_session_close(t->session, 1);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct broker_stdio *t = s->data;
+	if (n > 0)
+		broker_lines_feed(t->lines, buf->base, (size_t)n, &lines_sink, t);
+	else if (n < 0)
+		stop_input(t);
+}
+
+int broker_stdio_start(uv_loop_t *loop, struct codepod *cp, struct cp_idset *ids,
+                       size_t max_message, void (*done)(void *ud), void *ud,
+                       struct broker_stdio **out, struct cp_err *err)
+{
+	uv_handle_type in_type = uv_guess_handle(STDIN_FILENO);
+	if (in_type != UV_NAMED_PIPE && in_type != UV_TTY)
+		return cp_err_set(err, CP_E_UNSUPPORTED, "stdin must be a pipe or a terminal");
+	struct broker_stdio *t = calloc(1, sizeof *t);
+	if (!t)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	t->loop = loop;
+	t->done = done;
+	t->ud = ud;
+	t->max_message = max_message;
+	t->lines = broker_lines_new(max_message);
+	t->session = broker_session_new(cp, ids, &session_io, t);
+	if (!t->lines || !t->session) {
+		broker_stdio_free(t);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	uv_handle_type out_type = uv_guess_handle(STDOUT_FILENO);
+	if (out_type == UV_NAMED_PIPE || out_type == UV_TTY) {
+		uv_pipe_init(loop, &t->out, 0);
+		if (uv_pipe_open(&t->out, STDOUT_FILENO) == 0)
+			t->out_is_stream = 1;
+		else
+			uv_close((uv_handle_t *)&t->out, NULL);
+	}
+	uv_pipe_init(loop, &t->in, 0);
+	t->in.data = t;
+	t->out.data = t;
+	int rc = uv_pipe_open(&t->in, STDIN_FILENO);
+	if (rc == 0)
+		rc = uv_read_start((uv_stream_t *)&t->in, on_alloc, on_read);
+	if (rc) {
+		broker_stdio_free(t);
+		return cp_err_set(err, CP_E_IO, "cannot read stdin: %s", uv_strerror(rc));
+	}
+	t->in_open = 1;
+	*out = t;
+	return 0;
+}
+
+void broker_stdio_shutdown(struct broker_stdio *t)
+{
+	stop_input(t);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	struct broker_stdio *t = h->data;
+	if (--t->closing_handles == 0)
+		free(t);
+}
+
+void broker_stdio_free(struct broker_stdio *t)
+{
+	if (!t)
+		return;
+	if (t->lines)
+		broker_lines_free(t->lines);
+	if (t->session)
+		broker_session_free(t->session);
+	t->lines = NULL;
+	t->session = NULL;
+	uv_handle_t *hs[] = { (uv_handle_t *)&t->in, t->out_is_stream ? (uv_handle_t *)&t->out : NULL };
+	for (size_t i = 0; i < 2; i++) {
+		if (hs[i] && hs[i]->loop && !uv_is_closing(hs[i])) {
+			hs[i]->data = t;
+			t->closing_handles++;
+			uv_close(hs[i], on_closed);
+		}
+	}
+	if (t->closing_handles == 0)
+		free(t);
+}

@@ -1,0 +1,101 @@
+/*
+ * codepod.h - the public C API of codepod: run model-written programs in a
+ * fresh Node 22 process each, broker their tool calls to the host, and get
+ * the outcome of DESIGN.md section 4.
+ *
+ * Loop context: one libuv loop carries everything. Every function here must
+ * be called on the loop's thread, and every callback runs on it.
+ *
+ * Callback rules (the same for every host):
+ *  - If codepod_submit returns an error, no callback ever comes for it.
+ *  - Otherwise done() comes exactly once, always asynchronously (never from
+ *    inside codepod_submit or another codepod_* call).
+ *  - tool_call() comes at most once per call id. The host answers it exactly
+ *    once with codepod_tool_result or codepod_tool_error, unless cancel_call()
+ *    came first; answers after cancel_call are refused with CP_E_NOT_FOUND.
+ *    The host may answer from inside tool_call().
+ *  - After done() returns, the execution handle is invalid.
+ *
+ * Ownership: the request given to codepod_submit is borrowed for the call
+ * (codepod copies what it keeps). Strings and JSON values passed to callbacks
+ * are borrowed for the duration of the callback; keep a copy (json_incref /
+ * strdup) to use them later. The backend given in the config is borrowed and
+ * must outlive the engine.
+ */
+#ifndef CODEPOD_H
+#define CODEPOD_H
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "err.h"
+#include "policy.h"
+#include "sandbox.h"
+
+struct codepod;
+struct codepod_exec;
+
+struct codepod_config {
+	uv_loop_t *loop;
+	struct cp_backend *backend;
+	struct cp_policy defaults; /* applied when a request names no value */
+	struct cp_policy ceiling;  /* requests over it are INVALID_REQUEST */
+};
+
+struct codepod_host {
+	void (*tool_call)(void *ud, struct codepod_exec *e, const char *call_id,
+	                  const char *tool, const json_t *input);
+	void (*cancel_call)(void *ud, struct codepod_exec *e, const char *call_id);
+	void (*done)(void *ud, struct codepod_exec *e, const json_t *outcome);
+};
+
+/* A new engine (free with codepod_free). */
+int codepod_new(const struct codepod_config *cfg, struct codepod **out,
+                struct cp_err *err);
+
+/* Frees the engine. Every execution must have delivered done() first. */
+void codepod_free(struct codepod *cp);
+
+/* Number of executions that have not delivered done() yet. */
+unsigned codepod_running(const struct codepod *cp);
+
+/*
+ * codepod_submit - start one execution.
+ * @request: the "execute" message of DESIGN.md section 5 (fields id,
+ *           conversation, js, tools, policy; "type" and unknown fields are
+ *           ignored).
+ * Returns 0 and sets *out, or CP_E_INVALID_REQUEST (missing or mistyped
+ * field, policy over the ceiling) with the reason in err. An oversized source
+ * is not an error here: it ends as a SOURCE_TOO_LARGE outcome through done().
+ */
+int codepod_submit(struct codepod *cp, const json_t *request,
+                   const struct codepod_host *host, void *ud,
+                   struct codepod_exec **out, struct cp_err *err);
+
+/* Answer a tool call with its output (borrowed; codepod checks its size and
+ * depth and denies the call if over a limit). CP_E_NOT_FOUND when the call is
+ * not waiting for an answer. */
+int codepod_tool_result(struct codepod_exec *e, const char *call_id,
+                        const json_t *output, struct cp_err *err);
+
+/* Reject a tool call with a message safe to show the model (copied). */
+int codepod_tool_error(struct codepod_exec *e, const char *call_id,
+                       const char *message, struct cp_err *err);
+
+/* Stop the execution: it ends CANCELLED (if it has not ended already). */
+void codepod_stop(struct codepod_exec *e);
+
+/* The host is gone: OUTCOME_UNKNOWN when a tool call was in flight (its fate
+ * is unknown, so the program's return value is not trusted), else CANCELLED. */
+void codepod_abandon(struct codepod_exec *e);
+
+/* The execution's id (borrowed, valid until done() returns). */
+const char *codepod_exec_id(const struct codepod_exec *e);
+
+/* The embedded runner program (runner/runner.js and runner/boot.js). */
+extern const unsigned char cp_runner_js[];
+extern const unsigned long cp_runner_js_len;
+extern const unsigned char cp_boot_js[];
+extern const unsigned long cp_boot_js_len;
+
+#endif

@@ -1,0 +1,583 @@
+/*
+ * exec.c - one execution's lifecycle: submit, start the runner through the
+ * backend, read its control channel, enforce the deadlines, end it once and
+ * deliver the outcome after the process tree is gone.
+ */
+#include <openssl/rand.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "digest.h"
+#include "exec_int.h"
+#include "jsondepth.h"
+#include "jsonutil.h"
+#include "log.h"
+
+/* How long a killed process tree may take to go before the outcome is
+ * delivered anyway (something escaped and still holds the pipes). */
+#define GRACE_MS 3000
+/* Frame payloads other than results and tool inputs stay below this. */
+#define FRAME_SLACK 65536
+
+static void on_out(void *ud, const char *buf, size_t len);
+static void on_err(void *ud, const char *buf, size_t len);
+static void on_exited(void *ud, const struct cp_proc_exit *ex);
+static void on_deadline(uv_timer_t *t);
+static const struct cp_proc_cbs proc_cbs = { on_out, on_err, on_exited };
+
+uint64_t cp_exec_now_ms(void)
+{
+	return uv_hrtime() / 1000000u;
+}
+
+int codepod_new(const struct codepod_config *cfg, struct codepod **out,
+                struct cp_err *err)
+{
+	if (!cfg->loop || !cfg->backend)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "a loop and a backend are required");
+	struct codepod *cp = calloc(1, sizeof *cp);
+	if (!cp)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	cp->cfg = *cfg;
+	*out = cp;
+	return 0;
+}
+
+void codepod_free(struct codepod *cp)
+{
+	free(cp);
+}
+
+unsigned codepod_running(const struct codepod *cp)
+{
+	return cp->running;
+}
+
+const char *codepod_exec_id(const struct codepod_exec *e)
+{
+	return e->id;
+}
+
+static void exec_free(struct codepod_exec *e)
+{
+	cp_calls_free(e);
+	if (e->frames)
+		cp_frame_parser_free(e->frames);
+	cp_logwin_free(&e->logs);
+	json_decref(e->tools);
+	json_decref(e->result);
+	json_decref(e->program_error);
+	free(e->id);
+	free(e->conversation);
+	free(e->src);
+	free(e);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	exec_free(h->data);
+}
+
+/* The execution may be freed once done() went out and the process is gone. */
+static void maybe_release(struct codepod_exec *e)
+{
+	if (e->delivered && !e->proc && !uv_is_closing((uv_handle_t *)&e->timer))
+		uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+}
+
+static void deliver(struct codepod_exec *e)
+{
+	if (e->delivered)
+		return;
+	e->delivered = 1;
+	e->state = CP_ST_DONE;
+	uv_timer_stop(&e->timer);
+	json_t *outcome = cp_outcome_build(e);
+	cp_log(CP_LOG_INFO, "exec.done", "id", json_string(e->id),
+	       "code", json_string(e->code == CP_OK ? "OK" : cp_code_name(e->code)),
+	       "calls", json_integer((json_int_t)e->ncalls),
+	       "runMs", json_integer((json_int_t)(e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0)),
+	       NULL);
+	e->cp->running--;
+	if (outcome) {
+		e->host->done(e->ud, e, outcome);
+		json_decref(outcome);
+	} else {
+		json_t *fallback = json_pack("{s:s,s:s,s:{s:s,s:s}}", "executionId", e->id,
+		                             "status", "failed", "error", "code", "INTERNAL",
+		                             "message", "out of memory building the outcome");
+		e->host->done(e->ud, e, fallback);
+		json_decref(fallback);
+	}
+	maybe_release(e);
+}
+
+static void on_deliver_timer(uv_timer_t *t)
+{
+	deliver(t->data);
+}
+
+void cp_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, ...)
+{
+	if (e->state >= CP_ST_FINISHING)
+		return;
+	e->state = CP_ST_FINISHING;
+	e->t_end_ms = cp_exec_now_ms();
+	e->code = code;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof e->message, fmt, ap);
+	va_end(ap);
+	if (code != CP_OK) {
+		json_decref(e->result);
+		e->result = NULL;
+	}
+	cp_calls_cancel_all(e);
+	uv_timer_stop(&e->timer);
+	if (e->proc) {
+		e->cp->cfg.backend->ops->kill(e->proc);
+		uv_timer_start(&e->timer, on_deliver_timer, GRACE_MS, 0);
+	} else {
+		/* Never deliver from inside the caller's stack. */
+		uv_timer_start(&e->timer, on_deliver_timer, 0, 0);
+	}
+}
+
+int cp_exec_send(struct codepod_exec *e, json_t *msg)
+{
+	if (!msg)
+		return CP_E_NOMEM;
+	char *text = json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(msg);
+	if (!text || !e->proc) {
+		free(text);
+		return text ? CP_E_STATE : CP_E_NOMEM;
+	}
+	size_t n = strlen(text);
+	text[n] = '\0';
+	struct cp_err err;
+	int rc = e->cp->cfg.backend->ops->write(e->proc, text, n, &err);
+	if (rc == 0)
+		rc = e->cp->cfg.backend->ops->write(e->proc, "\n", 1, &err);
+	free(text);
+	if (rc)
+		cp_exec_finish(e, CP_E_INTERNAL, "writing to the runner failed: %s", err.msg);
+	return rc;
+}
+
+/* ---- frames from the runner ---- */
+
+static void on_ready(struct codepod_exec *e)
+{
+	if (e->state != CP_ST_STARTING) {
+		cp_exec_finish(e, CP_E_INTERNAL, "control channel: a second ready frame");
+		return;
+	}
+	e->state = CP_ST_RUNNING;
+	e->t_ready_ms = cp_exec_now_ms();
+	uv_timer_stop(&e->timer);
+	uv_timer_start(&e->timer, on_deadline, e->pol.timeout_ms, 0);
+}
+
+static void on_return(struct codepod_exec *e, const char *payload, size_t len)
+{
+	if (len > e->pol.max_result_bytes) {
+		cp_exec_finish(e, CP_E_RESULT_TOO_LARGE,
+		               "The result is %zu bytes, over the limit of %llu bytes "
+		               "(maxResultBytes). Return a summary, or save the full "
+		               "output to a workspace file and return its path.",
+		               len, (unsigned long long)e->pol.max_result_bytes);
+		return;
+	}
+	if (len == 0) {
+		cp_exec_finish(e, CP_OK, "%s", "");
+		return;
+	}
+	if (cp_json_text_depth(payload, len, CP_MAX_JSON_DEPTH) > CP_MAX_JSON_DEPTH) {
+		cp_exec_finish(e, CP_E_SCRIPT_ERROR,
+		               "The result nests deeper than %d levels of JSON; flatten it.",
+		               CP_MAX_JSON_DEPTH);
+		return;
+	}
+	struct cp_err err;
+	json_t *v = cp_json_load(payload, len, &err);
+	if (!v) {
+		cp_exec_finish(e, CP_E_INTERNAL, "control channel: result is not JSON: %s", err.msg);
+		return;
+	}
+	e->result = v;
+	cp_exec_finish(e, CP_OK, "%s", "");
+	if (e->code != CP_OK) { /* finished earlier: keep no result */
+		json_decref(e->result);
+		e->result = NULL;
+	}
+}
+
+static void on_too_large(struct codepod_exec *e, const char *payload, size_t len)
+{
+	json_t *v = json_loadb(payload, len, 0, NULL);
+	json_int_t size = json_integer_value(json_object_get(v, "size"));
+	json_decref(v);
+	cp_exec_finish(e, CP_E_RESULT_TOO_LARGE,
+	               "The result is %lld bytes, over the limit of %llu bytes "
+	               "(maxResultBytes). Return a summary, or save the full output "
+	               "to a workspace file and return its path.",
+	               (long long)size, (unsigned long long)e->pol.max_result_bytes);
+}
+
+static json_t *bounded_string(const json_t *v, size_t max)
+{
+	const char *s = json_string_value(v);
+	if (!s)
+		return json_string("");
+	size_t n = json_string_length(v);
+	if (n > max) {
+		n = max;
+		while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+			n--; /* never cut a UTF-8 character */
+	}
+	return json_stringn(s, n);
+}
+
+static void on_throw(struct codepod_exec *e, const char *payload, size_t len)
+{
+	json_t *v = json_loadb(payload, len, JSON_ALLOW_NUL, NULL);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		cp_exec_finish(e, CP_E_INTERNAL, "control channel: malformed error frame");
+		return;
+	}
+	json_decref(e->program_error);
+	e->program_error = json_object();
+	json_object_set_new(e->program_error, "name", bounded_string(json_object_get(v, "name"), 256));
+	json_object_set_new(e->program_error, "message", bounded_string(json_object_get(v, "message"), 8192));
+	json_object_set_new(e->program_error, "stack", bounded_string(json_object_get(v, "stack"), 16384));
+	json_decref(v);
+	cp_exec_finish(e, CP_E_SCRIPT_ERROR, "The program threw an uncaught error (see programError).");
+}
+
+static void sink_raw(void *ud, const char *buf, size_t len)
+{
+	struct codepod_exec *e = ud;
+	cp_logwin_append(&e->logs, buf, len);
+}
+
+static void sink_frame(void *ud, char kind, const char *payload, size_t len)
+{
+	struct codepod_exec *e = ud;
+	if (e->state >= CP_ST_FINISHING) {
+		if (kind == 'O' || kind == 'E')
+			cp_logwin_append(&e->logs, payload, len);
+		return; /* nothing else counts after the end */
+	}
+	switch (kind) {
+	case 'Y': on_ready(e); break;
+	case 'O':
+	case 'E': cp_logwin_append(&e->logs, payload, len); break;
+	case 'C':
+		if (e->state != CP_ST_RUNNING)
+			cp_exec_finish(e, CP_E_INTERNAL, "control channel: tool call before ready");
+		else
+			cp_calls_on_frame(e, payload, len);
+		break;
+	case 'R': on_return(e, payload, len); break;
+	case 'Z': on_too_large(e, payload, len); break;
+	case 'T': on_throw(e, payload, len); break;
+	case 'N':
+		cp_exec_finish(e, CP_E_NEVER_SETTLES,
+		               "The program awaits something that can never settle "
+		               "(no pending tool call, timer or I/O).");
+		break;
+	default:
+		cp_exec_finish(e, CP_E_INTERNAL, "control channel: unknown frame kind");
+	}
+}
+
+static const struct cp_frame_sink frame_sink = { sink_raw, sink_frame };
+
+static void on_out(void *ud, const char *buf, size_t len)
+{
+	struct codepod_exec *e = ud;
+	struct cp_err err;
+	if (cp_frame_feed(e->frames, buf, len, &frame_sink, e, &err) < 0)
+		cp_exec_finish(e, CP_E_INTERNAL, "control channel: %s", err.msg);
+}
+
+static void on_err(void *ud, const char *buf, size_t len)
+{
+	struct codepod_exec *e = ud;
+	cp_logwin_append(&e->logs, buf, len);
+	size_t keep = sizeof e->err_tail;
+	if (len >= keep) {
+		memcpy(e->err_tail, buf + len - keep, keep);
+		e->err_tail_len = keep;
+	} else {
+		size_t old = e->err_tail_len + len > keep ? keep - len : e->err_tail_len;
+		memmove(e->err_tail, e->err_tail + e->err_tail_len - old, old);
+		memcpy(e->err_tail + old, buf, len);
+		e->err_tail_len = old + len;
+	}
+}
+
+static int tail_says_oom(const struct codepod_exec *e)
+{
+	static const char *const marks[] = { "heap out of memory", "Reached heap limit",
+	                                     "Cannot allocate memory", "std::bad_alloc" };
+	for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+		if (memmem(e->err_tail, e->err_tail_len, marks[i], strlen(marks[i])))
+			return 1;
+	return 0;
+}
+
+static void on_exited(void *ud, const struct cp_proc_exit *ex)
+{
+	struct codepod_exec *e = ud;
+	e->proc = NULL;
+	if (cp_frame_finish(e->frames, &frame_sink, e) && e->state < CP_ST_FINISHING)
+		cp_exec_finish(e, CP_E_PROCESS_EXITED, "The runner process ended in the middle of a control frame.");
+	if (e->state < CP_ST_FINISHING) {
+		int oom = ex->oom || tail_says_oom(e);
+		if (ex->unavailable)
+			cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE, "The sandbox is unavailable: %s", ex->detail);
+		else if (ex->lost)
+			cp_exec_finish(e, cp_calls_any_in_flight(e) ? CP_E_OUTCOME_UNKNOWN : CP_E_PROCESS_EXITED,
+			               "The connection to the runner process was lost: %s", ex->detail);
+		else if (oom)
+			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			               "The runner process ran out of memory (limit %llu MiB) and was killed.",
+			               (unsigned long long)e->pol.max_memory_mb);
+		else if (ex->signal)
+			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			               "The runner process was killed by signal %d (%s) before the program returned.",
+			               ex->signal, strsignal(ex->signal));
+		else
+			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			               "The runner process exited with code %d before the program returned.",
+			               ex->code);
+	}
+	if (e->delivered)
+		maybe_release(e);
+	else
+		deliver(e);
+}
+
+/* ---- timers ---- */
+
+static void on_startup_timeout(uv_timer_t *t)
+{
+	struct codepod_exec *e = t->data;
+	cp_exec_finish(e, CP_E_STARTUP_TIMEOUT,
+	               "The sandbox and runner did not start within startupTimeoutMs (%llu ms).",
+	               (unsigned long long)e->pol.startup_timeout_ms);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+	struct codepod_exec *e = t->data;
+	cp_exec_finish(e, CP_E_TIMEOUT,
+	               "The program did not finish within timeoutMs (%llu ms), "
+	               "time spent waiting on tools included.",
+	               (unsigned long long)e->pol.timeout_ms);
+}
+
+/* ---- submit ---- */
+
+static int parse_tools(const json_t *tools, json_t **out, struct cp_err *err)
+{
+	if (!tools || json_is_null(tools)) {
+		*out = json_array();
+		return 0;
+	}
+	if (!json_is_array(tools))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "tools must be an array");
+	if (json_array_size(tools) > 1000)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "at most 1000 tools");
+	size_t i;
+	const json_t *t;
+	json_array_foreach(tools, i, t) {
+		const json_t *name = json_object_get(t, "name");
+		const json_t *en = json_object_get(t, "enabled");
+		if (!json_is_object(t) || !json_is_string(name) || json_string_length(name) == 0 ||
+		    json_string_length(name) > 128 || strlen(json_string_value(name)) != json_string_length(name))
+			return cp_err_set(err, CP_E_INVALID_REQUEST,
+			                  "tools[%zu].name must be a string of 1 to 128 characters", i);
+		if (en && !json_is_boolean(en))
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "tools[%zu].enabled must be a boolean", i);
+	}
+	*out = json_deep_copy(tools);
+	return *out ? 0 : cp_err_set(err, CP_E_NOMEM, "out of memory");
+}
+
+static const char *req_string(const json_t *req, const char *key, size_t max,
+                              struct cp_err *err)
+{
+	const json_t *v = json_object_get(req, key);
+	if (!v) {
+		cp_err_set(err, CP_E_INVALID_REQUEST, "missing field: %s", key);
+		return NULL;
+	}
+	if (!json_is_string(v)) {
+		cp_err_set(err, CP_E_INVALID_REQUEST, "%s must be a string", key);
+		return NULL;
+	}
+	if (json_string_length(v) == 0 || json_string_length(v) > max) {
+		cp_err_set(err, CP_E_INVALID_REQUEST, "%s must be 1 to %zu bytes", key, max);
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static json_t *hello_tools(const json_t *tools)
+{
+	json_t *a = json_array();
+	size_t i;
+	const json_t *t;
+	json_array_foreach(tools, i, t) {
+		const json_t *en = json_object_get(t, "enabled");
+		json_array_append_new(a, json_pack("{s:O,s:b}", "n", json_object_get(t, "name"),
+		                                   "on", en ? json_is_true(en) : 1));
+	}
+	return a;
+}
+
+static int start_runner(struct codepod_exec *e, struct cp_err *err)
+{
+	char heap[48];
+	snprintf(heap, sizeof heap, "--max-old-space-size=%llu",
+	         (unsigned long long)e->pol.max_memory_mb);
+	char *boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
+	if (!boot)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	const char *argv[] = { "node", "--disable-warning=ExperimentalWarning", heap,
+	                       "-e", boot, NULL };
+	struct cp_spawn_req req = { e->conversation, e->id, argv, (unsigned long)e->pol.max_memory_mb };
+	struct cp_backend *b = e->cp->cfg.backend;
+	int rc = b->ops->spawn(b, &req, &proc_cbs, e, &e->proc, err);
+	free(boot);
+	if (rc)
+		return rc;
+	char len[32];
+	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
+	if (b->ops->write(e->proc, len, (size_t)n, err) ||
+	    b->ops->write(e->proc, (const char *)cp_runner_js, cp_runner_js_len, err)) {
+		b->ops->kill(e->proc);
+		return 0; /* exited() follows and ends the execution */
+	}
+	json_t *hello = json_pack("{s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
+	                          "k", "hello", "nonce", e->nonce, "src", e->src, e->src_len,
+	                          "file", "script.ts", "tools", hello_tools(e->tools), "lim",
+	                          "maxToolInputBytes", (json_int_t)e->pol.max_tool_input_bytes,
+	                          "maxResultBytes", (json_int_t)e->pol.max_result_bytes,
+	                          "maxDepth", CP_MAX_JSON_DEPTH);
+	cp_exec_send(e, hello);
+	return 0;
+}
+
+static int make_nonce(char out[33], struct cp_err *err)
+{
+	unsigned char raw[16];
+	if (RAND_bytes(raw, sizeof raw) != 1)
+		return cp_err_set(err, CP_E_INTERNAL, "no randomness for the channel key");
+	for (size_t i = 0; i < sizeof raw; i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
+static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_err *err)
+{
+	const char *id = req_string(request, "id", 256, err);
+	if (!id)
+		return CP_E_INVALID_REQUEST;
+	e->id = strdup(id);
+	const char *conv = req_string(request, "conversation", 1024, err);
+	if (!conv)
+		return CP_E_INVALID_REQUEST;
+	e->conversation = strdup(conv);
+	const json_t *js = json_object_get(request, "js");
+	if (!js)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "missing field: js");
+	if (!json_is_string(js))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "js must be a string");
+	e->src_len = json_string_length(js);
+	e->src = malloc(e->src_len + 1);
+	if (!e->id || !e->conversation || !e->src)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	memcpy(e->src, json_string_value(js), e->src_len + 1);
+	e->pol = e->cp->cfg.defaults;
+	int rc = cp_policy_apply(&e->pol, json_object_get(request, "policy"), &e->cp->cfg.ceiling, err);
+	if (rc)
+		return rc;
+	rc = parse_tools(json_object_get(request, "tools"), &e->tools, err);
+	if (rc)
+		return rc;
+	json_t *pol = cp_policy_to_json(&e->pol);
+	rc = cp_digest(e->src, e->src_len, e->tools, pol, e->digest, err);
+	json_decref(pol);
+	if (rc)
+		return rc;
+	rc = make_nonce(e->nonce, err);
+	if (rc)
+		return rc;
+	size_t max_frame = e->pol.max_result_bytes > e->pol.max_tool_input_bytes
+	                           ? e->pol.max_result_bytes : e->pol.max_tool_input_bytes;
+	e->frames = cp_frame_parser_new(e->nonce, max_frame + FRAME_SLACK);
+	if (!e->frames)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	return cp_logwin_init(&e->logs, e->pol.max_result_bytes, err);
+}
+
+int codepod_submit(struct codepod *cp, const json_t *request,
+                   const struct codepod_host *host, void *ud,
+                   struct codepod_exec **out, struct cp_err *err)
+{
+	if (!json_is_object(request))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "the request must be a JSON object");
+	struct codepod_exec *e = calloc(1, sizeof *e);
+	if (!e)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	e->cp = cp;
+	e->host = host;
+	e->ud = ud;
+	e->t_submit_ms = cp_exec_now_ms();
+	int rc = exec_init(e, request, err);
+	if (rc) {
+		exec_free(e);
+		return rc;
+	}
+	uv_timer_init(cp->cfg.loop, &e->timer);
+	e->timer.data = e;
+	cp->running++;
+	*out = e;
+	cp_log(CP_LOG_INFO, "exec.start", "id", json_string(e->id),
+	       "sourceBytes", json_integer((json_int_t)e->src_len), "digest", json_string(e->digest), NULL);
+	if (e->src_len > e->pol.max_source_bytes) {
+		cp_exec_finish(e, CP_E_SOURCE_TOO_LARGE,
+		               "The program is %zu bytes, over the limit of %llu bytes (maxSourceBytes).",
+		               e->src_len, (unsigned long long)e->pol.max_source_bytes);
+		return 0;
+	}
+	uv_timer_start(&e->timer, on_startup_timeout, e->pol.startup_timeout_ms, 0);
+	struct cp_err serr;
+	if (start_runner(e, &serr)) {
+		cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
+		               "The sandbox could not start the runner: %s", serr.msg);
+	}
+	return 0;
+}
+
+void codepod_stop(struct codepod_exec *e)
+{
+	cp_exec_finish(e, CP_E_CANCELLED, "The execution was stopped by the backend.");
+}
+
+void codepod_abandon(struct codepod_exec *e)
+{
+	if (cp_calls_any_in_flight(e))
+		cp_exec_finish(e, CP_E_OUTCOME_UNKNOWN,
+		               "The backend went away while a tool call was in flight; "
+		               "its outcome is unknown, so the program's result is not trusted.");
+	else
+		cp_exec_finish(e, CP_E_CANCELLED, "The backend went away; the execution was stopped.");
+}

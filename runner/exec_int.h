@@ -1,0 +1,102 @@
+/*
+ * exec_int.h - the execution engine's private state, shared by its files:
+ * exec.c (lifecycle and the control channel), calls.c (tool-call
+ * bookkeeping, queueing and limits), outcome.c (the outcome JSON).
+ *
+ * Ownership: a struct cp_exec owns every pointer in it. It is freed only from
+ * the close callback of its timer, after done() was delivered and the runner
+ * process has exited, so no callback can reach freed memory.
+ */
+#ifndef CP_EXEC_INT_H
+#define CP_EXEC_INT_H
+
+#include <stdint.h>
+
+#include "codepod.h"
+#include "frame.h"
+#include "logwin.h"
+
+enum cp_exec_state {
+	CP_ST_STARTING,  /* waiting for the runner's Y frame */
+	CP_ST_RUNNING,   /* the program runs; its deadline is armed */
+	CP_ST_FINISHING, /* ended; waiting for the process tree to go */
+	CP_ST_DONE       /* done() delivered */
+};
+
+enum cp_call_state {
+	CP_CALL_QUEUED,
+	CP_CALL_IN_FLIGHT,
+	CP_CALL_OK,
+	CP_CALL_ERROR,
+	CP_CALL_DENIED,
+	CP_CALL_CANCELLED
+};
+
+struct cp_call {
+	char *tool;              /* as the program named it (bounded) */
+	json_t *input;           /* held while queued, NULL after dispatch */
+	enum cp_call_state state;
+	uint64_t t_start_ms, t_end_ms;
+};
+
+struct codepod {
+	struct codepod_config cfg;
+	unsigned running;
+};
+
+struct codepod_exec {
+	struct codepod *cp;
+	const struct codepod_host *host;
+	void *ud;
+	char *id;
+	char *conversation;
+	char *src;
+	size_t src_len;
+	json_t *tools;           /* the request's tools array (own copy) */
+	struct cp_policy pol;
+	char digest[65];
+	char nonce[33];
+
+	enum cp_exec_state state;
+	struct cp_proc *proc;    /* NULL once exited() came */
+	int delivered;           /* done() was called */
+	uv_timer_t timer;        /* startup, then deadline, then grace */
+	uint64_t t_submit_ms, t_ready_ms, t_end_ms;
+
+	struct cp_frame_parser *frames;
+	struct cp_logwin logs;
+	char err_tail[512];      /* last bytes of stderr: OOM detection */
+	size_t err_tail_len;
+
+	struct cp_call *calls;   /* index = call number - 1 */
+	size_t ncalls, calls_cap;
+	size_t *queue;           /* FIFO of call indexes waiting for a slot */
+	size_t q_head, q_len, q_cap;
+	uint64_t in_flight;
+	uint64_t requests;       /* tool requests counted toward the limit */
+	int pumping, pump_again;
+
+	/* the outcome, filled by finish() */
+	enum cp_code code;
+	char message[CP_ERR_MSG_MAX];
+	json_t *result;          /* NULL: no result */
+	json_t *program_error;   /* {name,message,stack} for SCRIPT_ERROR */
+};
+
+/* exec.c */
+void cp_exec_finish(struct codepod_exec *e, enum cp_code code,
+                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int cp_exec_send(struct codepod_exec *e, json_t *msg /* steals */);
+uint64_t cp_exec_now_ms(void);
+
+/* calls.c */
+void cp_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len);
+void cp_calls_cancel_all(struct codepod_exec *e);
+int cp_calls_any_in_flight(const struct codepod_exec *e);
+void cp_calls_free(struct codepod_exec *e);
+const char *cp_call_state_name(enum cp_call_state s);
+
+/* outcome.c: a new reference */
+json_t *cp_outcome_build(const struct codepod_exec *e);
+
+#endif

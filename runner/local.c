@@ -1,0 +1,357 @@
+/*
+ * local.c - the local backend: processes through uv_spawn and its pipes.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "local.h"
+#include "log.h"
+
+/* After the process exits, how long its pipes may stay open (a child that
+ * escaped the kill still holds them) before we stop waiting for EOF. */
+#define DRAIN_MS 2000
+#define MAX_ARGS 48
+
+struct local {
+	struct cp_backend base;
+	uv_loop_t *loop;
+	char *state_dir;
+	char *ws_root;
+	char *node;
+	int isolate;
+	unsigned live;
+};
+
+struct cp_proc {
+	struct local *b;
+	const struct cp_proc_cbs *cbs;
+	void *ud;
+	uv_process_t proc;
+	uv_pipe_t in, out, err;
+	uv_timer_t drain;
+	int pid;
+	int exited, out_eof, err_eof, reported, killed;
+	int handles_open;
+	struct cp_proc_exit ex;
+};
+
+struct write_req {
+	uv_write_t req;
+	char data[];
+};
+
+static int mkdir_p(const char *path, struct cp_err *err)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof buf)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "path too long: %s", path);
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return cp_err_errno(err, CP_E_IO, errno, "mkdir %s", buf);
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return cp_err_errno(err, CP_E_IO, errno, "mkdir %s", buf);
+	return 0;
+}
+
+/* The workspace folder name is a hash of the scope key: the raw key can
+ * hold user data and any byte. */
+static int workspace_path(struct local *b, const char *conversation, char *out,
+                          size_t cap, struct cp_err *err)
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	if (!EVP_Digest(conversation, strlen(conversation), md, &mdlen, EVP_sha256(), NULL))
+		return cp_err_set(err, CP_E_INTERNAL, "sha256 failed");
+	char hex[33];
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	int n = snprintf(out, cap, "%s/%s", b->ws_root, hex);
+	if (n < 0 || (size_t)n >= cap)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "state folder path too long");
+	return mkdir_p(out, err);
+}
+
+static void report_if_done(struct cp_proc *p);
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct cp_proc *p = h->data;
+	if (--p->handles_open == 0) {
+		p->b->live--;
+		free(p);
+	}
+}
+
+static void close_all(struct cp_proc *p)
+{
+	uv_handle_t *hs[] = { (uv_handle_t *)&p->proc, (uv_handle_t *)&p->in,
+	                      (uv_handle_t *)&p->out, (uv_handle_t *)&p->err,
+	                      (uv_handle_t *)&p->drain };
+	for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+		if (!uv_is_closing(hs[i]))
+			uv_close(hs[i], on_handle_closed);
+}
+
+static void report_if_done(struct cp_proc *p)
+{
+	if (p->reported || !p->exited || !p->out_eof || !p->err_eof)
+		return;
+	p->reported = 1;
+	uv_timer_stop(&p->drain);
+	p->cbs->exited(p->ud, &p->ex);
+	close_all(p);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+	struct cp_proc *p = t->data;
+	cp_log(CP_LOG_WARN, "local.drain_timeout", "pid", json_integer(p->pid), NULL);
+	p->out_eof = p->err_eof = 1;
+	report_if_done(p);
+}
+
+static void kill_tree(struct cp_proc *p)
+{
+	/* bubblewrap's own process is the group leader (setsid by
+	 * UV_PROCESS_DETACHED); with --die-with-parent its PID-namespace init
+	 * dies with it, and the kernel then kills every process inside. Without
+	 * bubblewrap the group kill reaches every child that did not leave it. */
+	if (p->pid > 0) {
+		kill(-p->pid, SIGKILL);
+		kill(p->pid, SIGKILL);
+	}
+}
+
+static void on_exit_cb(uv_process_t *h, int64_t status, int sig)
+{
+	struct cp_proc *p = h->data;
+	p->exited = 1;
+	p->ex.code = sig ? -1 : (int)status;
+	p->ex.signal = sig;
+	kill_tree(p); /* leftovers of a program that exited by itself */
+	p->pid = 0;
+	if (!p->out_eof || !p->err_eof)
+		uv_timer_start(&p->drain, on_drain_timeout, DRAIN_MS, 0);
+	report_if_done(p);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	(void)h;
+	static char slab[65536]; /* loop thread only; consumed before the next read */
+	(void)hint;
+	*buf = uv_buf_init(slab, sizeof slab);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct cp_proc *p = s->data;
+	int is_out = s == (uv_stream_t *)&p->out;
+	if (n > 0) {
+		if (!p->reported)
+			(is_out ? p->cbs->out : p->cbs->err)(p->ud, buf->base, (size_t)n);
+		return;
+	}
+	if (n == 0)
+		return;
+	uv_read_stop(s);
+	if (is_out)
+		p->out_eof = 1;
+	else
+		p->err_eof = 1;
+	report_if_done(p);
+}
+
+static int build_argv(struct local *b, const struct cp_spawn_req *req, const char *ws,
+                      const char **argv, struct cp_err *err)
+{
+	size_t n = 0;
+	if (b->isolate) {
+		const char *pre[] = { "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+		                      "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+		                      "--tmpfs", "/tmp", "--tmpfs", b->state_dir,
+		                      "--bind", ws, ws, "--chdir", ws, NULL };
+		for (size_t i = 0; pre[i]; i++)
+			argv[n++] = pre[i];
+	}
+	argv[n++] = b->node;
+	for (size_t i = 1; req->argv[i]; i++) {
+		if (n + 2 > MAX_ARGS)
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "too many runner arguments");
+		argv[n++] = req->argv[i];
+	}
+	argv[n] = NULL;
+	return 0;
+}
+
+/* The address-space ceiling is set on ourselves around the fork, because
+ * uv_spawn has no pre-exec hook; the child inherits it. Only the soft limit
+ * moves, and it is restored right after. */
+static int spawn_limited(struct cp_proc *p, uv_process_options_t *opt, unsigned long mb)
+{
+	struct rlimit old, lim;
+	int have = getrlimit(RLIMIT_DATA, &old) == 0;
+	if (have && mb) {
+		lim = old;
+		rlim_t want = (rlim_t)(mb * 2 + 1024) << 20;
+		lim.rlim_cur = old.rlim_max == RLIM_INFINITY || want < old.rlim_max ? want : old.rlim_max;
+		setrlimit(RLIMIT_DATA, &lim);
+	}
+	int rc = uv_spawn(p->b->loop, &p->proc, opt);
+	if (have && mb)
+		setrlimit(RLIMIT_DATA, &old);
+	return rc;
+}
+
+static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
+                       const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+                       struct cp_err *err)
+{
+	struct local *b = (struct local *)base;
+	char ws[4096];
+	int rc = workspace_path(b, req->conversation, ws, sizeof ws, err);
+	if (rc)
+		return rc;
+	const char *argv[MAX_ARGS];
+	rc = build_argv(b, req, ws, argv, err);
+	if (rc)
+		return rc;
+	char home[4200];
+	snprintf(home, sizeof home, "HOME=%s", ws);
+	static char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	static char tmp_env[] = "TMPDIR=/tmp";
+	static char lang_env[] = "LANG=C.UTF-8";
+	char *env[] = { path_env, home, tmp_env, lang_env, NULL };
+	struct cp_proc *p = calloc(1, sizeof *p);
+	if (!p)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	p->b = b;
+	p->cbs = cbs;
+	p->ud = ud;
+	uv_pipe_init(b->loop, &p->in, 0);
+	uv_pipe_init(b->loop, &p->out, 0);
+	uv_pipe_init(b->loop, &p->err, 0);
+	uv_timer_init(b->loop, &p->drain);
+	p->in.data = p->out.data = p->err.data = p->drain.data = p->proc.data = p;
+	uv_stdio_container_t stdio[3] = {
+		{ .flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&p->in },
+		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out },
+		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->err },
+	};
+	uv_process_options_t opt = {
+		.exit_cb = on_exit_cb, .file = argv[0], .args = (char **)argv, .env = env,
+		.cwd = ws, .flags = UV_PROCESS_DETACHED, .stdio_count = 3, .stdio = stdio,
+	};
+	rc = spawn_limited(p, &opt, req->memory_mb);
+	if (rc) {
+		/* uv_spawn leaves the process handle to be closed too. */
+		p->handles_open = 5;
+		b->live++;
+		close_all(p);
+		return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE, "cannot start %s: %s",
+		                  argv[0], uv_strerror(rc));
+	}
+	p->handles_open = 5;
+	b->live++;
+	p->pid = p->proc.pid;
+	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
+	uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
+	cp_log(CP_LOG_DEBUG, "local.spawn", "id", json_string(req->exec_id),
+	       "pid", json_integer(p->pid), "isolated", json_boolean(b->isolate), NULL);
+	*out = p;
+	return 0;
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+	(void)status; /* EPIPE: the process is gone; its exit tells the story */
+	free(req);
+}
+
+static int local_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
+{
+	if (p->exited || len == 0)
+		return 0;
+	struct write_req *w = malloc(sizeof *w + len);
+	if (!w)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	memcpy(w->data, buf, len);
+	uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+	int rc = uv_write(&w->req, (uv_stream_t *)&p->in, &b, 1, on_written);
+	if (rc) {
+		free(w);
+		if (rc == UV_EPIPE || rc == UV_EBADF)
+			return 0;
+		return cp_err_set(err, CP_E_IO, "write to runner: %s", uv_strerror(rc));
+	}
+	return 0;
+}
+
+static void local_kill(struct cp_proc *p)
+{
+	p->killed = 1;
+	kill_tree(p);
+}
+
+static void local_destroy(struct cp_backend *base)
+{
+	struct local *b = (struct local *)base;
+	free(b->state_dir);
+	free(b->ws_root);
+	free(b->node);
+	free(b);
+}
+
+static const struct cp_backend_ops local_ops = {
+	local_spawn, local_write, local_kill, local_destroy,
+};
+
+int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
+                 struct cp_err *err)
+{
+	int rc = mkdir_p(cfg->state_dir, err);
+	if (rc)
+		return rc;
+	char *real = realpath(cfg->state_dir, NULL);
+	if (!real)
+		return cp_err_errno(err, CP_E_IO, errno, "state folder %s", cfg->state_dir);
+	struct local *b = calloc(1, sizeof *b);
+	if (!b) {
+		free(real);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	b->base.ops = &local_ops;
+	b->base.name = "local";
+	b->loop = cfg->loop;
+	b->state_dir = real;
+	b->node = strdup(cfg->node);
+	b->isolate = cfg->isolate;
+	size_t n = strlen(real) + 16;
+	b->ws_root = malloc(n);
+	if (!b->node || !b->ws_root) {
+		local_destroy(&b->base);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	snprintf(b->ws_root, n, "%s/workspaces", real);
+	rc = mkdir_p(b->ws_root, err);
+	if (rc) {
+		local_destroy(&b->base);
+		return rc;
+	}
+	*out = &b->base;
+	return 0;
+}

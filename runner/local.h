@@ -1,0 +1,44 @@
+/*
+ * local.h - the local backend (DESIGN.md section 6): one workspace folder per
+ * conversation under the state folder, a fresh Node process per execution
+ * with the workspace as its working folder, isolated with bubblewrap (no
+ * network, host read-only but for the workspace and a private /tmp, the state
+ * folder hidden, own PID namespace). When an execution ends, its whole
+ * process tree is killed.
+ *
+ * Loop context: the loop thread only. cp_local_new blocks briefly (it runs
+ * `node --version` and a bubblewrap probe once, at start).
+ *
+ * Ownership: the config strings are copied. The backend is freed through
+ * backend->ops->destroy once every process handle has exited.
+ */
+#ifndef CP_LOCAL_H
+#define CP_LOCAL_H
+
+#include <uv.h>
+
+#include "sandbox.h"
+
+struct cp_local_config {
+	uv_loop_t *loop;
+	const char *state_dir;  /* created if missing */
+	const char *node;       /* resolved Node 22 binary (see cp_node_find) */
+	int isolate;            /* 1: bubblewrap required; 0: plain processes */
+};
+
+int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
+                 struct cp_err *err);
+
+/*
+ * cp_node_find - the Node binary to run: @flag (--node) if given, then
+ * $CODEPOD_NODE, then the project's own install (.deps/node beside the
+ * build folder of this executable), then `node` on PATH. A Node older than
+ * 22.13 is refused with CP_E_UNSUPPORTED naming its version.
+ */
+int cp_node_find(const char *flag, char *out, size_t cap, struct cp_err *err);
+
+/* 1 when bubblewrap can build the sandbox on this machine; else 0 with the
+ * reason in err. */
+int cp_bwrap_usable(struct cp_err *err);
+
+#endif

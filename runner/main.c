@@ -1,0 +1,378 @@
+/*
+ * main.c - the codepod command: `serve --stdio`, `run FILE`, `--version`.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmdtool.h"
+#include "codepod.h"
+#include "idset.h"
+#include "local.h"
+#include "log.h"
+#include "stdio_serve.h"
+
+#define CODEPOD_VERSION "0.1.0"
+#define RECENT_IDS 100000
+
+struct opts {
+	const char *backend;
+	const char *state_dir;
+	const char *node;
+	int no_isolation;
+	int stdio;
+	const char *tools;
+	const char *conversation;
+	const char *policy;
+	const char *file;
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage:\n"
+	      "  codepod serve --stdio [--backend local] [--state-dir DIR] [--node PATH]\n"
+	      "                [--no-isolation] [--log-level debug|info|warn|error]\n"
+	      "  codepod run FILE --tools TOOLS.json [--conversation KEY] [--policy JSON]\n"
+	      "                [--state-dir DIR] [--node PATH] [--no-isolation]\n"
+	      "  codepod --version\n", f);
+}
+
+static const char *default_state_dir(char *buf, size_t cap)
+{
+	const char *env = getenv("CODEPOD_STATE_DIR");
+	if (env && *env)
+		return env;
+	const char *home = getenv("HOME");
+	snprintf(buf, cap, "%s/.local/state/codepod", home && *home ? home : "/tmp");
+	return buf;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "backend", required_argument, NULL, 'b' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "node", required_argument, NULL, 'n' },
+		{ "no-isolation", no_argument, NULL, 'I' },
+		{ "stdio", no_argument, NULL, 'S' },
+		{ "tools", required_argument, NULL, 't' },
+		{ "conversation", required_argument, NULL, 'c' },
+		{ "policy", required_argument, NULL, 'p' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'b': o->backend = optarg; break;
+		case 's': o->state_dir = optarg; break;
+		case 'n': o->node = optarg; break;
+		case 'I': o->no_isolation = 1; break;
+		case 'S': o->stdio = 1; break;
+		case 't': o->tools = optarg; break;
+		case 'c': o->conversation = optarg; break;
+		case 'p': o->policy = optarg; break;
+		case 'l': {
+			int lvl = cp_log_parse_level(optarg);
+			if (lvl < 0) {
+				fprintf(stderr, "codepod: --log-level must be debug, info, warn or error\n");
+				return -1;
+			}
+			cp_log_set_level((enum cp_log_level)lvl);
+			break;
+		}
+		case 'h': usage(stdout); return 1;
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind < argc)
+		o->file = argv[optind++];
+	if (optind < argc) {
+		fprintf(stderr, "codepod: unexpected argument: %s\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+/* Builds the backend the options name; prints the reason and returns NULL
+ * when it cannot run here. */
+static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
+{
+	if (o->backend && strcmp(o->backend, "local") != 0) {
+		fprintf(stderr, "codepod: backend \"%s\" is not available in this build "
+		        "(only \"local\"; the kubernetes backend is not built yet)\n", o->backend);
+		return NULL;
+	}
+	struct cp_err err;
+	char node[PATH_MAX];
+	if (cp_node_find(o->node, node, sizeof node, &err)) {
+		fprintf(stderr, "codepod: %s\n", err.msg);
+		return NULL;
+	}
+	int isolate = !o->no_isolation;
+	if (isolate && !cp_bwrap_usable(&err)) {
+		fprintf(stderr, "codepod: %s.\nThe local backend isolates every program with "
+		        "bubblewrap. Install it (apt-get install bubblewrap) or, to run programs "
+		        "without isolation on this machine, start codepod with --no-isolation.\n",
+		        err.msg);
+		return NULL;
+	}
+	if (!isolate)
+		cp_log(CP_LOG_WARN, "local.no_isolation", "message",
+		       json_string("programs run WITHOUT isolation: they can reach the network "
+		                   "and write anywhere this user can"), NULL);
+	char buf[PATH_MAX];
+	const char *state = o->state_dir ? o->state_dir : default_state_dir(buf, sizeof buf);
+	struct cp_local_config cfg = { loop, state, node, isolate };
+	struct cp_backend *b = NULL;
+	if (cp_local_new(&cfg, &b, &err)) {
+		fprintf(stderr, "codepod: %s\n", err.msg);
+		return NULL;
+	}
+	return b;
+}
+
+static int make_engine(uv_loop_t *loop, struct cp_backend *b, struct codepod **cp)
+{
+	struct codepod_config cfg = { .loop = loop, .backend = b };
+	cp_policy_defaults(&cfg.defaults);
+	cp_policy_ceiling_defaults(&cfg.ceiling);
+	struct cp_err err;
+	if (codepod_new(&cfg, cp, &err)) {
+		fprintf(stderr, "codepod: %s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- serve --stdio ---- */
+
+struct serve_state {
+	struct broker_stdio *stdio;
+	uv_signal_t sigterm, sigint;
+};
+
+static void on_serve_done(void *ud)
+{
+	struct serve_state *st = ud;
+	uv_close((uv_handle_t *)&st->sigterm, NULL);
+	uv_close((uv_handle_t *)&st->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+	struct serve_state *st = h->data;
+	cp_log(CP_LOG_INFO, "serve.signal", "signal", json_integer(sig), NULL);
+	broker_stdio_shutdown(st->stdio);
+}
+
+static int cmd_serve(uv_loop_t *loop, const struct opts *o)
+{
+	if (!o->stdio) {
+		fprintf(stderr, "codepod: serve needs --stdio (the HTTP/WebSocket server is not built yet)\n");
+		return 2;
+	}
+	struct cp_backend *b = make_backend(loop, o);
+	struct codepod *cp = NULL;
+	if (!b || make_engine(loop, b, &cp)) {
+		if (b)
+			b->ops->destroy(b);
+		return 2;
+	}
+	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
+	struct serve_state st = { 0 };
+	struct cp_err err;
+	size_t max_message = (size_t)(16u << 20) + (1u << 20);
+	int rc = ids ? broker_stdio_start(loop, cp, ids, max_message, on_serve_done, &st,
+	                                  &st.stdio, &err)
+	             : cp_err_set(&err, CP_E_NOMEM, "out of memory");
+	if (rc) {
+		fprintf(stderr, "codepod: %s\n", err.msg);
+	} else {
+		uv_signal_init(loop, &st.sigterm);
+		uv_signal_init(loop, &st.sigint);
+		st.sigterm.data = st.sigint.data = &st;
+		uv_signal_start(&st.sigterm, on_signal, SIGTERM);
+		uv_signal_start(&st.sigint, on_signal, SIGINT);
+		cp_log(CP_LOG_INFO, "serve.start", "transport", json_string("stdio"),
+		       "backend", json_string(b->name), NULL);
+		uv_run(loop, UV_RUN_DEFAULT);
+		broker_stdio_free(st.stdio);
+		uv_run(loop, UV_RUN_DEFAULT);
+	}
+	cp_idset_free(ids);
+	codepod_free(cp);
+	b->ops->destroy(b);
+	return rc ? 2 : 0;
+}
+
+/* ---- run FILE ---- */
+
+static char *read_file(const char *path, size_t max, size_t *len, struct cp_err *err)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	if (!f) {
+		cp_err_errno(err, CP_E_IO, errno, "%s", path);
+		return NULL;
+	}
+	size_t cap = 65536, n = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		if (n == cap) {
+			if (cap > max) {
+				cp_err_set(err, CP_E_TOO_BIG, "%s is larger than %zu bytes", path, max);
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		size_t r = fread(buf + n, 1, cap - n, f);
+		n += r;
+		if (r == 0)
+			break;
+	}
+	if (f != stdin)
+		fclose(f);
+	if (buf) {
+		*len = n;
+	}
+	return buf;
+}
+
+struct run_state {
+	json_t *outcome;
+};
+
+static void on_run_done(void *ud, const json_t *outcome)
+{
+	struct run_state *st = ud;
+	st->outcome = json_incref((json_t *)outcome);
+}
+
+static json_t *run_request(const struct opts *o, const char *src, size_t len, json_t *decls,
+                           struct cp_err *err)
+{
+	json_t *policy = NULL;
+	if (o->policy) {
+		json_error_t je;
+		policy = json_loads(o->policy, 0, &je);
+		if (!policy) {
+			cp_err_set(err, CP_E_INVALID_REQUEST, "--policy: %s", je.text);
+			return NULL;
+		}
+	}
+	json_t *req = json_pack("{s:s,s:s,s:s%,s:O}", "id", "run", "conversation",
+	                        o->conversation ? o->conversation : "default", "js", src, len,
+	                        "tools", decls);
+	if (!req) {
+		cp_err_set(err, CP_E_INVALID_REQUEST, "%s is not valid UTF-8 text", o->file);
+		json_decref(policy);
+		return NULL;
+	}
+	if (policy)
+		json_object_set_new(req, "policy", policy);
+	return req;
+}
+
+static int cmd_run(uv_loop_t *loop, const struct opts *o)
+{
+	if (!o->file) {
+		usage(stderr);
+		return 2;
+	}
+	struct cp_err err;
+	struct broker_cmdtools *tools = NULL;
+	json_t *decls = NULL;
+	if (broker_cmdtools_load(loop, o->tools, &tools, &decls, &err)) {
+		fprintf(stderr, "codepod: %s\n", err.msg);
+		return 2;
+	}
+	size_t len = 0;
+	char *src = read_file(o->file, 64u << 20, &len, &err);
+	json_t *req = src ? run_request(o, src, len, decls, &err) : NULL;
+	free(src);
+	if (!req) {
+		fprintf(stderr, "codepod: %s\n", err.msg);
+		json_decref(decls);
+		broker_cmdtools_free(tools);
+		return 2;
+	}
+	int status = 2;
+	struct cp_backend *b = make_backend(loop, o);
+	struct codepod *cp = NULL;
+	if (b && make_engine(loop, b, &cp) == 0) {
+		struct run_state st = { NULL };
+		struct codepod_exec *e = NULL;
+		broker_cmdtools_bind(tools, on_run_done, &st);
+		if (codepod_submit(cp, req, &broker_cmdtools_host, tools, &e, &err)) {
+			fprintf(stderr, "codepod: %s\n", err.msg);
+		} else {
+			uv_run(loop, UV_RUN_DEFAULT);
+			if (st.outcome) {
+				json_dumpf(st.outcome, stdout, JSON_INDENT(2));
+				fputc('\n', stdout);
+				status = json_is_object(json_object_get(st.outcome, "error")) ? 1 : 0;
+				json_decref(st.outcome);
+			}
+		}
+		codepod_free(cp);
+	}
+	if (b)
+		b->ops->destroy(b);
+	json_decref(req);
+	json_decref(decls);
+	broker_cmdtools_free(tools);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+		printf("codepod %s\n", CODEPOD_VERSION);
+		return 0;
+	}
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	struct opts o = { 0 };
+	int prc = parse_opts(argc - 1, argv + 1, &o);
+	if (prc)
+		return prc > 0 ? 0 : 2;
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	int rc;
+	if (strcmp(cmd, "serve") == 0) {
+		rc = cmd_serve(&loop, &o);
+	} else if (strcmp(cmd, "run") == 0) {
+		rc = cmd_run(&loop, &o);
+	} else {
+		fprintf(stderr, "codepod: unknown command: %s\n", cmd);
+		usage(stderr);
+		rc = 2;
+	}
+	uv_run(&loop, UV_RUN_DEFAULT);
+	if (uv_loop_close(&loop) != 0)
+		cp_log(CP_LOG_WARN, "loop.close", "message", json_string("handles left open at exit"), NULL);
+	return rc;
+}

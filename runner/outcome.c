@@ -1,0 +1,56 @@
+/*
+ * outcome.c - the outcome of DESIGN.md section 4, built once when an
+ * execution is delivered.
+ */
+#include <stdlib.h>
+
+#include "exec_int.h"
+
+static json_t *calls_json(const struct codepod_exec *e)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < e->ncalls; i++) {
+		const struct cp_call *c = &e->calls[i];
+		uint64_t end = c->t_end_ms ? c->t_end_ms : e->t_end_ms;
+		char id[24];
+		snprintf(id, sizeof id, "%zu", i + 1);
+		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "tool", c->tool,
+		                                   "status", cp_call_state_name(c->state),
+		                                   "ms", (json_int_t)(end >= c->t_start_ms ? end - c->t_start_ms : 0)));
+	}
+	return a;
+}
+
+static json_t *usage_json(const struct codepod_exec *e, const char *sandbox)
+{
+	uint64_t startup = (e->t_ready_ms ? e->t_ready_ms : e->t_end_ms) - e->t_submit_ms;
+	uint64_t run = e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0;
+	return json_pack("{s:I,s:I,s:I,s:s,s:s}", "bridgeRequests", (json_int_t)e->requests,
+	                 "startupMs", (json_int_t)startup, "runMs", (json_int_t)run,
+	                 "sandbox", sandbox, "digest", e->digest);
+}
+
+json_t *cp_outcome_build(const struct codepod_exec *e)
+{
+	size_t logs_len = 0;
+	char *logs = cp_logwin_take(&e->logs, &logs_len);
+	if (!logs)
+		return NULL;
+	json_t *o = json_pack("{s:s,s:s,s:s%,s:b,s:o,s:o}", "executionId", e->id,
+	                      "status", e->code == CP_OK ? "succeeded" : "failed",
+	                      "logs", logs, logs_len, "logsTruncated", e->logs.truncated,
+	                      "calls", calls_json(e),
+	                      "usage", usage_json(e, e->cp->cfg.backend->name));
+	free(logs);
+	if (!o)
+		return NULL;
+	if (e->code == CP_OK && e->result)
+		json_object_set(o, "result", e->result);
+	if (e->code != CP_OK) {
+		json_t *err = json_pack("{s:s,s:s}", "code", cp_code_name(e->code), "message", e->message);
+		if (err && e->program_error)
+			json_object_set(err, "programError", e->program_error);
+		json_object_set_new(o, "error", err);
+	}
+	return o;
+}

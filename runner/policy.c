@@ -1,0 +1,93 @@
+#include "policy.h"
+
+#include <stddef.h>
+
+struct field {
+	const char *name;
+	size_t offset;
+};
+
+#define F(json, member) { json, offsetof(struct cp_policy, member) }
+static const struct field fields[] = {
+	F("timeoutMs", timeout_ms),
+	F("startupTimeoutMs", startup_timeout_ms),
+	F("maxSourceBytes", max_source_bytes),
+	F("maxResultBytes", max_result_bytes),
+	F("maxBridgeRequests", max_bridge_requests),
+	F("maxInFlightBridgeRequests", max_in_flight),
+	F("maxToolInputBytes", max_tool_input_bytes),
+	F("maxToolOutputBytes", max_tool_output_bytes),
+	F("maxMemoryMb", max_memory_mb),
+};
+#undef F
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+static uint64_t *slot(struct cp_policy *p, size_t i)
+{
+	return (uint64_t *)(void *)((char *)p + fields[i].offset);
+}
+
+void cp_policy_defaults(struct cp_policy *p)
+{
+	p->timeout_ms = 30000;
+	p->startup_timeout_ms = 120000;
+	p->max_source_bytes = 131072;
+	p->max_result_bytes = 32768;
+	p->max_bridge_requests = 256;
+	p->max_in_flight = 32;
+	p->max_tool_input_bytes = 65536;
+	p->max_tool_output_bytes = 1048576;
+	p->max_memory_mb = 512;
+}
+
+void cp_policy_ceiling_defaults(struct cp_policy *p)
+{
+	p->timeout_ms = 15 * 60 * 1000;
+	p->startup_timeout_ms = 15 * 60 * 1000;
+	p->max_source_bytes = 1 << 20;
+	p->max_result_bytes = 4 << 20;
+	p->max_bridge_requests = 10000;
+	p->max_in_flight = 256;
+	p->max_tool_input_bytes = 4 << 20;
+	p->max_tool_output_bytes = 16 << 20;
+	p->max_memory_mb = 8192;
+}
+
+int cp_policy_apply(struct cp_policy *out, const json_t *obj,
+                    const struct cp_policy *ceiling, struct cp_err *err)
+{
+	if (!obj || json_is_null(obj))
+		return 0;
+	if (!json_is_object(obj))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "policy must be an object");
+	struct cp_policy c = *ceiling;
+	for (size_t i = 0; i < NFIELDS; i++) {
+		const json_t *v = json_object_get(obj, fields[i].name);
+		if (!v)
+			continue;
+		if (!json_is_integer(v) || json_integer_value(v) <= 0)
+			return cp_err_set(err, CP_E_INVALID_REQUEST,
+			                  "policy.%s must be a positive integer", fields[i].name);
+		uint64_t n = (uint64_t)json_integer_value(v);
+		uint64_t max = *slot(&c, i);
+		if (n > max)
+			return cp_err_set(err, CP_E_INVALID_REQUEST,
+			                  "policy.%s is %llu, over this deployment's ceiling of %llu",
+			                  fields[i].name, (unsigned long long)n,
+			                  (unsigned long long)max);
+		*slot(out, i) = n;
+	}
+	return 0;
+}
+
+json_t *cp_policy_to_json(const struct cp_policy *p)
+{
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	struct cp_policy copy = *p;
+	for (size_t i = 0; i < NFIELDS; i++)
+		json_object_set_new(o, fields[i].name,
+		                    json_integer((json_int_t)*slot(&copy, i)));
+	return o;
+}

@@ -1,0 +1,55 @@
+/*
+ * policy.h - the execution policy of DESIGN.md section 3.
+ *
+ * Every limit has a default and may be lowered or raised per execution up to
+ * a deployment-wide ceiling. A request over the ceiling is refused (never
+ * silently clamped), so a backend always knows which limits its program ran
+ * under.
+ *
+ * Ownership: struct cp_policy is a plain value; cp_policy_to_json returns a
+ * new reference the caller releases with json_decref.
+ */
+#ifndef CP_POLICY_H
+#define CP_POLICY_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* JSON crossing the boundary (tool input, tool output, result) nests at most
+ * this deep (DESIGN.md section 3). */
+#define CP_MAX_JSON_DEPTH 32
+
+struct cp_policy {
+	uint64_t timeout_ms;            /* program deadline, tools included */
+	uint64_t startup_timeout_ms;    /* sandbox + runner start */
+	uint64_t max_source_bytes;
+	uint64_t max_result_bytes;      /* the result; also the log window */
+	uint64_t max_bridge_requests;   /* tool requests per execution */
+	uint64_t max_in_flight;         /* tool calls outstanding at once */
+	uint64_t max_tool_input_bytes;
+	uint64_t max_tool_output_bytes;
+	uint64_t max_memory_mb;         /* V8 heap and address-space rlimit */
+};
+
+/* The defaults of DESIGN.md section 3 (memory: 512 MiB). */
+void cp_policy_defaults(struct cp_policy *p);
+
+/* The built-in deployment ceiling. */
+void cp_policy_ceiling_defaults(struct cp_policy *p);
+
+/*
+ * cp_policy_apply - overlay the fields of a request's "policy" object.
+ * @out: starts as the base (usually defaults); fields present in @obj replace it.
+ * @obj: the policy object (borrowed; NULL means no overrides). Unknown fields
+ *       are ignored. A field that is not a positive integer, or is over
+ *       @ceiling, fails with CP_E_INVALID_REQUEST naming the field.
+ */
+int cp_policy_apply(struct cp_policy *out, const json_t *obj,
+                    const struct cp_policy *ceiling, struct cp_err *err);
+
+/* The policy as a JSON object with the contract's field names (new ref). */
+json_t *cp_policy_to_json(const struct cp_policy *p);
+
+#endif

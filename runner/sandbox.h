@@ -1,0 +1,72 @@
+/*
+ * sandbox.h - the seam between the execution engine and the place a runner
+ * process lives: a local child under bubblewrap (local.c) or `node` behind a
+ * Kubernetes exec WebSocket (k8s backend). The engine sees only bytes in and
+ * out and one exit report; it cannot tell the backends apart.
+ *
+ * Loop context: everything here runs on the one libuv loop thread.
+ *
+ * Lifecycle of a process handle:
+ *   spawn() -> (out/err callbacks, any number) -> exited() exactly once.
+ *   After exited() returns, the handle is gone: the backend frees it and the
+ *   engine must not touch it again. kill() and write() are valid until then.
+ *   spawn() returning an error means no handle and no callback, ever.
+ *   A backend that needs time (acquiring a pod) still returns a handle at
+ *   once; failures to acquire come through exited() with `unavailable` set.
+ *
+ * Ownership: the spawn request and argv are borrowed for the duration of the
+ * spawn call. Buffers given to callbacks are borrowed for the call. write()
+ * copies what it is given.
+ */
+#ifndef CP_SANDBOX_H
+#define CP_SANDBOX_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+struct cp_proc;
+struct cp_backend;
+
+struct cp_proc_exit {
+	int code;         /* exit code, or -1 when killed by a signal */
+	int signal;       /* terminating signal, or 0 */
+	int oom;          /* the sandbox reports an out-of-memory kill */
+	int unavailable;  /* the sandbox could not be acquired: see detail */
+	int lost;         /* the stream to the process dropped: fate unknown */
+	char detail[200]; /* reason for unavailable/lost, e.g. "ImagePullBackOff" */
+};
+
+struct cp_proc_cbs {
+	void (*out)(void *ud, const char *buf, size_t len);
+	void (*err)(void *ud, const char *buf, size_t len);
+	/* Once, after the process ended and its stdout/stderr were drained. */
+	void (*exited)(void *ud, const struct cp_proc_exit *ex);
+};
+
+struct cp_spawn_req {
+	const char *conversation;  /* scope key: selects the workspace / pod */
+	const char *exec_id;       /* for logs only */
+	const char *const *argv;   /* node and its arguments, NULL-terminated;
+	                              argv[0] is "node": the backend resolves it */
+	unsigned long memory_mb;   /* ceiling for the whole runner process */
+};
+
+struct cp_backend_ops {
+	int (*spawn)(struct cp_backend *b, const struct cp_spawn_req *req,
+	             const struct cp_proc_cbs *cbs, void *ud,
+	             struct cp_proc **out, struct cp_err *err);
+	/* Queue bytes for the process's stdin (copied). */
+	int (*write)(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err);
+	/* Kill the process and every process it started; exited() still follows. */
+	void (*kill)(struct cp_proc *p);
+	/* Start releasing the backend; handles must all have exited first. */
+	void (*destroy)(struct cp_backend *b);
+};
+
+struct cp_backend {
+	const struct cp_backend_ops *ops;
+	const char *name; /* "local" or "kubernetes": usage.sandbox */
+};
+
+#endif
