@@ -286,8 +286,16 @@ class Session:
         return f"last messages: {json.dumps(tail)[:3000]}; stderr tail: {err[-2000:]}"
 
     def wait_result(self, eid, timeout=60):
-        m = self.wait_for(lambda m: m.get("id") == eid and m["type"] in ("result", "error"),
-                          timeout, f"result for {eid}")
+        """The `result` for eid. An `error` for eid that refuses the execute itself
+        (INVALID_REQUEST before any tool_call) fails at once; others are left alone."""
+        def pred(m):
+            if m.get("id") != eid:
+                return False
+            if m["type"] == "result":
+                return True
+            return (m["type"] == "error" and not any(
+                x.get("id") == eid and x["type"] == "tool_call" for x in self.messages))
+        m = self.wait_for(pred, timeout, f"result for {eid}")
         assert m["type"] == "result", f"expected a result for {eid}, got {m}"
         return m
 

@@ -4,6 +4,7 @@ from harness import UNDER_ASAN, assert_ok, vm_hwm_kib
 
 
 def test_ten_megabytes_of_output(session):
+    assert_ok(session.run("console.log('warm up'); return 1;"))
     before = vm_hwm_kib(session.proc.pid)
     res = assert_ok(session.run(
         "const chunk = 'x'.repeat(1023) + '\\n';\n"

@@ -11,4 +11,4 @@ case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
 cd "$(dirname "$0")/../.."          # the tool commands in tools.json are repo-relative
 echo "codepod run tests/example/invoices.js  (top three firms by paid invoices, 2026-08)" >&2
 exec "$bin" run tests/example/invoices.js --tools tests/example/tools.json \
-  --conversation example --state-dir build/example-state
+  --state-dir build/example-state
