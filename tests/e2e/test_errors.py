@@ -229,3 +229,17 @@ def test_error_messages_never_contain_program_text(session):
         assert secret not in res["error"]["message"], res["error"]
     diagnostics = b"".join(session.stderr_lines).decode(errors="replace")
     assert secret not in diagnostics, "codepod's diagnostics contain program text"
+
+
+# STARTUP_TIMEOUT / the separate startup allowance ------------------------------
+def test_startup_allowance_exceeded_is_startup_timeout(session):
+    res = session.run("return 1;", policy={"startupTimeoutMs": 1})
+    assert_failed(res, "STARTUP_TIMEOUT")
+    assert "result" not in res
+
+
+def test_startup_does_not_eat_the_program_deadline(session):
+    # Starting Node (and bwrap) takes longer than 100 ms on most machines; the
+    # program's own deadline starts only when the runner is ready.
+    res = assert_ok(session.run("return 'in time';", policy={"timeoutMs": 100}))
+    assert res["result"] == "in time"
