@@ -22,7 +22,42 @@
 #define FRAME_SLACK 65536
 
 static void on_out(void *ud, const char *buf, size_t len);
-static void on_err(void *ud, const char *buf, size_t len);
+static int says_oom(const char *buf, size_t len)
+{
+	static const char *const marks[] = { "heap out of memory", "Reached heap limit",
+	                                     "Cannot allocate memory", "std::bad_alloc" };
+	for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+		if (memmem(buf, len, marks[i], strlen(marks[i])))
+			return 1;
+	return 0;
+}
+
+/* stderr is log output; it is also scanned for the out-of-memory notes V8
+ * and the C library print before the process dies, across chunk edges. */
+static void on_err(void *ud, const char *buf, size_t len)
+{
+	struct codepod_exec *e = ud;
+	cp_logwin_append(&e->logs, buf, len);
+	if (e->oom_seen)
+		return;
+	char scan[sizeof e->err_tail + 4096];
+	size_t take = len < 4096 ? len : 4096;
+	memcpy(scan, e->err_tail, e->err_tail_len);
+	memcpy(scan + e->err_tail_len, buf, take);
+	if (says_oom(scan, e->err_tail_len + take) || (len > take && says_oom(buf, len)))
+		e->oom_seen = 1;
+	size_t keep = sizeof e->err_tail;
+	const char *end = buf + len;
+	size_t n = len < keep ? len : keep;
+	if (e->err_tail_len + n > keep) {
+		size_t drop = e->err_tail_len + n - keep;
+		memmove(e->err_tail, e->err_tail + drop, e->err_tail_len - drop);
+		e->err_tail_len -= drop;
+	}
+	memcpy(e->err_tail + e->err_tail_len, end - n, n);
+	e->err_tail_len += n;
+}
+
 static void on_exited(void *ud, const struct cp_proc_exit *ex);
 static void on_deadline(uv_timer_t *t);
 static const struct cp_proc_cbs proc_cbs = { on_out, on_err, on_exited };
@@ -305,32 +340,6 @@ static void on_out(void *ud, const char *buf, size_t len)
 		cp_exec_finish(e, CP_E_INTERNAL, "control channel: %s", err.msg);
 }
 
-static void on_err(void *ud, const char *buf, size_t len)
-{
-	struct codepod_exec *e = ud;
-	cp_logwin_append(&e->logs, buf, len);
-	size_t keep = sizeof e->err_tail;
-	if (len >= keep) {
-		memcpy(e->err_tail, buf + len - keep, keep);
-		e->err_tail_len = keep;
-	} else {
-		size_t old = e->err_tail_len + len > keep ? keep - len : e->err_tail_len;
-		memmove(e->err_tail, e->err_tail + e->err_tail_len - old, old);
-		memcpy(e->err_tail + old, buf, len);
-		e->err_tail_len = old + len;
-	}
-}
-
-static int tail_says_oom(const struct codepod_exec *e)
-{
-	static const char *const marks[] = { "heap out of memory", "Reached heap limit",
-	                                     "Cannot allocate memory", "std::bad_alloc" };
-	for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
-		if (memmem(e->err_tail, e->err_tail_len, marks[i], strlen(marks[i])))
-			return 1;
-	return 0;
-}
-
 static void on_exited(void *ud, const struct cp_proc_exit *ex)
 {
 	struct codepod_exec *e = ud;
@@ -338,7 +347,7 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 	if (cp_frame_finish(e->frames, &frame_sink, e) && e->state < CP_ST_FINISHING)
 		cp_exec_finish(e, CP_E_PROCESS_EXITED, "The runner process ended in the middle of a control frame.");
 	if (e->state < CP_ST_FINISHING) {
-		int oom = ex->oom || tail_says_oom(e);
+		int oom = ex->oom || e->oom_seen;
 		if (ex->unavailable)
 			cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE, "The sandbox is unavailable: %s", ex->detail);
 		else if (ex->lost)

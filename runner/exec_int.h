@@ -65,8 +65,9 @@ struct codepod_exec {
 
 	struct cp_frame_parser *frames;
 	struct cp_logwin logs;
-	char err_tail[512];      /* last bytes of stderr: OOM detection */
+	char err_tail[64];       /* last bytes of stderr: OOM notes across chunks */
 	size_t err_tail_len;
+	int oom_seen;
 
 	struct cp_call *calls;   /* index = call number - 1 */
 	size_t ncalls, calls_cap;

@@ -140,6 +140,11 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int sig)
 {
 	struct cp_proc *p = h->data;
 	p->exited = 1;
+	/* bubblewrap's init reports a child killed by signal N as exit status
+	 * 128 + N, as a shell does. (A program calling process.exit(137) is
+	 * reported as killed by SIGKILL too: the two cannot be told apart.) */
+	if (!sig && p->b->isolate && status > 128 && status <= 128 + 64)
+		sig = (int)status - 128;
 	p->ex.code = sig ? -1 : (int)status;
 	p->ex.signal = sig;
 	kill_tree(p); /* leftovers of a program that exited by itself */

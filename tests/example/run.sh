@@ -8,7 +8,7 @@
 set -euo pipefail
 bin=${1:-${CODEPOD_BIN:-build/codepod}}
 case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
-cd "$(dirname "$0")/../.."          # the tool commands in tools.json are repo-relative
+cd "$(dirname "$0")/../.."          # run from the repo root; tool commands in tools.json are relative to its folder
 echo "codepod run tests/example/invoices.js  (top three firms by paid invoices, 2026-08)" >&2
 exec "$bin" run tests/example/invoices.js --tools tests/example/tools.json \
   --state-dir build/example-state
