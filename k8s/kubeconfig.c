@@ -673,8 +673,14 @@ int k8s_kubeconfig_load_list(struct k8s_kubeconfig *kc, const char *list,
 	if (!copy)
 		return cp_err_set(err, CP_E_NOMEM, "kubeconfig: out of memory");
 	int rc = 0;
-	char *save = NULL;
-	for (char *p = strtok_r(copy, ":", &save); p && !rc; p = strtok_r(NULL, ":", &save)) {
+	char *next = copy;
+	while (next && !rc) {
+		char *p = next;
+		next = strchr(p, ':');
+		if (next)
+			*next++ = '\0';
+		if (!*p)
+			continue; /* empty entries are ignored */
 		int seen = 0;
 		for (size_t i = 0; i < kc->n_files; i++)
 			seen |= !strcmp(kc->files[i], p);
