@@ -202,3 +202,17 @@ def test_exec_into_container_not_running_v5_gets_internal_error(fake):
     st = json.loads(ch[3])
     assert st["reason"] == "InternalError" and st["code"] == 500
     assert set(st) == set(fixture("exec-status-internal-error.json"))
+
+
+def test_discovery_forms(fake):
+    acc = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+    s, h, b = fake.request("GET", "/api", headers={"Accept": acc})
+    assert s == 200 and "v=v2beta1" in h["Content-Type"] and b["apiVersion"] == "apidiscovery.k8s.io/v2beta1"
+    pods = b["items"][0]["versions"][0]["resources"][0]
+    assert pods["resource"] == "pods" and {"subresource": "exec"}.items() <= pods["subresources"][0].items()
+    s, h, b = fake.request("GET", "/api")
+    assert b["kind"] == "APIVersions" and b["versions"] == ["v1"]
+    s, h, b = fake.request("GET", "/api/v1")
+    assert [r["name"] for r in b["resources"]][:2] == ["pods", "pods/exec"]
+    s, _, b = fake.request("GET", "/apis/apps/v1")
+    assert s == 404 and b["message"] == "the server could not find the requested resource"

@@ -17,7 +17,6 @@ from .store import ApiError, Store, now_ts
 PID = os.getpid()
 JSON = "application/json"
 TABLE_CT = "application/json;as=Table;v=v1;g=meta.k8s.io"
-AGG_CT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 ANONYMOUS = {"/version", "/healthz", "/livez", "/readyz"}  # public-info-viewer, as on real clusters
 
 POD_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -80,10 +79,26 @@ def aggregated_core():
                        "versions": [{"version": "v1", "resources": list(top.values()), "freshness": "Current"}]}]}
 
 
-def wants_aggregated(request):
-    acc = request.headers.get("Accept", "")
-    return "as=APIGroupDiscoveryList" in acc and ("v=v2;" in acc or "v=v2," in acc or acc.rstrip().endswith("v=v2")
-                                                   or "v=v2;as" in acc)
+def aggregated_version(request):
+    """'v2' or 'v2beta1' when the client accepts aggregated discovery, else None.
+
+    kubectl 1.32 offers v2, then v2beta1, then plain JSON; answering the plain
+    APIVersions form would also work but costs it extra round trips per group.
+    """
+    offered = []
+    for part in request.headers.get("Accept", "").split(","):
+        params = dict(x.strip().partition("=")[::2] for x in part.split(";")[1:])
+        if params.get("g") == "apidiscovery.k8s.io" and params.get("as") == "APIGroupDiscoveryList":
+            offered.append(params.get("v"))
+    for v in ("v2", "v2beta1"):
+        if v in offered:
+            return v
+    return None
+
+
+def agg(obj, version):
+    obj = dict(obj, apiVersion="apidiscovery.k8s.io/" + version)
+    return jresp(obj, ctype=f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
 
 
 class Server:
@@ -210,16 +225,17 @@ class Server:
         return web.Response(text="ok", content_type="text/plain")
 
     async def api(self, request):
-        if wants_aggregated(request):
-            return jresp(aggregated_core(), ctype=AGG_CT)
+        v = aggregated_version(request)
+        if v:
+            return agg(aggregated_core(), v)
         return jresp({"kind": "APIVersions", "versions": ["v1"],
                       "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
                                                       "serverAddress": f"127.0.0.1:{self.port}"}]})
 
     async def apis(self, request):
-        if wants_aggregated(request):
-            return jresp({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
-                          "metadata": {}, "items": []}, ctype=AGG_CT)
+        v = aggregated_version(request)
+        if v:
+            return agg({"kind": "APIGroupDiscoveryList", "metadata": {}, "items": []}, v)
         return jresp({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
 
     async def api_v1(self, request):

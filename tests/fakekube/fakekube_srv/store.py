@@ -425,7 +425,9 @@ class Store:
         for f in self.pending_fates:
             if f["count"] != 0 and re.search(f.get("name") or "", pod["metadata"]["name"]):
                 f["count"] -= 1
-                return f["fate"]
+                fate = f["fate"]
+                self.pending_fates = [x for x in self.pending_fates if x["count"] != 0]
+                return fate
         return None
 
     def _schedule(self, pod):
