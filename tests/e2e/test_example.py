@@ -36,7 +36,8 @@ def test_example_prints_the_top_three_firms():
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, f"run.sh exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     outcome = json.loads(proc.stdout)
-    assert outcome["status"] == "succeeded", outcome
+    assert outcome["status"] == "succeeded", \
+        f"{json.dumps(outcome.get('error'))}\nlogs: {outcome.get('logs')}\nstderr: {proc.stderr}"
     assert outcome["result"] == expected_top_three()
     assert outcome["logsTruncated"] is False
     assert sorted(c["tool"] for c in outcome["calls"]) == ["listFirms", "listInvoices"]

@@ -74,10 +74,10 @@ def test_old_node_is_refused_with_a_clear_message(tmp_path):
             assert m["type"] == "error" or m.get("status") == "failed", \
                 f"an execution ran on Node 20: {m}"
             text = json.dumps(m)
-        text += b"".join(s.stderr_lines).decode(errors="replace")
-        assert "22" in text, f"the refusal does not say Node 22 is needed: {text[-2000:]}"
     finally:
         s.close()
+    text += b"".join(s.stderr_lines).decode(errors="replace")  # complete once closed
+    assert "22" in text, f"the refusal does not say Node 22 is needed: {text[-2000:]}"
 
 
 def test_no_isolation_flag_works_and_warns(tmp_path):
