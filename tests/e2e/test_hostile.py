@@ -71,3 +71,16 @@ def test_memory_hog_fails_its_own_execution_and_says_so(session):
     assert re.search(r"memory|OOM", err["message"], re.I), \
         f"an out-of-memory end must say so: {err['message']!r}"
     assert_ok(session.run("return 'alive';"))
+
+
+def test_program_tampering_with_globals_cannot_forge_its_result(session):
+    session.serve({"echo": lambda inp: inp})
+    res = assert_ok(session.run(
+        "const real = await tools.echo({ n: 1 });\n"
+        "JSON.stringify = () => '\"hacked\"';\n"
+        "JSON.parse = () => 'hacked';\n"
+        "Buffer.from = () => { throw new Error('hacked'); };\n"
+        "Promise.prototype.then = function () { return this; };\n"
+        "process.stdout.write = () => true;\n"
+        "return { real, ok: true };"))
+    assert res["result"] == {"real": {"n": 1}, "ok": True}

@@ -4,6 +4,7 @@ import json
 import random
 import time
 import uuid
+from pathlib import Path
 
 from harness import (NO_ANSWER, ToolError, assert_failed, assert_ok, processes_with_marker,
                      tool_decl)
@@ -308,3 +309,49 @@ def test_grandchild_processes_end_with_the_execution(session):
     assert res["result"] == "spawned"
     left = wait_gone(marker)
     assert left == [], f"grandchildren survived their execution: {left}"
+
+
+def test_conversation_key_cannot_escape_the_state_dir(session, tmp_path):
+    for conv in ("../escape", "/tmp", "..", "a/../../b"):
+        res = assert_ok(session.run(
+            "require('node:fs').writeFileSync('escaped.txt', 'x');\nreturn 1;", conversation=conv))
+        assert res["result"] == 1
+    state = Path(session.state_dir).resolve()
+    outside = [p for p in tmp_path.rglob("escaped.txt") if state not in p.resolve().parents]
+    outside += [p for p in (Path("/tmp/escaped.txt"), state.parent / "escaped.txt") if p.exists()]
+    assert outside == [], f"a conversation key wrote outside --state-dir: {outside}"
+    res = assert_ok(session.run("return require('node:fs').existsSync('escaped.txt');",
+                                conversation=f"fresh-{uuid.uuid4().hex[:8]}"))
+    assert res["result"] is False
+
+
+def test_unicode_logs_survive_frame_splits_and_the_window(session):
+    res = assert_ok(session.run(
+        "process.stdout.write('é'.repeat(20000));\n"
+        "process.stdout.write(Buffer.from('✓', 'utf8').subarray(0, 1));\n"
+        "process.stdout.write(Buffer.from('✓', 'utf8').subarray(1));\n"
+        "console.log('😀 end');\n"
+        "return 'ok';", policy={"maxResultBytes": 1001}))
+    logs = res["logs"]
+    assert res["logsTruncated"] is True
+    assert "\ufffd" not in logs, "a multi-byte character was cut"
+    assert logs.endswith("é✓😀 end\n")
+    assert set(logs[:-len("✓😀 end\n")]) == {"é"}
+    assert len(logs.encode()) <= 1001
+
+
+def test_unicode_round_trip_through_a_tool(session):
+    session.serve({"echo": echo})
+    res = assert_ok(session.run(
+        "const s = 'Zürich ✓ 😀 \\u0000 \\u2028 \"q\" \\\\';\n"
+        "const r = await tools.echo({ s });\n"
+        "return { same: r.s === s, s: r.s };"))
+    assert res["result"] == {"same": True, "s": 'Zürich ✓ 😀 \u0000 \u2028 "q" \\'}
+
+
+def test_large_tool_output_under_the_default_limit(session):
+    session.serve({"rows": lambda inp: [{"i": i, "pad": "x" * 90} for i in range(9000)]})
+    res = assert_ok(session.run("const rows = await tools.rows({});\n"
+                                "return { n: rows.length, last: rows[rows.length - 1].i };",
+                                timeout=120))
+    assert res["result"] == {"n": 9000, "last": 8999}
