@@ -30,6 +30,8 @@
   const stdin = process.stdin;
   const NativePromise = Promise;
 
+  // An explicit type argument list before a call or template: `f<T>(`.
+  const GENERIC_CALL = /[\w$\])]\s*<[\w$\s,.\[\]|&'"{}:?<>]*>\s*[(`]/;
   const RUNNER_FILE = 'codepod-runner.js'; // the filename boot.js gives this file
   const MAX_TEXT = 16384; // O/E payload limit
   const WRAP = '(async function (tools, require) {';
@@ -257,13 +259,22 @@
     let fn;
     let err = null;
     try {
-      let code = WRAP + src + '\n})';
-      if (!/\.[cm]?js$/.test(file)) code = nodeModule.stripTypeScriptTypes(code);
-      fn = new vm.Script(code, {
+      const code = WRAP + src + '\n})';
+      const compile = (text) => new vm.Script(text, {
         filename: file,
         columnOffset: -WRAP.length,
         importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
       }).runInThisContext();
+      // The type stripper costs about as much as Node's own start (it
+      // compiles a WebAssembly module), so plain JavaScript skips it. Source
+      // that is valid JS is only read differently by TypeScript where it
+      // holds an explicit type argument, `f<T>(x)`; such source is stripped.
+      const plainJs = /\.[cm]?js$/.test(file) || !GENERIC_CALL.test(src);
+      fn = undefined;
+      if (plainJs) {
+        try { fn = compile(code); } catch (e) { if (/\.[cm]?js$/.test(file)) throw e; }
+      }
+      if (fn === undefined) fn = compile(nodeModule.stripTypeScriptTypes(code));
       if (typeof fn !== 'function') throw new SyntaxError('Unexpected end of program body');
     } catch (e) {
       err = compileError(e, file);
