@@ -102,10 +102,10 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	(void)e;
 	struct entry *en = ud;
 	struct broker_session *s = en->s;
-	json_t *m = json_deep_copy(outcome);
-	if (m) {
-		json_object_set_new(m, "type", json_string("result"));
-		json_object_set_new(m, "id", json_string(en->id));
+	json_t *m = json_pack("{s:s,s:s}", "type", "result", "id", en->id);
+	if (m && json_object_update(m, (json_t *)outcome)) {
+		json_decref(m);
+		m = NULL;
 	}
 	send_msg(s, m);
 	for (struct entry **pp = &s->entries; *pp; pp = &(*pp)->next) {

@@ -7,13 +7,30 @@
 
 int cp_logwin_init(struct cp_logwin *w, size_t cap, struct cp_err *err)
 {
+	(void)err;
 	memset(w, 0, sizeof *w);
-	if (cap == 0)
-		return 0;
-	w->buf = malloc(cap);
-	if (!w->buf)
-		return cp_err_set(err, CP_E_NOMEM, "cannot allocate a %zu-byte log window", cap);
 	w->cap = cap;
+	return 0;
+}
+
+/* Grows the buffer toward cap. Until it is full the data is linear from 0
+ * (the ring wraps only at cap), so realloc keeps it in place. Returns 0, or
+ * -1 when memory ran out (the output is then dropped, and counted). */
+static int reserve(struct cp_logwin *w, size_t add)
+{
+	size_t need = w->len + add < w->cap ? w->len + add : w->cap;
+	if (need <= w->alloc)
+		return 0;
+	size_t n = w->alloc ? w->alloc * 2 : 4096;
+	if (n < need)
+		n = need;
+	if (n > w->cap)
+		n = w->cap;
+	char *nb = realloc(w->buf, n);
+	if (!nb)
+		return -1;
+	w->buf = nb;
+	w->alloc = n;
 	return 0;
 }
 
@@ -37,6 +54,10 @@ void cp_logwin_append(struct cp_logwin *w, const char *buf, size_t len)
 		w->truncated = 1;
 	if (w->cap == 0 || len == 0)
 		return;
+	if (reserve(w, len)) {
+		w->truncated = 1;
+		return;
+	}
 	if (len >= w->cap) {
 		memcpy(w->buf, buf + (len - w->cap), w->cap);
 		w->start = 0;

@@ -29,6 +29,8 @@
 struct cp_logwin {
 	char *buf;
 	size_t cap, start, len;
+	size_t alloc; /* bytes allocated: grows to cap as output arrives, so an
+	                 execution that prints little costs little */
 	int truncated;
 	unsigned long long total;
 };
