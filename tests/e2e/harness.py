@@ -281,7 +281,7 @@ class Session:
                 self.cond.wait(min(left, 0.5))
 
     def _context(self):
-        tail = [m for m in self.messages[-8:]]
+        tail = self.messages[-8:]
         err = b"".join(self.stderr_lines[-8:]).decode(errors="replace")
         return f"last messages: {json.dumps(tail)[:3000]}; stderr tail: {err[-2000:]}"
 
