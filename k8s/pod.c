@@ -1,0 +1,265 @@
+#include "pod.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "yamljson.h"
+
+#define TEMPLATE_MAX_BYTES (1 << 20)
+
+static int hash_hex(const char *a, const char *b, char *out, size_t hexlen,
+                    struct cp_err *err)
+{
+	unsigned char md[32];
+	unsigned int n = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	         EVP_DigestUpdate(ctx, a, strlen(a) + 1) &&
+	         EVP_DigestUpdate(ctx, b, strlen(b)) && EVP_DigestFinal_ex(ctx, md, &n);
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return cp_err_set(err, CP_E_INTERNAL, "sha256 failed");
+	for (size_t i = 0; i < hexlen / 2; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	out[hexlen] = '\0';
+	return 0;
+}
+
+int k8s_pod_name(const char *ns, const char *key, char out[K8S_POD_NAME_MAX],
+                 struct cp_err *err)
+{
+	char hex[25];
+	int rc = hash_hex(ns, key, hex, 24, err);
+	if (rc)
+		return rc;
+	snprintf(out, K8S_POD_NAME_MAX, "codepod-%s", hex);
+	return 0;
+}
+
+int k8s_conversation_label(const char *ns, const char *key, char out[41],
+                           struct cp_err *err)
+{
+	return hash_hex(ns, key, out, 40, err);
+}
+
+static const char default_template[] =
+	"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{},\"spec\":{"
+	"\"restartPolicy\":\"Never\",\"terminationGracePeriodSeconds\":5,"
+	"\"activeDeadlineSeconds\":86400,\"automountServiceAccountToken\":false,"
+	"\"enableServiceLinks\":false,"
+	"\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":1000,\"runAsGroup\":1000,"
+	"\"fsGroup\":1000,\"seccompProfile\":{\"type\":\"RuntimeDefault\"}},"
+	"\"containers\":[{\"name\":\"node\",\"image\":\"docker.io/library/node:22-bookworm-slim\","
+	"\"command\":[\"node\",\"-e\",\"setInterval(() => {}, 1 << 30)\"],"
+	"\"workingDir\":\"/workspace\","
+	"\"env\":[{\"name\":\"HOME\",\"value\":\"/workspace\"},{\"name\":\"TMPDIR\",\"value\":\"/tmp\"}],"
+	"\"resources\":{\"requests\":{\"cpu\":\"100m\",\"memory\":\"256Mi\"},"
+	"\"limits\":{\"cpu\":\"1\",\"memory\":\"1Gi\",\"ephemeral-storage\":\"1Gi\"}},"
+	"\"securityContext\":{\"allowPrivilegeEscalation\":false,\"readOnlyRootFilesystem\":true,"
+	"\"runAsNonRoot\":true,\"capabilities\":{\"drop\":[\"ALL\"]},"
+	"\"seccompProfile\":{\"type\":\"RuntimeDefault\"}},"
+	"\"volumeMounts\":[{\"name\":\"workspace\",\"mountPath\":\"/workspace\"},"
+	"{\"name\":\"tmp\",\"mountPath\":\"/tmp\"}]}],"
+	"\"volumes\":[{\"name\":\"workspace\",\"emptyDir\":{\"sizeLimit\":\"1Gi\"}},"
+	"{\"name\":\"tmp\",\"emptyDir\":{\"medium\":\"Memory\",\"sizeLimit\":\"64Mi\"}}]}}";
+
+json_t *k8s_template_default(void)
+{
+	return json_loads(default_template, 0, NULL);
+}
+
+static int reserved_label(const char *key)
+{
+	return !strcmp(key, K8S_LABEL_MANAGED_BY) || !strncmp(key, "codepod.dev/", 12);
+}
+
+int k8s_template_check(const json_t *tmpl, const char *what, struct cp_err *err)
+{
+	if (!json_is_object(tmpl))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s: the template is not an object", what);
+	const char *kind = json_string_value(json_object_get(tmpl, "kind"));
+	if (kind && strcmp(kind, "Pod"))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s: kind is %s, not Pod", what, kind);
+	const json_t *meta = json_object_get(tmpl, "metadata");
+	const char *key;
+	const json_t *v;
+	json_object_foreach((json_t *)json_object_get(meta, "labels"), key, v) {
+		if (reserved_label(key))
+			return cp_err_set(err, CP_E_INVALID_REQUEST,
+			                  "%s: label %s is codepod's own; remove it from the template",
+			                  what, key);
+	}
+	if (json_object_get(meta, "name") || json_object_get(meta, "generateName"))
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "%s: metadata.name is chosen by codepod; remove it", what);
+	const json_t *cs = json_object_get(json_object_get(tmpl, "spec"), "containers");
+	if (!json_is_array(cs) || json_array_size(cs) == 0)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s: spec.containers is empty", what);
+	size_t i;
+	json_array_foreach(cs, i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		if (name && !strcmp(name, K8S_CONTAINER))
+			return 0;
+	}
+	return cp_err_set(err, CP_E_INVALID_REQUEST,
+	                  "%s: no container is named \"%s\" (codepod runs node in it)",
+	                  what, K8S_CONTAINER);
+}
+
+json_t *k8s_template_load(const char *path, struct cp_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		cp_err_errno(err, CP_E_IO, errno, "pod template %s", path);
+		return NULL;
+	}
+	char *buf = malloc(TEMPLATE_MAX_BYTES + 1);
+	size_t n = buf ? fread(buf, 1, TEMPLATE_MAX_BYTES + 1, f) : 0;
+	fclose(f);
+	if (!buf) {
+		cp_err_set(err, CP_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	if (n > TEMPLATE_MAX_BYTES) {
+		free(buf);
+		cp_err_set(err, CP_E_TOO_BIG, "pod template %s is over %d bytes", path, TEMPLATE_MAX_BYTES);
+		return NULL;
+	}
+	char what[300];
+	snprintf(what, sizeof what, "pod template %s", path);
+	json_t *t = k8s_yaml_to_json(buf, n, what, err);
+	free(buf);
+	if (t && k8s_template_check(t, what, err)) {
+		json_decref(t);
+		return NULL;
+	}
+	return t;
+}
+
+int k8s_template_hash(const json_t *tmpl, char out[17], struct cp_err *err)
+{
+	char *text = json_dumps(tmpl, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!text)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	int rc = hash_hex("codepod-template-v1", text, out, 16, err);
+	free(text);
+	return rc;
+}
+
+static json_t *object_at(json_t *parent, const char *key)
+{
+	json_t *o = json_object_get(parent, key);
+	if (!json_is_object(o)) {
+		o = json_object();
+		json_object_set_new(parent, key, o);
+	}
+	return o;
+}
+
+json_t *k8s_pod_from_template(const json_t *tmpl, const char *name, const char *ns,
+                              const char *conversation_label, const char *template_hash,
+                              const char *last_used)
+{
+	json_t *pod = json_deep_copy(tmpl);
+	if (!pod)
+		return NULL;
+	json_object_set_new(pod, "apiVersion", json_string("v1"));
+	json_object_set_new(pod, "kind", json_string("Pod"));
+	json_t *meta = object_at(pod, "metadata");
+	json_object_set_new(meta, "name", json_string(name));
+	json_object_set_new(meta, "namespace", json_string(ns));
+	json_t *labels = object_at(meta, "labels");
+	json_object_set_new(labels, K8S_LABEL_MANAGED_BY, json_string("codepod"));
+	json_object_set_new(labels, K8S_LABEL_TEMPLATE, json_string(template_hash));
+	if (conversation_label)
+		json_object_set_new(labels, K8S_LABEL_CONVERSATION, json_string(conversation_label));
+	else
+		json_object_set_new(labels, K8S_LABEL_WARM, json_string("true"));
+	json_object_set_new(object_at(meta, "annotations"), K8S_ANNOT_LAST_USED,
+	                    json_string(last_used));
+	return pod;
+}
+
+/* ---- reading a pod's status ---- */
+
+static const json_t *condition(const json_t *status, const char *type)
+{
+	size_t i;
+	const json_t *c;
+	json_array_foreach(json_object_get(status, "conditions"), i, c) {
+		const char *t = json_string_value(json_object_get(c, "type"));
+		if (t && !strcmp(t, type))
+			return c;
+	}
+	return NULL;
+}
+
+static const json_t *container_status(const json_t *status)
+{
+	size_t i;
+	const json_t *c;
+	json_array_foreach(json_object_get(status, "containerStatuses"), i, c) {
+		const char *n = json_string_value(json_object_get(c, "name"));
+		if (n && !strcmp(n, K8S_CONTAINER))
+			return c;
+	}
+	return NULL;
+}
+
+static int fail_fast(const char *reason)
+{
+	static const char *const reasons[] = {
+		"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+		"CreateContainerError", "RunContainerError", "CrashLoopBackOff",
+	};
+	for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+		if (!strcmp(reason, reasons[i]))
+			return 1;
+	return 0;
+}
+
+static void set(struct k8s_pod_state *out, enum k8s_pod_verdict v, const char *reason,
+                const char *message)
+{
+	out->verdict = v;
+	out->reason = reason;
+	out->message = message;
+}
+
+void k8s_pod_classify(const json_t *pod, const char *template_hash,
+                      struct k8s_pod_state *out)
+{
+	const json_t *meta = json_object_get(pod, "metadata");
+	const json_t *status = json_object_get(pod, "status");
+	const char *phase = json_string_value(json_object_get(status, "phase"));
+	if (json_object_get(meta, "deletionTimestamp"))
+		return set(out, K8S_POD_REPLACE, "Terminating", NULL);
+	if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
+		return set(out, K8S_POD_REPLACE, phase,
+		           json_string_value(json_object_get(status, "reason")));
+	const char *tmpl = json_string_value(
+		json_object_get(json_object_get(meta, "labels"), K8S_LABEL_TEMPLATE));
+	if (template_hash && (!tmpl || strcmp(tmpl, template_hash)))
+		return set(out, K8S_POD_REPLACE, "TemplateChanged", NULL);
+	const json_t *sched = condition(status, "PodScheduled");
+	const char *sr = json_string_value(json_object_get(sched, "reason"));
+	if (sr && !strcmp(sr, "Unschedulable"))
+		return set(out, K8S_POD_UNAVAILABLE, "Unschedulable",
+		           json_string_value(json_object_get(sched, "message")));
+	const json_t *cs = container_status(status);
+	const json_t *state = json_object_get(cs, "state");
+	const json_t *waiting = json_object_get(state, "waiting");
+	const char *wr = json_string_value(json_object_get(waiting, "reason"));
+	if (wr && fail_fast(wr))
+		return set(out, K8S_POD_UNAVAILABLE, wr,
+		           json_string_value(json_object_get(waiting, "message")));
+	const json_t *ready = condition(status, "Ready");
+	const char *rs = json_string_value(json_object_get(ready, "status"));
+	if (phase && !strcmp(phase, "Running") && json_object_get(state, "running") &&
+	    rs && !strcmp(rs, "True"))
+		return set(out, K8S_POD_READY, "Ready", NULL);
+	return set(out, K8S_POD_WAITING, wr ? wr : (phase ? phase : "Pending"), NULL);
+}

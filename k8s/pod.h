@@ -1,0 +1,78 @@
+/*
+ * pod.h - what codepod knows about its sandbox pods, without any I/O:
+ * the conversation's pod name and labels (from a hash, never the raw key),
+ * the pod template (a file or the hardened built-in one) and its checks, and
+ * the reading of a pod's status into one decision (DESIGN.md section 6,
+ * wire.md section 2.4).
+ *
+ * Ownership: k8s_template_* return new references (json_decref). Strings in
+ * struct k8s_pod_state point into the pod JSON given to k8s_pod_classify and
+ * are borrowed for as long as the caller keeps that JSON.
+ */
+#ifndef K8S_POD_H
+#define K8S_POD_H
+
+#include <jansson.h>
+
+#include "err.h"
+
+#define K8S_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
+#define K8S_LABEL_CONVERSATION "codepod.dev/conversation"
+#define K8S_LABEL_TEMPLATE "codepod.dev/template"
+#define K8S_LABEL_WARM "codepod.dev/warm"
+#define K8S_ANNOT_LAST_USED "codepod.dev/last-used"
+#define K8S_CONTAINER "node" /* the container codepod execs into */
+
+/* "codepod-" + 24 hex of SHA-256(namespace NUL key): a DNS-1123 label. */
+#define K8S_POD_NAME_MAX 40
+int k8s_pod_name(const char *ns, const char *key, char out[K8S_POD_NAME_MAX],
+                 struct cp_err *err);
+
+/* The label value naming a conversation: 40 hex of the same hash. */
+int k8s_conversation_label(const char *ns, const char *key, char out[41],
+                           struct cp_err *err);
+
+/* The hardened default template of DESIGN.md section 7 (new reference):
+ * Node 22 image, non-root, no privilege escalation, all capabilities
+ * dropped, seccomp RuntimeDefault, read-only root, emptyDir /workspace and
+ * /tmp, no service-account token, requests and limits, activeDeadlineSeconds.
+ * The container runs only `node` (the image needs nothing else). */
+json_t *k8s_template_default(void);
+
+/* Reads a template file (JSON or YAML) and checks it: a pod with a container
+ * named "node" (or exactly one container, which is then used), no codepod
+ * label set by hand. Errors name the file and the problem. */
+json_t *k8s_template_load(const char *path, struct cp_err *err);
+int k8s_template_check(const json_t *tmpl, const char *what, struct cp_err *err);
+
+/* 16 hex of SHA-256 over the canonical template: pods made from another
+ * template generation are replaced. */
+int k8s_template_hash(const json_t *tmpl, char out[17], struct cp_err *err);
+
+/*
+ * k8s_pod_from_template - the pod to create (new reference).
+ * @conversation_label: NULL for a warm-pool pod (labelled warm instead).
+ */
+json_t *k8s_pod_from_template(const json_t *tmpl, const char *name, const char *ns,
+                              const char *conversation_label, const char *template_hash,
+                              const char *last_used);
+
+enum k8s_pod_verdict {
+	K8S_POD_READY,       /* exec can start */
+	K8S_POD_WAITING,     /* Pending, ContainerCreating, ...: keep watching */
+	K8S_POD_REPLACE,     /* terminating, Succeeded/Failed, another template */
+	K8S_POD_UNAVAILABLE  /* can never become ready: ImagePullBackOff, ... */
+};
+
+struct k8s_pod_state {
+	enum k8s_pod_verdict verdict;
+	const char *reason;  /* e.g. "ImagePullBackOff", "Terminating", "Failed" */
+	const char *message; /* the kubelet's or scheduler's message, may be NULL */
+};
+
+/* Reads a pod (borrowed) into a verdict. @template_hash may be NULL to skip
+ * the generation check. */
+void k8s_pod_classify(const json_t *pod, const char *template_hash,
+                      struct k8s_pod_state *out);
+
+#endif

@@ -1,0 +1,195 @@
+/* Pod names, templates and the reading of pod status, on the fixtures. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pod.h"
+#include "test_k8s_fixture.h"
+#include "yamljson.h"
+
+static json_t *fixture_json(const char *name)
+{
+	size_t len = 0;
+	char *buf = fixture_read(name, &len);
+	assert_non_null(buf);
+	json_t *v = json_loadb(buf, len, 0, NULL);
+	free(buf);
+	assert_non_null(v);
+	return v;
+}
+
+static void classify(const char *fixture, enum k8s_pod_verdict want, const char *reason)
+{
+	json_t *pod = fixture_json(fixture);
+	struct k8s_pod_state st;
+	k8s_pod_classify(pod, NULL, &st);
+	assert_int_equal(st.verdict, want);
+	assert_string_equal(st.reason, reason);
+	json_decref(pod);
+}
+
+static void test_classify_fixtures(void **state)
+{
+	(void)state;
+	classify("pod-running-ready.json", K8S_POD_READY, "Ready");
+	classify("pod-pending-containercreating.json", K8S_POD_WAITING, "ContainerCreating");
+	classify("pod-pending-imagepullbackoff.json", K8S_POD_UNAVAILABLE, "ImagePullBackOff");
+	classify("pod-running-crashloopbackoff.json", K8S_POD_UNAVAILABLE, "CrashLoopBackOff");
+	classify("pod-pending-unschedulable.json", K8S_POD_UNAVAILABLE, "Unschedulable");
+	classify("pod-terminating.json", K8S_POD_REPLACE, "Terminating");
+}
+
+static void test_unavailable_carries_message(void **state)
+{
+	(void)state;
+	json_t *pod = fixture_json("pod-pending-imagepullbackoff.json");
+	struct k8s_pod_state st;
+	k8s_pod_classify(pod, NULL, &st);
+	assert_non_null(st.message);
+	assert_non_null(strstr(st.message, "Back-off pulling image"));
+	json_decref(pod);
+}
+
+static void test_failed_and_template_generation(void **state)
+{
+	(void)state;
+	json_t *pod = fixture_json("pod-running-ready.json");
+	struct k8s_pod_state st;
+	k8s_pod_classify(pod, "0123456789abcdef", &st);
+	assert_int_equal(st.verdict, K8S_POD_REPLACE);
+	assert_string_equal(st.reason, "TemplateChanged");
+	json_object_set_new(json_object_get(pod, "status"), "phase", json_string("Failed"));
+	k8s_pod_classify(pod, NULL, &st);
+	assert_int_equal(st.verdict, K8S_POD_REPLACE);
+	assert_string_equal(st.reason, "Failed");
+	json_decref(pod);
+}
+
+static void test_names_are_hashes(void **state)
+{
+	(void)state;
+	char a[K8S_POD_NAME_MAX], b[K8S_POD_NAME_MAX], c[K8S_POD_NAME_MAX];
+	assert_int_equal(k8s_pod_name("default", "conv-42", a, NULL), 0);
+	assert_int_equal(k8s_pod_name("default", "conv-42", b, NULL), 0);
+	assert_int_equal(k8s_pod_name("other", "conv-42", c, NULL), 0);
+	assert_string_equal(a, b);
+	assert_string_not_equal(a, c);
+	assert_int_equal(strlen(a), 8 + 24);
+	assert_null(strstr(a, "conv"));
+	for (const char *p = a; *p; p++)
+		assert_true((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-');
+	/* the namespace and key are separated: ("ab","c") differs from ("a","bc") */
+	assert_int_equal(k8s_pod_name("ab", "c", a, NULL), 0);
+	assert_int_equal(k8s_pod_name("a", "bc", b, NULL), 0);
+	assert_string_not_equal(a, b);
+}
+
+static void test_default_template_is_hardened(void **state)
+{
+	(void)state;
+	json_t *t = k8s_template_default();
+	assert_non_null(t);
+	assert_int_equal(k8s_template_check(t, "built-in", NULL), 0);
+	json_t *spec = json_object_get(t, "spec");
+	assert_true(json_is_false(json_object_get(spec, "automountServiceAccountToken")));
+	assert_true(json_integer_value(json_object_get(spec, "activeDeadlineSeconds")) > 0);
+	json_t *c = json_array_get(json_object_get(spec, "containers"), 0);
+	json_t *sc = json_object_get(c, "securityContext");
+	assert_true(json_is_false(json_object_get(sc, "allowPrivilegeEscalation")));
+	assert_true(json_is_true(json_object_get(sc, "readOnlyRootFilesystem")));
+	assert_string_equal(json_string_value(json_array_get(
+		json_object_get(json_object_get(sc, "capabilities"), "drop"), 0)), "ALL");
+	assert_non_null(json_object_get(json_object_get(c, "resources"), "limits"));
+	json_decref(t);
+}
+
+static void test_pod_from_template(void **state)
+{
+	(void)state;
+	json_t *t = k8s_template_default();
+	char hash[17];
+	assert_int_equal(k8s_template_hash(t, hash, NULL), 0);
+	json_t *pod = k8s_pod_from_template(t, "codepod-x", "sandbox", "abc", hash, "2026-01-01T00:00:00Z");
+	json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+	assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_MANAGED_BY)), "codepod");
+	assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_CONVERSATION)), "abc");
+	assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_TEMPLATE)), hash);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")), "codepod-x");
+	/* the template itself is not changed */
+	assert_null(json_object_get(json_object_get(t, "metadata"), "labels"));
+	json_decref(pod);
+	pod = k8s_pod_from_template(t, "codepod-w", "sandbox", NULL, hash, "now");
+	labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+	assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_WARM)), "true");
+	assert_null(json_object_get(labels, K8S_LABEL_CONVERSATION));
+	json_decref(pod);
+	json_decref(t);
+}
+
+static void check_refused(const char *yaml, const char *needle)
+{
+	struct cp_err err;
+	json_t *t = k8s_yaml_to_json(yaml, strlen(yaml), "t.yaml", &err);
+	if (t) {
+		assert_int_not_equal(k8s_template_check(t, "t.yaml", &err), 0);
+		json_decref(t);
+	}
+	assert_non_null(strstr(err.msg, needle));
+}
+
+static void test_unusable_templates_refused(void **state)
+{
+	(void)state;
+	check_refused("kind: Pod\nspec:\n  containers: []\n", "containers is empty");
+	check_refused("spec:\n  containers:\n  - name: app\n    image: x\n", "no container is named");
+	check_refused("metadata:\n  labels:\n    app.kubernetes.io/managed-by: me\n"
+	              "spec:\n  containers:\n  - name: node\n", "codepod's own");
+	check_refused("metadata:\n  name: fixed\nspec:\n  containers:\n  - name: node\n", "metadata.name");
+	check_refused("kind: Deployment\n", "not Pod");
+	check_refused("spec: [unclosed\n", "t.yaml");
+	check_refused("a: &a [*a]\n", "t.yaml");
+}
+
+static void test_yaml_template_file(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/codepod-tmpl-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *yaml = "apiVersion: v1\nkind: Pod\nspec:\n  runtimeClassName: gvisor\n"
+	                   "  containers:\n  - name: node\n    image: node:22\n"
+	                   "    resources:\n      limits:\n        cpu: 1\n        memory: 512Mi\n";
+	assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+	close(fd);
+	struct cp_err err;
+	json_t *t = k8s_template_load(path, &err);
+	unlink(path);
+	assert_non_null(t);
+	json_t *spec = json_object_get(t, "spec");
+	assert_string_equal(json_string_value(json_object_get(spec, "runtimeClassName")), "gvisor");
+	json_t *lim = json_object_get(json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "resources"), "limits");
+	assert_int_equal(json_integer_value(json_object_get(lim, "cpu")), 1);
+	assert_string_equal(json_string_value(json_object_get(lim, "memory")), "512Mi");
+	json_decref(t);
+	assert_null(k8s_template_load("/nonexistent/t.yaml", &err));
+	assert_non_null(strstr(err.msg, "/nonexistent/t.yaml"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_classify_fixtures),
+		cmocka_unit_test(test_unavailable_carries_message),
+		cmocka_unit_test(test_failed_and_template_generation),
+		cmocka_unit_test(test_names_are_hashes),
+		cmocka_unit_test(test_default_template_is_hardened),
+		cmocka_unit_test(test_pod_from_template),
+		cmocka_unit_test(test_unusable_templates_refused),
+		cmocka_unit_test(test_yaml_template_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
