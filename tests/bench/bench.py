@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""bench.py - `make bench`: codepod's speed and memory figures (issue 2,
+"Speed and memory"), measured through the C library by bench_codepod, written
+to OUT (human-readable with the goals, then a JSON block) and printed.
+
+Figures are reported, never asserted: the exit status is non-zero only when
+an execution failed (or the bench could not run at all).
+
+usage: bench.py [--quick] OUT
+env:   BENCH_BIN (tests/bench/bench_codepod built), CODEPOD_NODE (Node 22)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+GOAL_RATIO_PLAIN = 1.15
+GOAL_RATIO_BWRAP = 1.35
+GOAL_CALLS = 20000
+GOAL_KIB = 64
+
+
+def run_bench(binary, args, state):
+    cmd = [binary] + args + ["--state-dir", state]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    fig = None
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            fig = json.loads(line)
+    return p.returncode, fig, p.stderr.strip()
+
+
+def verdict(ok):
+    return "meets goal" if ok else "MISSES goal"
+
+
+def main():
+    argv = sys.argv[1:]
+    quick = "--quick" in argv
+    argv = [a for a in argv if a != "--quick"]
+    if len(argv) != 1:
+        sys.exit("usage: bench.py [--quick] OUT")
+    out_path = argv[0]
+    binary = os.environ.get("BENCH_BIN")
+    if not binary or not os.access(binary, os.X_OK):
+        sys.exit("bench.py: BENCH_BIN must name the built bench_codepod (run `make bench`)")
+    runs = 10 if quick else 30
+    count = 2000 if quick else 10000
+
+    failed = []
+    figs = {}
+    notes = []
+    state = tempfile.mkdtemp(prefix="codepod-bench-")
+    try:
+        def step(name, args):
+            print("bench: %s ..." % name, file=sys.stderr, flush=True)
+            rc, fig, err = run_bench(binary, args, state)
+            if rc == 1:
+                failed.append("%s: %s" % (name, err))
+            elif rc != 0:
+                notes.append("%s not measured: %s" % (name, err.splitlines()[-1] if err else rc))
+            if fig:
+                figs[name] = fig
+            return rc
+
+        step("startup_isolated", ["startup", "--runs", str(runs)])
+        step("startup_plain", ["startup", "--runs", str(runs), "--no-isolation"])
+        iso = "startup_isolated" in figs
+        iso_args = [] if iso else ["--no-isolation"]
+        step("calls", ["calls", "--count", str(count)] + iso_args)
+        step("concurrent", ["concurrent", "--n", "200", "--delay-ms", "1000"] + iso_args)
+        print("bench: runner startup probe ...", file=sys.stderr, flush=True)
+        probe = subprocess.run([sys.executable, os.path.join(HERE, "runner_probe.py"),
+                                "--runs", str(runs // 2 if quick else 20)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if probe.returncode == 0:
+            figs["runner_probe"] = json.loads(probe.stdout)
+        else:
+            notes.append("runner probe failed: " + probe.stderr.strip()[-300:])
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+    node = os.environ.get("CODEPOD_NODE", "node")
+    try:
+        node_v = subprocess.run([node, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    except OSError:
+        node_v = "?"
+    L = []
+    L.append("codepod bench  %s  (node %s, %d CPUs)" % (time.strftime("%Y-%m-%d %H:%M:%S"),
+                                                     node_v, os.cpu_count() or 0))
+    L.append("command: make BUILD=<dir> bench   (figures only; nothing here is asserted)")
+    L.append("")
+    L.append("(a) startup: one execution of `return 1` through the C library (submit -> done)")
+    L.append("    vs a bare `node -e 0` spawned through the same backend (spawn -> exited),")
+    L.append("    alternating, median of %d runs each" % runs)
+    for key, label, goal in (("startup_plain", "without bwrap (--no-isolation)", GOAL_RATIO_PLAIN),
+                             ("startup_isolated", "with bwrap                    ", GOAL_RATIO_BWRAP)):
+        f = figs.get(key)
+        if not f:
+            L.append("    %s  not measured" % label)
+            continue
+        L.append("    %s  codepod %6.1f ms  bare %6.1f ms  ratio %.2fx  (goal <= %.2fx: %s)"
+                 % (label, f["codepod_median_ms"], f["bare_median_ms"], f["ratio"], goal,
+                    verdict(f["ratio"] <= goal)))
+        L.append("    %s  (usage.startupMs median %.0f ms: submit -> runner ready)"
+                 % (" " * len(label), f["codepod_startupMs_median"]))
+    if "startup_plain" in figs and "startup_isolated" in figs:
+        L.append("    bwrap alone: bare node %.2fx" % (figs["startup_isolated"]["bare_median_ms"]
+                                                    / figs["startup_plain"]["bare_median_ms"]))
+    L.append("")
+    f = figs.get("calls")
+    L.append("(b) tool-call throughput: %d sequential `await tools.echo({i})`, answered" % count)
+    L.append("    inside tool_call (maxBridgeRequests raised to %d)" % count)
+    if f:
+        L.append("    %s  %8.0f calls/s  (goal >= %d/s: %s)"
+                 % ("isolated" if f["isolated"] else "no isolation", f["calls_per_s"], GOAL_CALLS,
+                    verdict(f["calls_per_s"] >= GOAL_CALLS)))
+        L.append("    first -> last call %.0f ms; whole execution submit -> done %.0f ms"
+                 % (f["first_to_last_call_ms"], f["submit_to_done_ms"]))
+    else:
+        L.append("    not measured")
+    L.append("")
+    f = figs.get("concurrent")
+    L.append("(c) 200 executions submitted at once, each awaiting a tool answered after 1 s")
+    L.append("    by a uv timer in the host")
+    if f:
+        L.append("    %s; succeeded %d/%d; wall %.0f ms; most tool calls waiting at once %d"
+                 % ("isolated (bwrap)" if f["isolated"] else "no isolation", f["succeeded"], f["n"],
+                    f["wall_ms"], f["max_in_flight"]))
+        L.append("    codepod RSS before %d KiB, peak (VmHWM) %d KiB -> %.1f KiB per execution"
+                 "  (goal <= %d KiB: %s)" % (f["rss_before_kib"], f["hwm_peak_kib"],
+                                             f["peak_kib_per_exec"], GOAL_KIB,
+                                             verdict(f["peak_kib_per_exec"] <= GOAL_KIB)))
+        L.append("    (codepod's own RSS: the Node children are separate processes either way)")
+    else:
+        L.append("    not measured")
+    p = figs.get("runner_probe")
+    if p:
+        L.append("")
+        L.append("diagnosis: runner startup without codepod (tests/bench/runner_probe.py,")
+        L.append("    spawned from Python, no bwrap, median of %d; variants described there)" % p["runs"])
+        for k, v in p.items():
+            if k == "runs":
+                continue
+            L.append("    %-11s " % k + "  ".join("%s %6.2f" % (m.replace("_ms", ""), v[m])
+                                                for m in ("ready_ms", "result_ms", "exit_ms") if m in v)
+                     + " ms")
+    for n in notes:
+        L.append("note: " + n)
+    if failed:
+        L.append("")
+        L.append("FAILED EXECUTIONS:")
+        L.extend("    " + x for x in failed)
+    L.append("")
+    L.append("JSON:")
+    L.append(json.dumps(figs, indent=1, sort_keys=True))
+    text = "\n".join(L) + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    with open(out_path, "w") as fh:
+        fh.write(text)
+    # The full run lists stay in the file; the terminal gets the summary.
+    print(text.split("\nJSON:\n")[0])
+    print("(figures and JSON written to %s)" % out_path)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
