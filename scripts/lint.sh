@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# lint.sh - the mechanical style gate of STYLE.md section 8 item 18 (`make lint`).
+#
+# 1. Banned calls in runner/, k8s/ and broker/ (*.c, *.h): sprintf, vsprintf,
+#    strcpy, strcat, strtok (strtok_r is fine), atoi, atol, gets, system, and
+#    exit( anywhere but runner/main.c. Comments and string/character literals
+#    are blanked first, so text that merely mentions a call does not count.
+# 2. Runs shellcheck over scripts/*.sh, tests/example/*.sh and .ci/run when
+#    it is installed (scripts/deps.sh installs it); otherwise prints a note.
+#
+# Exceptions go in a `.lint-allow` file in the source's own directory, one per
+# line, `#` starts a comment:
+#     FILE CALL      e.g. `local.c exit`  (FILE is relative to that directory)
+#     * CALL         the call is allowed in every file of the directory
+# An entry that matches nothing is reported as stale (a warning only).
+#
+# Exit status: 0 clean, 1 findings, 2 usage or environment error.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+dirs=(runner k8s broker)
+banned='sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|exit'
+findings=0
+
+# Prints FILE:LINE:CALL:TEXT for every banned call in FILE, with comments and
+# literals blanked (line numbers are kept).
+scan() {
+	perl -e '
+		use strict; use warnings;
+		my ($file, $re) = @ARGV;
+		open(my $fh, "<", $file) or die "lint: $file: $!\n";
+		local $/; my $src = <$fh>; close $fh;
+		my @orig = split /\n/, $src, -1;
+		my $blank = sub { my $s = shift; $s =~ s/[^\n]/ /g; $s };
+		$src =~ s{(/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\x27(?:\\.|[^\x27\\\n])*\x27)}
+		         {my $m = $1; substr($m, 0, 1) eq "/" ? $blank->($m)
+		                   : substr($m, 0, 1) . $blank->(substr($m, 1, -1)) . substr($m, -1)}gse;
+		my $n = 0;
+		for my $line (split /\n/, $src, -1) {
+			$n++;
+			while ($line =~ /(?<![\w.>])($re)\s*\(/g) {
+				my $call = $1;
+				my $text = $orig[$n - 1]; $text =~ s/^\s+//;
+				print "$file:$n:$call:$text\n";
+			}
+		}
+	' "$1" "$banned"
+}
+
+# Is CALL in FILE allowed by FILE's directory .lint-allow? Records the use.
+declare -A used=()
+allowed() {
+	local file=$1 call=$2 dir base allow f c
+	dir=$(dirname "$file")
+	base=$(basename "$file")
+	allow="$dir/.lint-allow"
+	[ -f "$allow" ] || return 1
+	while read -r f c _; do
+		[ -z "${f:-}" ] && continue
+		[[ $f == \#* ]] && continue
+		if [ "$c" = "$call" ] && { [ "$f" = "$base" ] || [ "$f" = "*" ]; }; then
+			used["$allow:$f:$c"]=1
+			return 0
+		fi
+	done <"$allow"
+	return 1
+}
+
+echo "lint: banned calls in ${dirs[*]}"
+for d in "${dirs[@]}"; do
+	[ -d "$d" ] || continue
+	while IFS= read -r -d '' file; do
+		while IFS=: read -r f line call text; do
+			if [ "$call" = exit ] && [ "$f" = runner/main.c ]; then
+				continue
+			fi
+			if allowed "$f" "$call"; then
+				continue
+			fi
+			echo "$f:$line: banned call $call(): $text"
+			findings=$((findings + 1))
+		done < <(scan "$file")
+	done < <(find "$d" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z)
+done
+
+# Stale allowlist entries.
+for d in "${dirs[@]}"; do
+	allow="$d/.lint-allow"
+	[ -f "$allow" ] || continue
+	while read -r f c _; do
+		[ -z "${f:-}" ] && continue
+		[[ $f == \#* ]] && continue
+		if [ -z "${used["$allow:$f:$c"]+x}" ]; then
+			echo "lint: warning: $allow: '$f $c' matches nothing (stale entry)"
+		fi
+	done <"$allow"
+done
+
+shell_files=()
+for f in scripts/*.sh tests/example/*.sh .ci/run; do
+	[ -f "$f" ] && shell_files+=("$f")
+done
+if command -v shellcheck >/dev/null; then
+	echo "lint: shellcheck ${shell_files[*]}"
+	if ! shellcheck -x "${shell_files[@]}"; then
+		findings=$((findings + 1))
+	fi
+else
+	echo "lint: note: shellcheck is not installed, shell scripts not checked" \
+		"(bash scripts/deps.sh installs it)"
+fi
+
+if ((findings)); then
+	echo "lint: FAILED ($findings finding(s) or failing check(s))"
+	exit 1
+fi
+echo "lint: ok"

@@ -1,0 +1,347 @@
+/*
+ * test_policy.c - the execution policy of DESIGN.md section 3: defaults,
+ * per-field overrides, the ceiling, refusals naming the field, and the JSON
+ * form with the contract's names.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy.h"
+
+/* The contract's names, in struct order, with DESIGN.md section 3's default
+ * (memory: policy.h's 512 MiB) and the built-in ceiling. */
+struct row {
+	const char *name;
+	size_t offset;
+	uint64_t def;
+	uint64_t ceil;
+};
+
+#define R(json, member, d, c) { json, offsetof(struct cp_policy, member), d, c }
+static const struct row rows[] = {
+	R("timeoutMs", timeout_ms, 30000, 900000),
+	R("startupTimeoutMs", startup_timeout_ms, 120000, 900000),
+	R("maxSourceBytes", max_source_bytes, 131072, 1048576),
+	R("maxResultBytes", max_result_bytes, 32768, 4194304),
+	R("maxBridgeRequests", max_bridge_requests, 256, 10000),
+	R("maxInFlightBridgeRequests", max_in_flight, 32, 256),
+	R("maxToolInputBytes", max_tool_input_bytes, 65536, 4194304),
+	R("maxToolOutputBytes", max_tool_output_bytes, 1048576, 16777216),
+	R("maxMemoryMb", max_memory_mb, 512, 8192),
+};
+#undef R
+#define NROWS (sizeof rows / sizeof rows[0])
+
+static uint64_t get(const struct cp_policy *p, size_t i)
+{
+	uint64_t v;
+	memcpy(&v, (const char *)p + rows[i].offset, sizeof v);
+	return v;
+}
+
+static json_t *parse(const char *text)
+{
+	json_error_t jerr;
+	json_t *v = json_loads(text, JSON_DECODE_ANY, &jerr);
+	if (!v)
+		fail_msg("bad test JSON %s: %s", text, jerr.text);
+	return v;
+}
+
+/* Applies `text` over the defaults with the built-in ceiling. */
+static int apply_text(struct cp_policy *p, const char *text, struct cp_err *err)
+{
+	struct cp_policy ceil;
+	cp_policy_defaults(p);
+	cp_policy_ceiling_defaults(&ceil);
+	json_t *obj = text ? parse(text) : NULL;
+	cp_err_clear(err);
+	int rc = cp_policy_apply(p, obj, &ceil, err);
+	json_decref(obj);
+	return rc;
+}
+
+static void test_defaults_match_design(void **state)
+{
+	(void)state;
+	struct cp_policy p;
+	memset(&p, 0xAB, sizeof p);
+	cp_policy_defaults(&p);
+	assert_int_equal(sizeof p, NROWS * sizeof(uint64_t)); /* no field untested */
+	for (size_t i = 0; i < NROWS; i++) {
+		if (get(&p, i) != rows[i].def)
+			fail_msg("%s: default %llu, want %llu", rows[i].name,
+			         (unsigned long long)get(&p, i), (unsigned long long)rows[i].def);
+	}
+	/* The named fields, spelled out, against the table of section 3. */
+	assert_int_equal(p.timeout_ms, 30000);
+	assert_int_equal(p.startup_timeout_ms, 120000);
+	assert_int_equal(p.max_source_bytes, 131072);
+	assert_int_equal(p.max_result_bytes, 32768);
+	assert_int_equal(p.max_bridge_requests, 256);
+	assert_int_equal(p.max_in_flight, 32);
+	assert_int_equal(p.max_tool_input_bytes, 65536);
+	assert_int_equal(p.max_tool_output_bytes, 1048576);
+}
+
+static void test_ceiling_at_least_defaults(void **state)
+{
+	(void)state;
+	struct cp_policy d, c;
+	cp_policy_defaults(&d);
+	memset(&c, 0xAB, sizeof c);
+	cp_policy_ceiling_defaults(&c);
+	for (size_t i = 0; i < NROWS; i++) {
+		assert_true(get(&c, i) >= get(&d, i));
+		assert_int_equal(get(&c, i), rows[i].ceil);
+	}
+}
+
+static void test_null_and_json_null_change_nothing(void **state)
+{
+	(void)state;
+	struct cp_policy p, d;
+	struct cp_err err;
+	cp_policy_defaults(&d);
+	assert_int_equal(apply_text(&p, NULL, &err), 0);
+	assert_memory_equal(&p, &d, sizeof p);
+	assert_int_equal(apply_text(&p, "null", &err), 0);
+	assert_memory_equal(&p, &d, sizeof p);
+	assert_int_equal(apply_text(&p, "{}", &err), 0);
+	assert_memory_equal(&p, &d, sizeof p);
+}
+
+/* Each field alone: only that field changes; 1 and the ceiling itself are
+ * accepted. */
+static void test_each_field_overrides_alone(void **state)
+{
+	(void)state;
+	struct cp_policy d;
+	cp_policy_defaults(&d);
+	for (size_t i = 0; i < NROWS; i++) {
+		const uint64_t vals[] = { 1, rows[i].def + 1, rows[i].ceil };
+		for (size_t k = 0; k < 3; k++) {
+			char text[128];
+			snprintf(text, sizeof text, "{\"%s\":%llu}", rows[i].name,
+			         (unsigned long long)vals[k]);
+			struct cp_policy p;
+			struct cp_err err;
+			if (apply_text(&p, text, &err) != 0)
+				fail_msg("%s refused: %s", text, err.msg);
+			for (size_t j = 0; j < NROWS; j++)
+				assert_int_equal(get(&p, j), j == i ? vals[k] : get(&d, j));
+		}
+	}
+}
+
+static void test_several_fields_and_base_kept(void **state)
+{
+	(void)state;
+	struct cp_policy p, ceil;
+	struct cp_err err;
+	cp_policy_ceiling_defaults(&ceil);
+	/* The base is whatever `out` holds, not the defaults. */
+	memset(&p, 0, sizeof p);
+	p.max_memory_mb = 77;
+	json_t *obj = parse("{\"timeoutMs\":10000,\"maxBridgeRequests\":50,"
+	                    "\"maxToolOutputBytes\":2048}");
+	assert_int_equal(cp_policy_apply(&p, obj, &ceil, &err), 0);
+	json_decref(obj);
+	assert_int_equal(p.timeout_ms, 10000);
+	assert_int_equal(p.max_bridge_requests, 50);
+	assert_int_equal(p.max_tool_output_bytes, 2048);
+	assert_int_equal(p.max_memory_mb, 77);
+	assert_int_equal(p.startup_timeout_ms, 0);
+}
+
+static void test_unknown_fields_ignored(void **state)
+{
+	(void)state;
+	struct cp_policy p, d;
+	struct cp_err err;
+	cp_policy_defaults(&d);
+	assert_int_equal(apply_text(&p, "{\"bogus\":-1,\"timeoutms\":\"x\",\"TimeoutMs\":0,"
+	                                "\"maxDepth\":1000,\"\":null,\"nested\":{\"timeoutMs\":0}}",
+	                            &err), 0);
+	assert_memory_equal(&p, &d, sizeof p);
+	assert_int_equal(apply_text(&p, "{\"bogus\":[1,2],\"timeoutMs\":5}", &err), 0);
+	assert_int_equal(p.timeout_ms, 5);
+}
+
+static void expect_refused(const char *text, const char *field, const char *also)
+{
+	struct cp_policy p;
+	struct cp_err err;
+	int rc = apply_text(&p, text, &err);
+	if (rc != CP_E_INVALID_REQUEST)
+		fail_msg("%s: rc %d, want CP_E_INVALID_REQUEST", text, rc);
+	assert_int_equal(err.code, CP_E_INVALID_REQUEST);
+	char want[96];
+	snprintf(want, sizeof want, "policy.%s ", field);
+	if (!strstr(err.msg, want))
+		fail_msg("%s: message \"%s\" does not name %s", text, err.msg, field);
+	if (also && !strstr(err.msg, also))
+		fail_msg("%s: message \"%s\" lacks \"%s\"", text, err.msg, also);
+}
+
+static void test_wrong_types_refused(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "\"100\"", "1.5", "100.0", "true", "false",
+	                                   "null", "[1]", "{\"v\":1}" };
+	for (size_t i = 0; i < NROWS; i++) {
+		for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+			char text[128];
+			snprintf(text, sizeof text, "{\"%s\":%s}", rows[i].name, bad[k]);
+			expect_refused(text, rows[i].name, "positive integer");
+		}
+	}
+}
+
+static void test_zero_and_negative_refused(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "0", "-1", "-30000", "-9223372036854775808" };
+	for (size_t i = 0; i < NROWS; i++) {
+		for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+			char text[128];
+			snprintf(text, sizeof text, "{\"%s\":%s}", rows[i].name, bad[k]);
+			expect_refused(text, rows[i].name, "positive integer");
+		}
+	}
+}
+
+static void test_over_ceiling_refused_names_ceiling(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < NROWS; i++) {
+		char text[128], ceil[32], val[32];
+		snprintf(text, sizeof text, "{\"%s\":%llu}", rows[i].name,
+		         (unsigned long long)rows[i].ceil + 1);
+		snprintf(ceil, sizeof ceil, "ceiling of %llu", (unsigned long long)rows[i].ceil);
+		expect_refused(text, rows[i].name, ceil);
+		snprintf(val, sizeof val, "is %llu", (unsigned long long)rows[i].ceil + 1);
+		expect_refused(text, rows[i].name, val);
+		/* The largest JSON integer too. */
+		snprintf(text, sizeof text, "{\"%s\":9223372036854775807}", rows[i].name);
+		expect_refused(text, rows[i].name, ceil);
+	}
+}
+
+/* A custom (lower) ceiling is the one enforced and named. */
+static void test_custom_ceiling(void **state)
+{
+	(void)state;
+	struct cp_policy p, ceil;
+	struct cp_err err;
+	cp_policy_defaults(&p);
+	cp_policy_ceiling_defaults(&ceil);
+	ceil.timeout_ms = 5000;
+	json_t *ok = parse("{\"timeoutMs\":5000}");
+	json_t *bad = parse("{\"timeoutMs\":5001}");
+	assert_int_equal(cp_policy_apply(&p, ok, &ceil, &err), 0);
+	assert_int_equal(p.timeout_ms, 5000);
+	assert_int_equal(cp_policy_apply(&p, bad, &ceil, &err), CP_E_INVALID_REQUEST);
+	assert_non_null(strstr(err.msg, "policy.timeoutMs"));
+	assert_non_null(strstr(err.msg, "ceiling of 5000"));
+	assert_int_equal(p.timeout_ms, 5000);
+	/* NULL err is accepted. */
+	assert_int_equal(cp_policy_apply(&p, bad, &ceil, NULL), CP_E_INVALID_REQUEST);
+	json_decref(ok);
+	json_decref(bad);
+}
+
+static void test_not_an_object_refused(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "[]", "1", "\"timeoutMs\"", "true" };
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		struct cp_policy p;
+		struct cp_err err;
+		assert_int_equal(apply_text(&p, bad[k], &err), CP_E_INVALID_REQUEST);
+		assert_non_null(strstr(err.msg, "policy"));
+	}
+}
+
+static void test_to_json_contract_names(void **state)
+{
+	(void)state;
+	struct cp_policy p;
+	cp_policy_defaults(&p);
+	json_t *o = cp_policy_to_json(&p);
+	assert_non_null(o);
+	assert_true(json_is_object(o));
+	assert_int_equal(json_object_size(o), NROWS);
+	for (size_t i = 0; i < NROWS; i++) {
+		json_t *v = json_object_get(o, rows[i].name);
+		if (!json_is_integer(v))
+			fail_msg("to_json lacks integer %s", rows[i].name);
+		assert_int_equal(json_integer_value(v), rows[i].def);
+	}
+	json_decref(o);
+}
+
+/* to_json then apply over a zeroed base gives the same policy back. */
+static void test_to_json_round_trip(void **state)
+{
+	(void)state;
+	struct cp_policy src, back, ceil;
+	struct cp_err err;
+	cp_policy_ceiling_defaults(&ceil);
+	for (size_t i = 0; i < NROWS; i++)
+		memcpy((char *)&src + rows[i].offset, &(uint64_t){ rows[i].ceil - i }, sizeof(uint64_t));
+	json_t *o = cp_policy_to_json(&src);
+	assert_non_null(o);
+	memset(&back, 0, sizeof back);
+	assert_int_equal(cp_policy_apply(&back, o, &ceil, &err), 0);
+	assert_memory_equal(&src, &back, sizeof src);
+	/* And the text form is stable. */
+	char *t1 = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *o2 = cp_policy_to_json(&back);
+	char *t2 = json_dumps(o2, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(t1, t2);
+	free(t1);
+	free(t2);
+	json_decref(o);
+	json_decref(o2);
+
+	/* The defaults round-trip too, and the exact text is the contract's. */
+	cp_policy_defaults(&src);
+	o = cp_policy_to_json(&src);
+	t1 = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(t1,
+	                    "{\"maxBridgeRequests\":256,\"maxInFlightBridgeRequests\":32,"
+	                    "\"maxMemoryMb\":512,\"maxResultBytes\":32768,"
+	                    "\"maxSourceBytes\":131072,\"maxToolInputBytes\":65536,"
+	                    "\"maxToolOutputBytes\":1048576,\"startupTimeoutMs\":120000,"
+	                    "\"timeoutMs\":30000}");
+	free(t1);
+	json_decref(o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults_match_design),
+		cmocka_unit_test(test_ceiling_at_least_defaults),
+		cmocka_unit_test(test_null_and_json_null_change_nothing),
+		cmocka_unit_test(test_each_field_overrides_alone),
+		cmocka_unit_test(test_several_fields_and_base_kept),
+		cmocka_unit_test(test_unknown_fields_ignored),
+		cmocka_unit_test(test_wrong_types_refused),
+		cmocka_unit_test(test_zero_and_negative_refused),
+		cmocka_unit_test(test_over_ceiling_refused_names_ceiling),
+		cmocka_unit_test(test_custom_ceiling),
+		cmocka_unit_test(test_not_an_object_refused),
+		cmocka_unit_test(test_to_json_contract_names),
+		cmocka_unit_test(test_to_json_round_trip),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
