@@ -431,7 +431,7 @@ static const char *req_string(const json_t *req, const char *key, size_t max,
 		cp_err_set(err, CP_E_INVALID_REQUEST, "%s must be a string", key);
 		return NULL;
 	}
-	if (json_string_length(v) == 0 || json_string_length(v) > max) {
+	if (json_string_length(v) == 0 || json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v)) {
 		cp_err_set(err, CP_E_INVALID_REQUEST, "%s must be 1 to %zu bytes", key, max);
 		return NULL;
 	}
