@@ -1,3 +1,4 @@
 // codepod runner bootstrap (on the command line: keep it tiny). Reads "<len>\n<runner.js>"
-// from stdin and calls it as function(require, leftover). The block keeps its names private.
-{let b=Buffer.alloc(0),n=-1;const s=process.stdin;s.on('data',function d(c){b=Buffer.concat([b,c]);if(n<0){const i=b.indexOf(10);if(i<0)return;n=+b.subarray(0,i);b=b.subarray(i+1)}if(b.length<n)return;s.off('data',d);const r=b.subarray(0,n)+'',l=b.subarray(n);b=null;require('vm').runInThisContext(r,{filename:'codepod-runner.js'})(require,l)})}
+// from fd 0 synchronously (a stream costs milliseconds to build) and calls it as
+// function(require, leftover). The block keeps its names private.
+{const f=require('fs');let b=Buffer.alloc(1<<16),n=0,L=-1,h=0;for(;;){if(L<0){const i=b.subarray(0,n).indexOf(10);if(i>=0){L=+b.subarray(0,i);h=i+1}}if(L>=0&&n>=h+L)break;if(n===b.length){const c=Buffer.alloc(b.length*2);b.copy(c);b=c}let r;try{r=f.readSync(0,b,n,b.length-n)}catch(e){if(e.code!=='EAGAIN')throw e;Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,1);continue}if(r===0)process.exit(0);n+=r}const r=b.toString('utf8',h,h+L),l=Buffer.from(b.subarray(h+L,n));b=null;require('vm').runInThisContext(r,{filename:'codepod-runner.js'})(require,l)}

@@ -27,7 +27,8 @@
   const nextTick = process.nextTick;
   const sleepCell = new Int32Array(new SharedArrayBuffer(4));
   const atomicsWait = Atomics.wait;
-  const stdin = process.stdin;
+  const readSync = fs.readSync;
+  let stdin = null; // opened after the program starts (see openStdin)
   const NativePromise = Promise;
 
   // An explicit type argument list before a call or template: `f<T>(`.
@@ -72,7 +73,7 @@
     if (done) return;
     frame(kind, payload);
     done = true;
-    if (stdin.unref) stdin.unref();
+    if (stdin && stdin.unref) stdin.unref();
   }
 
   // O/E text: split into frames of at most MAX_TEXT bytes, never inside a
@@ -146,15 +147,27 @@
   }
   // The global console writes through process.stdout/stderr.write:
   // log/info/debug/dir/table -> stdout, error/warn/trace -> stderr.
-  capture(process.stdout, 'O');
-  capture(process.stderr, 'E');
+  // Building a stdio stream costs milliseconds, so each is captured when it
+  // is first used rather than at start.
+  for (const [name, kind] of [['stdout', 'O'], ['stderr', 'E']]) {
+    const desc = Object.getOwnPropertyDescriptor(process, name);
+    let stream = null;
+    Object.defineProperty(process, name, {
+      configurable: true,
+      enumerable: desc.enumerable,
+      get() {
+        if (!stream) { stream = desc.get.call(process); capture(stream, kind); }
+        return stream;
+      },
+    });
+  }
 
   // ---- tools ---------------------------------------------------------------
 
   // Keep stdin from holding the loop open unless an answer is awaited, so a
   // program waiting on nothing empties the loop and 'beforeExit' fires.
   function refresh() {
-    if (!stdin.ref) return;
+    if (!stdin || !stdin.ref) return;
     if (pendingCount > 0 && !done) stdin.ref(); else stdin.unref();
   }
 
@@ -345,8 +358,30 @@
     }
     if (chunk.length) parts[parts.length] = chunk;
   }
-  stdin.on('data', onData);
-  stdin.on('end', () => exit(0)); // codepod is gone
-  stdin.on('error', () => exit(0));
+  // The hello follows the runner on stdin: read it synchronously, start the
+  // program, and only then build the stdin stream for tool answers (a quick
+  // program has returned by then and never pays for it).
+  function readHello() {
+    const chunk = Buffer.alloc(1 << 16);
+    while (!started) {
+      let n;
+      try { n = readSync(0, chunk, 0, chunk.length); } catch (e) {
+        if (e && e.code === 'EAGAIN') { atomicsWait(sleepCell, 0, 0, 1); continue; }
+        exit(0);
+      }
+      if (n === 0) exit(0); // codepod is gone
+      onData(bufFrom(subarray(chunk, 0, n)));
+    }
+  }
+  function openStdin() {
+    if (done) return;
+    stdin = process.stdin;
+    stdin.on('data', onData);
+    stdin.on('end', () => exit(0)); // codepod is gone
+    stdin.on('error', () => exit(0));
+    refresh();
+  }
   if (leftover && leftover.length) onData(leftover);
+  if (!started) readHello();
+  setImmediate(openStdin);
 })
