@@ -113,7 +113,13 @@ e2e: all
 fakekube: all
 	$(Q)$(PYTHON) -m pytest -q -p no:cacheprovider tests/fakekube
 
-test: unit replay runner-js e2e fakekube
+# The golden declarations (tests/decl/cases) through tsc --strict, and the
+# output of `codepod declarations` compared with them.
+.PHONY: decl-typecheck
+decl-typecheck: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) bash tests/decl/typecheck.sh
+
+test: unit replay runner-js e2e fakekube decl-typecheck
 
 # ASan + UBSan + LSan over the whole suite; any report fails the run.
 asan:

@@ -11,6 +11,7 @@
 
 #include "cmdtool.h"
 #include "codepod.h"
+#include "decl.h"
 #include "idset.h"
 #include "local.h"
 #include "log.h"
@@ -355,6 +356,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (strcmp(cmd, "declarations") == 0)
+		return cmd_declarations(argc == 3 ? argv[2] : NULL);
 	struct opts o = { 0 };
 	int prc = parse_opts(argc - 1, argv + 1, &o);
 	if (prc)

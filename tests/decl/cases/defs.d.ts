@@ -1,0 +1,4 @@
+declare const tools: {
+  /** Create an order. */
+  createOrder: (input: { /** Who buys. */ customer: { id: string; /** A postal address. */ address?: { street: string; city: string; }; }; /** Where to ship; the billing address when left out. */ shipTo?: { street: string; city: string; }; billTo?: { street: string; city: string; }; lines: { sku: string; qty: number; }[]; tag?: "slash"; code?: "tilde"; pct?: number; second?: boolean; }) => Promise<{ orderId: string; total: number; }>;
+};

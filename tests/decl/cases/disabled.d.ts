@@ -1,0 +1,5 @@
+declare const tools: {
+  /** Enabled by default. */
+  visible: (input: {}) => Promise<string>;
+  alsoVisible: (input: { n: number; }) => Promise<number>;
+};

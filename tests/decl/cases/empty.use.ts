@@ -1,0 +1,2 @@
+// @ts-expect-error: no tools
+await tools.anything({});

@@ -1,0 +1,4 @@
+declare const tools: {
+  /** Type arrays and OpenAPI nullable. */
+  updateUser: (input: { nickname: string | null; age?: number | null; address?: { city: string; } | null; tags?: string[] | null; role?: "admin" | "member" | null; twice?: string | null; many?: string | number | boolean | null; empty?: unknown; weird?: unknown; }) => Promise<{ id: string; } | null>;
+};

@@ -1,0 +1,2 @@
+const doc: unknown = await tools.fetchDoc({ remote: 1, local: "id" });
+void doc;
