@@ -17,6 +17,7 @@ struct entry {
 	struct broker_session *s;
 	struct codepod_exec *exec;
 	char *id;
+	char *conversation; /* for the on_outcome hook */
 };
 
 struct broker_session {
@@ -24,6 +25,8 @@ struct broker_session {
 	struct cp_idset *ids;
 	const struct broker_session_io *io;
 	void *ud;
+	const struct broker_session_hooks *hooks;
+	void *hooks_ud;
 	struct entry *entries;
 	unsigned running;
 	int closed, can_send, drained;
@@ -56,6 +59,16 @@ static void send_msg(struct broker_session *s, json_t *msg /* steals */)
 	json_decref(msg);
 }
 
+static void send_error_named(struct broker_session *s, const char *id, const char *code,
+                             const char *msg)
+{
+	json_t *m = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "code",
+	                      code, "message", msg);
+	if (m && id)
+		json_object_set_new(m, "id", json_string(id));
+	send_msg(s, m);
+}
+
 static void send_error(struct broker_session *s, const char *id, enum cp_code code,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void send_error(struct broker_session *s, const char *id, enum cp_code code,
@@ -66,11 +79,7 @@ static void send_error(struct broker_session *s, const char *id, enum cp_code co
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	json_t *m = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "code",
-	                      cp_code_name(code), "message", msg);
-	if (m && id)
-		json_object_set_new(m, "id", json_string(id));
-	send_msg(s, m);
+	send_error_named(s, id, cp_code_name(code), msg);
 }
 
 static struct entry *find(struct broker_session *s, const char *id)
@@ -108,12 +117,15 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 		m = NULL;
 	}
 	send_msg(s, m);
+	if (s->hooks && s->hooks->on_outcome)
+		s->hooks->on_outcome(s->hooks_ud, en->id, en->conversation, outcome);
 	for (struct entry **pp = &s->entries; *pp; pp = &(*pp)->next) {
 		if (*pp == en) {
 			*pp = en->next;
 			break;
 		}
 	}
+	free(en->conversation);
 	free(en->id);
 	free(en);
 	s->running--;
@@ -134,8 +146,19 @@ static void do_execute(struct broker_session *s, const json_t *msg, const char *
 		           "execution id %.64s is already running or was used recently", id);
 		return;
 	}
+	if (s->hooks && s->hooks->admit) {
+		const char *code = "INTERNAL";
+		char why[CP_ERR_MSG_MAX] = "refused";
+		if (s->hooks->admit(s->hooks_ud, msg, &code, why)) {
+			send_error_named(s, id, code, why);
+			return;
+		}
+	}
+	const char *conv = json_string_value(json_object_get(msg, "conversation"));
 	struct entry *en = calloc(1, sizeof *en);
-	if (!en || !(en->id = strdup(id))) {
+	if (!en || !(en->id = strdup(id)) || !(en->conversation = strdup(conv ? conv : ""))) {
+		if (en)
+			free(en->id);
 		free(en);
 		send_error(s, id, CP_E_INTERNAL, "out of memory");
 		return;
@@ -145,6 +168,7 @@ static void do_execute(struct broker_session *s, const json_t *msg, const char *
 	if (codepod_submit(s->cp, msg, &host, en, &en->exec, &err)) {
 		send_error(s, id, err.code == CP_E_INVALID_REQUEST ? CP_E_INVALID_REQUEST : CP_E_INTERNAL,
 		           "execute: %s", err.msg);
+		free(en->conversation);
 		free(en->id);
 		free(en);
 		return;
@@ -245,6 +269,19 @@ void broker_session_close(struct broker_session *s, int can_send)
 unsigned broker_session_running(const struct broker_session *s)
 {
 	return s->running;
+}
+
+void broker_session_set_hooks(struct broker_session *s, const struct broker_session_hooks *h,
+                              void *ud)
+{
+	s->hooks = h;
+	s->hooks_ud = ud;
+}
+
+void broker_session_stop_all(struct broker_session *s)
+{
+	for (struct entry *en = s->entries; en; en = en->next)
+		codepod_stop(en->exec);
 }
 
 void broker_session_free(struct broker_session *s)

@@ -56,6 +56,32 @@ void broker_session_close(struct broker_session *s, int can_send);
 
 unsigned broker_session_running(const struct broker_session *s);
 
+/*
+ * Optional hooks for a server that shares one engine among many sessions
+ * (http_server.c: admission caps, metrics, audit). Both may be NULL.
+ */
+struct broker_session_hooks {
+	/* Before an execute is submitted (id already checked against the id
+	 * set). Return 0 to go on, or nonzero after setting *code (a static
+	 * string such as "TOO_MANY_EXECUTIONS") and msg (NUL-terminated, at
+	 * most CP_ERR_MSG_MAX bytes): the execute is answered with an `error`
+	 * of that code and nothing runs. */
+	int (*admit)(void *ud, const json_t *execute, const char **code, char *msg);
+	/* Once per execution, right after its `result` was sent (or would have
+	 * been, on a closed transport): the request's conversation key and the
+	 * outcome, both borrowed for the call. Not called for refused executes. */
+	void (*on_outcome)(void *ud, const char *id, const char *conversation,
+	                   const json_t *outcome);
+};
+
+/* Set the hooks (borrowed; must outlive the session) and their @ud. */
+void broker_session_set_hooks(struct broker_session *s, const struct broker_session_hooks *h,
+                              void *ud);
+
+/* Stop every running execution (each ends CANCELLED unless it has already
+ * ended); the session stays open. For a server's drain deadline. */
+void broker_session_stop_all(struct broker_session *s);
+
 /* Frees the session; only after drained(). */
 void broker_session_free(struct broker_session *s);
 

@@ -15,6 +15,7 @@
 #include "idset.h"
 #include "local.h"
 #include "log.h"
+#include "serve_cmd.h"
 #include "stdio_serve.h"
 
 #define CODEPOD_VERSION "0.1.0"
@@ -26,6 +27,7 @@ struct opts {
 	const char *node;
 	int no_isolation;
 	int stdio;
+	int listen; /* serve --listen: broker/serve_cmd.c parses its own options */
 	const char *tools;
 	const char *conversation;
 	const char *policy;
@@ -37,6 +39,10 @@ static void usage(FILE *f)
 	fputs("usage:\n"
 	      "  codepod serve --stdio [--backend local] [--state-dir DIR] [--node PATH]\n"
 	      "                [--no-isolation] [--log-level debug|info|warn|error]\n"
+	      "  codepod serve --listen HOST:PORT [--listen ...] --token-file FILE\n"
+	      "                [--drain-seconds N] [--max-sessions N] [--max-executions N]\n"
+	      "                [--audit-file FILE] [--header-timeout S] [--idle-timeout S]\n"
+	      "                [--webhook-timeout-ms N] (and the backend options above)\n"
 	      "  codepod run FILE --tools TOOLS.json [--conversation KEY] [--policy JSON]\n"
 	      "                [--state-dir DIR] [--node PATH] [--no-isolation]\n"
 	      "  codepod --version\n", f);
@@ -65,6 +71,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "policy", required_argument, NULL, 'p' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
+		/* serve --listen: given to broker_serve_main, which reads them */
+		{ "listen", required_argument, NULL, 'L' },
+		{ "token-file", required_argument, NULL, 'x' },
+		{ "audit-file", required_argument, NULL, 'x' },
+		{ "drain-seconds", required_argument, NULL, 'x' },
+		{ "max-sessions", required_argument, NULL, 'x' },
+		{ "max-executions", required_argument, NULL, 'x' },
+		{ "header-timeout", required_argument, NULL, 'x' },
+		{ "idle-timeout", required_argument, NULL, 'x' },
+		{ "webhook-timeout-ms", required_argument, NULL, 'x' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -88,6 +104,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			cp_log_set_level((enum cp_log_level)lvl);
 			break;
 		}
+		case 'L': o->listen = 1; break;
+		case 'x': break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return -1;
 		}
@@ -173,10 +191,10 @@ static void on_signal(uv_signal_t *h, int sig)
 	broker_stdio_shutdown(st->stdio);
 }
 
-static int cmd_serve(uv_loop_t *loop, const struct opts *o)
+static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **argv)
 {
-	if (!o->stdio) {
-		fprintf(stderr, "codepod: serve needs --stdio (the HTTP/WebSocket server is not built yet)\n");
+	if (o->stdio == o->listen) {
+		fprintf(stderr, "codepod: serve needs either --stdio or --listen HOST:PORT\n");
 		return 2;
 	}
 	struct cp_backend *b = make_backend(loop, o);
@@ -185,6 +203,12 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o)
 		if (b)
 			b->ops->destroy(b);
 		return 2;
+	}
+	if (o->listen) {
+		int hrc = broker_serve_main(loop, cp, argc, argv);
+		codepod_free(cp);
+		b->ops->destroy(b);
+		return hrc;
 	}
 	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
 	struct serve_state st = { 0 };
@@ -366,7 +390,7 @@ int main(int argc, char **argv)
 	uv_loop_init(&loop);
 	int rc;
 	if (strcmp(cmd, "serve") == 0) {
-		rc = cmd_serve(&loop, &o);
+		rc = cmd_serve(&loop, &o, argc - 1, argv + 1);
 	} else if (strcmp(cmd, "run") == 0) {
 		rc = cmd_run(&loop, &o);
 	} else {

@@ -354,10 +354,21 @@ class Session:
         return bad
 
 
+def session_class():
+    """Session over stdio, or over a WebSocket when CODEPOD_TRANSPORT=ws
+    (tests/serve/wssession.py: `codepod serve --listen`)."""
+    if os.environ.get("CODEPOD_TRANSPORT") == "ws":
+        import sys
+        sys.path.insert(0, str(REPO / "tests" / "serve"))
+        from wssession import WsSession
+        return WsSession
+    return Session
+
+
 @pytest.fixture
 def session(tmp_path):
     """A codepod session with a fresh state dir, closed and checked at teardown."""
-    s = Session(tmp_path / "state")
+    s = session_class()(tmp_path / "state")
     yield s
     rc = s.close()
     err = b"".join(s.stderr_lines[-20:]).decode(errors="replace")

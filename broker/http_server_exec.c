@@ -1,0 +1,325 @@
+/*
+ * http_server_exec.c - POST /v1/executions: the execute message plus
+ * `broker: {url, headers}`. A one-execution broker_session whose tool calls
+ * are POSTed to the broker URL ({"id","call","tool","input"} in;
+ * {"output": ...} or {"error": "safe message"} out); the answer is the
+ * outcome JSON (200), or the `error` that refused the execute (400, 429 for
+ * TOO_MANY_EXECUTIONS, 503 for SHUTTING_DOWN).
+ *
+ * Each call has a timeout of min(webhook_timeout_ms, the policy's
+ * timeoutMs); a broker that fails, hangs or answers garbage turns into a
+ * tool error the program sees. A cancel_call aborts the POST. A client that
+ * goes away abandons the execution.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_server_int.h"
+#include "jsonutil.h"
+#include "log.h"
+
+#define MAX_BROKER_ANSWER ((size_t)16 << 20)
+
+struct pending {
+	struct pending *next;
+	struct exec_req *r;   /* NULL once the request is gone */
+	char *call;
+	struct broker_webhook_call *h;
+};
+
+struct exec_req {
+	struct sess_base base; /* first: the hooks' ud */
+	struct lws *wsi;       /* NULL once detached */
+	struct http_pss *pss;
+	char *url;
+	json_t *headers;
+	long call_timeout_ms;
+	struct pending *calls;
+	int in_submit, answered;
+	unsigned err_status;
+	json_t *err_body;
+};
+
+static unsigned status_for(const char *code)
+{
+	if (!code)
+		return 500;
+	if (!strcmp(code, "INVALID_REQUEST"))
+		return 400;
+	if (!strcmp(code, "TOO_MANY_EXECUTIONS"))
+		return 429;
+	if (!strcmp(code, "SHUTTING_DOWN"))
+		return 503;
+	return 500;
+}
+
+static void answer(struct exec_req *r, unsigned status, const json_t *body)
+{
+	if (r->answered)
+		return;
+	r->answered = 1;
+	if (r->wsi) {
+		http_respond_json(r->wsi, r->pss, status, body);
+		r->pss->req = NULL; /* the response now belongs to the connection */
+		r->wsi = NULL;
+		r->pss = NULL;
+	}
+	r->base.gone = 1;
+	r->base.close_pending = 1;
+	http_reap_schedule(r->base.srv);
+}
+
+static void feed(struct exec_req *r, json_t *msg /* steals */)
+{
+	char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+	json_decref(msg);
+	if (text)
+		broker_session_message(r->base.session, text, strlen(text));
+	free(text);
+}
+
+static void tool_error(struct exec_req *r, const char *eid, const char *call, const char *msg)
+{
+	feed(r, json_pack("{s:s,s:s,s:s,s:s}", "type", "tool_error", "id", eid, "call", call,
+	                  "message", msg));
+}
+
+static void unlink_pending(struct pending *p)
+{
+	if (!p->r)
+		return;
+	for (struct pending **pp = &p->r->calls; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+}
+
+static void on_broker_answer(struct exec_req *r, const char *eid, const char *call, long status,
+                             const char *body, size_t len)
+{
+	char msg[200];
+	if (status < 200 || status > 299) {
+		snprintf(msg, sizeof msg, "the tool broker answered HTTP %ld", status);
+		tool_error(r, eid, call, msg);
+		return;
+	}
+	json_t *v = cp_json_load(body, len, NULL);
+	const json_t *out = json_object_get(v, "output");
+	const char *e = json_string_value(json_object_get(v, "error"));
+	if (json_is_object(v) && out)
+		feed(r, json_pack("{s:s,s:s,s:s,s:O}", "type", "tool_result", "id", eid, "call", call,
+		                  "output", out));
+	else if (json_is_object(v) && e)
+		tool_error(r, eid, call, e);
+	else
+		tool_error(r, eid, call, "the tool broker answered with something other than "
+		                         "{\"output\": ...} or {\"error\": \"...\"}");
+	json_decref(v);
+}
+
+static void on_webhook_done(void *ud, long status, const char *body, size_t len,
+                            const struct cp_err *err)
+{
+	struct pending *p = ud;
+	struct exec_req *r = p->r;
+	unlink_pending(p);
+	if (r && !(err && err->code == CP_E_CANCELLED)) {
+		const char *id = p->call + strlen(p->call) + 1;
+		if (err) {
+			char msg[CP_ERR_MSG_MAX + 40];
+			snprintf(msg, sizeof msg, "the tool broker failed: %s", err->msg);
+			cp_log(CP_LOG_WARN, "webhook.fail", "id", json_string(id), "message",
+			       json_string(err->msg), NULL);
+			tool_error(r, id, p->call, msg);
+		} else {
+			on_broker_answer(r, id, p->call, status, body, len);
+		}
+	}
+	free(p->call);
+	free(p);
+}
+
+static void send_call(struct exec_req *r, const json_t *msg)
+{
+	const char *eid = json_string_value(json_object_get(msg, "id"));
+	const char *call = json_string_value(json_object_get(msg, "call"));
+	json_t *body = json_pack("{s:O,s:O,s:O,s:O}", "id", json_object_get(msg, "id"), "call",
+	                         json_object_get(msg, "call"), "tool", json_object_get(msg, "tool"),
+	                         "input", json_object_get(msg, "input"));
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	struct pending *p = calloc(1, sizeof *p);
+	size_t cl = strlen(call), el = strlen(eid);
+	/* call id, NUL, execution id, NUL: both are needed for the answer */
+	if (p)
+		p->call = malloc(cl + el + 2);
+	struct cp_err err;
+	if (!text || !p || !p->call) {
+		cp_err_set(&err, CP_E_NOMEM, "out of memory");
+	} else {
+		memcpy(p->call, call, cl + 1);
+		memcpy(p->call + cl + 1, eid, el + 1);
+		p->r = r;
+		if (broker_webhook_post(r->base.srv->webhook, r->url, r->headers, text, strlen(text),
+		                        r->call_timeout_ms, MAX_BROKER_ANSWER, on_webhook_done, p,
+		                        &p->h, &err) == 0) {
+			p->next = r->calls;
+			r->calls = p;
+			free(text);
+			return;
+		}
+	}
+	free(text);
+	if (p)
+		free(p->call);
+	free(p);
+	tool_error(r, eid, call, "the tool broker could not be called");
+}
+
+static void cancel_call(struct exec_req *r, const char *call)
+{
+	for (struct pending *p = r->calls; p; p = p->next) {
+		if (strcmp(p->call, call) == 0) {
+			broker_webhook_cancel(p->h);
+			return;
+		}
+	}
+}
+
+static void io_send(void *ud, const json_t *msg)
+{
+	struct exec_req *r = ud;
+	const char *type = json_string_value(json_object_get(msg, "type"));
+	if (!type)
+		return;
+	if (!strcmp(type, "tool_call")) {
+		send_call(r, msg);
+	} else if (!strcmp(type, "cancel_call")) {
+		cancel_call(r, json_string_value(json_object_get(msg, "call")));
+	} else if (!strcmp(type, "result")) {
+		json_t *o = json_deep_copy(msg);
+		json_object_del(o, "type");
+		json_object_del(o, "id");
+		answer(r, 200, o);
+		json_decref(o);
+	} else if (!strcmp(type, "error") && r->in_submit && !r->err_body) {
+		const json_t *e = json_object_get(msg, "error");
+		r->err_status = status_for(json_string_value(json_object_get(e, "code")));
+		r->err_body = json_pack("{s:O}", "error", e);
+	}
+}
+
+static void io_drained(void *ud)
+{
+	struct exec_req *r = ud;
+	r->base.drained = 1;
+	if (r->base.gone)
+		http_sess_retire(&r->base);
+}
+
+static const struct broker_session_io exec_io = { io_send, io_drained };
+
+void http_exec_free(struct sess_base *b)
+{
+	struct exec_req *r = (struct exec_req *)b;
+	while (r->calls) {
+		struct pending *p = r->calls;
+		r->calls = p->next;
+		p->r = NULL;
+		broker_webhook_cancel(p->h);
+	}
+	broker_session_free(b->session);
+	json_decref(r->headers);
+	json_decref(r->err_body);
+	free(r->url);
+	free(r);
+}
+
+void http_exec_detach(struct exec_req *r)
+{
+	r->wsi = NULL;
+	r->pss = NULL;
+	if (r->base.gone)
+		return;
+	r->base.gone = 1;
+	broker_session_close(r->base.session, 0); /* abandons; drained may come from inside */
+}
+
+/* The execute message from the body, the broker's URL and headers. */
+static int parse_request(struct exec_req *r, json_t *req, const char **why)
+{
+	const json_t *broker = json_object_get(req, "broker");
+	const char *url = json_string_value(json_object_get(broker, "url"));
+	const json_t *headers = json_object_get(broker, "headers");
+	if (!json_is_object(req))
+		*why = "the body must be a JSON object";
+	else if (!url || (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)))
+		*why = "broker.url must be an http:// or https:// URL";
+	else if (headers && !json_is_object(headers))
+		*why = "broker.headers must be an object of strings";
+	else
+		*why = NULL;
+	if (*why)
+		return -1;
+	r->url = strdup(url);
+	r->headers = headers ? json_deep_copy(headers) : json_object();
+	json_int_t t = json_integer_value(json_object_get(json_object_get(req, "policy"), "timeoutMs"));
+	r->call_timeout_ms = (long)r->base.srv->cfg.webhook_timeout_ms;
+	if (t > 0 && t < r->call_timeout_ms)
+		r->call_timeout_ms = (long)t;
+	json_object_del(req, "broker");
+	json_object_set_new(req, "type", json_string("execute"));
+	return r->url && r->headers ? 0 : -1;
+}
+
+void http_exec_start(struct broker_http *srv, struct lws *wsi, struct http_pss *pss)
+{
+	const char *why = NULL;
+	json_t *req = cp_json_load(pss->body ? pss->body : "", pss->body_len, NULL);
+	free(pss->body);
+	pss->body = NULL;
+	if (!req) {
+		http_respond_error(wsi, pss, 400, "INVALID_REQUEST", "the body is not valid JSON");
+		return;
+	}
+	if (srv->nsessions >= srv->cfg.max_sessions) {
+		json_decref(req);
+		http_metrics_count(srv->metrics, "too_many_sessions");
+		http_respond_error(wsi, pss, 429, "TOO_MANY_SESSIONS", "the server is full; retry later");
+		return;
+	}
+	struct exec_req *r = calloc(1, sizeof *r);
+	if (!r) {
+		json_decref(req);
+		http_respond_error(wsi, pss, 500, "INTERNAL", "out of memory");
+		return;
+	}
+	r->base.srv = srv;
+	if (parse_request(r, req, &why) ||
+	    !(r->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, &exec_io, r))) {
+		json_decref(req);
+		http_exec_free(&r->base);
+		http_respond_error(wsi, pss, 400, "INVALID_REQUEST", why ? why : "out of memory");
+		return;
+	}
+	broker_session_set_hooks(r->base.session, &http_session_hooks, r);
+	http_sess_link(srv, &r->base, SESS_EXEC);
+	r->wsi = wsi;
+	r->pss = pss;
+	pss->req = r;
+	char *text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	r->in_submit = 1;
+	if (text)
+		broker_session_message(r->base.session, text, strlen(text));
+	r->in_submit = 0;
+	free(text);
+	if (broker_session_running(r->base.session) == 0 && !r->answered) {
+		if (!r->err_body)
+			r->err_body = json_pack("{s:{s:s,s:s}}", "error", "code", "INTERNAL", "message",
+			                        "the execution could not be started");
+		answer(r, r->err_status ? r->err_status : 500, r->err_body);
+	}
+}

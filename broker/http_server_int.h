@@ -1,0 +1,125 @@
+/*
+ * http_server_int.h - shared between the files of the HTTP server:
+ * http_server.c (context, routing, responses, shutdown), http_server_ws.c
+ * (WebSocket sessions), http_server_exec.c (POST /v1/executions),
+ * http_server_auth.c (bearer token), http_server_metrics.c (Prometheus
+ * text and the audit line).
+ *
+ * Loop context: the loop thread only. Ownership as in http_server.h; a
+ * session object (ws_conn, exec_req) is freed only by the server's reaper,
+ * never inside one of its own callbacks.
+ */
+#ifndef BROKER_HTTP_SERVER_INT_H
+#define BROKER_HTTP_SERVER_INT_H
+
+#include <stdio.h>
+
+#include <libwebsockets.h>
+
+#include "http_server.h"
+#include "lws_uv.h"
+#include "session.h"
+#include "webhook.h"
+
+#define HTTP_SUBPROTOCOL "codepod.v1"
+
+struct http_auth;
+struct http_metrics;
+
+/* First member of every session holder: what the session hooks get. */
+struct sess_base {
+	struct broker_http *srv;
+	struct broker_session *session;
+	struct sess_base *next, *prev; /* srv->sessions (open) or srv->reap */
+	int kind;                      /* SESS_WS or SESS_EXEC */
+	int drained;                   /* io.drained came */
+	int gone;                      /* the transport is closed */
+	int close_pending;             /* the reaper closes the session */
+};
+enum { SESS_WS = 1, SESS_EXEC = 2 };
+
+struct broker_http {
+	struct broker_http_config cfg; /* strings below are our copies */
+	char **listen;
+	char *token_file, *audit_file;
+	uv_loop_t *loop;
+	struct broker_lws *lws;
+	struct http_auth *auth;
+	struct http_metrics *metrics;
+	struct broker_webhook *webhook;
+	FILE *audit;
+	struct sess_base *sessions; /* open: counted in nsessions */
+	struct sess_base *reap;     /* drained and closed: freed by the reaper */
+	unsigned nsessions;
+	uv_timer_t reaper;          /* zero timeout: frees what is in reap */
+	uv_timer_t sweep;           /* 1 Hz: idle sessions, the drain's end */
+	uv_timer_t drain;           /* drain deadline */
+	int timers_open;
+	int draining, stopped_rest, finishing, destroyed, freed_pending;
+	uint64_t finish_started_ms;
+	void (*stopped)(void *ud);
+	void *stopped_ud;
+};
+
+/* Per-connection data of the HTTP protocol (protocols[0]). */
+struct http_pss {
+	unsigned char *resp;         /* LWS_PRE + body, or NULL */
+	size_t resp_len, resp_off;
+	unsigned status;
+	const char *ctype;
+	int hdr_sent, responding, close_after, post;
+	char *body;                  /* a POST body being read */
+	size_t body_len, body_cap;
+	int body_over;
+	struct exec_req *req;        /* POST /v1/executions running */
+};
+
+/* http_server.c */
+void http_reap_schedule(struct broker_http *srv);
+void http_sess_link(struct broker_http *srv, struct sess_base *b, int kind);
+/* The session's transport is gone and its session drained: to the reaper. */
+void http_sess_retire(struct sess_base *b);
+/* Queue a response on an HTTP wsi (body taken: malloc'd with LWS_PRE
+ * headroom, or NULL). */
+void http_respond_take(struct lws *wsi, struct http_pss *pss, unsigned status,
+                       const char *ctype, unsigned char *body, size_t len);
+void http_respond_json(struct lws *wsi, struct http_pss *pss, unsigned status,
+                       const json_t *body);
+void http_respond_error(struct lws *wsi, struct http_pss *pss, unsigned status,
+                        const char *code, const char *msg);
+extern const struct broker_session_hooks http_session_hooks;
+void http_check_drained(struct broker_http *srv);
+
+/* http_server_ws.c */
+int http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                     void *in, size_t len);
+void http_ws_free(struct sess_base *b);
+void http_ws_sweep(struct sess_base *b, uint64_t now_ms);
+void http_ws_finish(struct sess_base *b);
+
+/* http_server_exec.c */
+void http_exec_start(struct broker_http *srv, struct lws *wsi, struct http_pss *pss);
+void http_exec_detach(struct exec_req *r); /* its HTTP connection closed */
+void http_exec_free(struct sess_base *b);
+
+/* http_server_auth.c */
+struct http_auth *http_auth_new(const char *path, struct cp_err *err);
+void http_auth_free(struct http_auth *a);
+/* 1 when @header ("Bearer TOKEN", may be NULL) holds the current token. */
+int http_auth_check(struct http_auth *a, const char *header);
+/* Hex SHA-256 of @s into @hex (65 bytes). */
+void http_sha256_hex(const char *s, size_t len, char hex[65]);
+
+/* http_server_metrics.c */
+struct http_metrics *http_metrics_new(void);
+void http_metrics_free(struct http_metrics *m);
+void http_metrics_outcome(struct http_metrics *m, const json_t *outcome);
+void http_metrics_count(struct http_metrics *m, const char *what); /* rejections */
+/* The Prometheus text (new string, free()). */
+char *http_metrics_render(struct http_metrics *m, unsigned in_flight, unsigned sessions,
+                          size_t *len);
+/* One audit line for a finished execution. */
+void http_audit(struct broker_http *srv, const char *id, const char *conversation,
+                const json_t *outcome);
+
+#endif

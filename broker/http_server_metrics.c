@@ -1,0 +1,231 @@
+/*
+ * http_server_metrics.c - counters kept from the outcomes the sessions
+ * deliver (status, error.code, usage.startupMs/runMs, calls[].status), the
+ * Prometheus text exposition format 0.0.4, and the audit line.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "http_server_int.h"
+#include "log.h"
+
+#define MAX_SERIES 64
+#define NBUCKETS 13
+
+static const double bucket_s[NBUCKETS] = { 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                           2.5, 5, 10, 30, 60, 300 };
+
+struct series {
+	char a[40], b[40]; /* label values */
+	unsigned long long n;
+};
+
+struct histo {
+	unsigned long long buckets[NBUCKETS], count;
+	double sum;
+};
+
+struct http_metrics {
+	struct series execs[MAX_SERIES]; /* status, code */
+	size_t nexecs;
+	struct series calls[MAX_SERIES]; /* status */
+	size_t ncalls;
+	struct series rejected[MAX_SERIES]; /* reason */
+	size_t nrejected;
+	struct histo startup, run;
+};
+
+struct http_metrics *http_metrics_new(void)
+{
+	return calloc(1, sizeof(struct http_metrics));
+}
+
+void http_metrics_free(struct http_metrics *m)
+{
+	free(m);
+}
+
+/* Label values come from codepod's own outcome: still, keep them to a
+ * label-safe alphabet so the exposition stays valid whatever they hold. */
+static void label_copy(char *dst, size_t cap, const char *src)
+{
+	size_t i = 0;
+	for (; src && src[i] && i + 1 < cap; i++) {
+		char c = src[i];
+		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		         (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+		dst[i] = ok ? c : '_';
+	}
+	dst[i] = '\0';
+}
+
+static void bump(struct series *s, size_t *n, const char *a, const char *b)
+{
+	char la[40], lb[40];
+	label_copy(la, sizeof la, a);
+	label_copy(lb, sizeof lb, b ? b : "");
+	for (size_t i = 0; i < *n; i++) {
+		if (strcmp(s[i].a, la) == 0 && strcmp(s[i].b, lb) == 0) {
+			s[i].n++;
+			return;
+		}
+	}
+	if (*n == MAX_SERIES)
+		return;
+	memcpy(s[*n].a, la, sizeof la);
+	memcpy(s[*n].b, lb, sizeof lb);
+	s[*n].n = 1;
+	(*n)++;
+}
+
+static void observe(struct histo *h, double v)
+{
+	for (int i = 0; i < NBUCKETS; i++)
+		if (v <= bucket_s[i])
+			h->buckets[i]++;
+	h->count++;
+	h->sum += v;
+}
+
+void http_metrics_outcome(struct http_metrics *m, const json_t *outcome)
+{
+	const char *status = json_string_value(json_object_get(outcome, "status"));
+	const char *code = json_string_value(json_object_get(json_object_get(outcome, "error"), "code"));
+	bump(m->execs, &m->nexecs, status ? status : "unknown", code ? code : "OK");
+	const json_t *usage = json_object_get(outcome, "usage");
+	const json_t *su = json_object_get(usage, "startupMs"), *ru = json_object_get(usage, "runMs");
+	if (json_is_integer(su))
+		observe(&m->startup, (double)json_integer_value(su) / 1000.0);
+	if (json_is_integer(ru))
+		observe(&m->run, (double)json_integer_value(ru) / 1000.0);
+	size_t i;
+	const json_t *c;
+	json_array_foreach(json_object_get(outcome, "calls"), i, c)
+		bump(m->calls, &m->ncalls, json_string_value(json_object_get(c, "status")), NULL);
+}
+
+void http_metrics_count(struct http_metrics *m, const char *what)
+{
+	bump(m->rejected, &m->nrejected, what, NULL);
+}
+
+struct out {
+	char *buf;
+	size_t len, cap;
+	int failed;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	for (int tries = 0; tries < 2 && !o->failed; tries++) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			o->failed = 1;
+			return;
+		}
+		if ((size_t)n < o->cap - o->len) {
+			o->len += (size_t)n;
+			return;
+		}
+		size_t cap = o->cap * 2 + (size_t)n;
+		char *nb = realloc(o->buf, cap);
+		if (!nb) {
+			o->failed = 1;
+			return;
+		}
+		o->buf = nb;
+		o->cap = cap;
+	}
+}
+
+static void put_histo(struct out *o, const char *name, const char *help, const struct histo *h)
+{
+	put(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (int i = 0; i < NBUCKETS; i++)
+		put(o, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_s[i], h->buckets[i]);
+	put(o, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.3f\n%s_count %llu\n", name, h->count, name,
+	    h->sum, name, h->count);
+}
+
+char *http_metrics_render(struct http_metrics *m, unsigned in_flight, unsigned sessions,
+                          size_t *len)
+{
+	struct out o = { malloc(4096), 0, 4096, 0 };
+	if (!o.buf)
+		return NULL;
+	put(&o, "# HELP codepod_executions_total Executions finished, by status and error code.\n"
+	        "# TYPE codepod_executions_total counter\n");
+	for (size_t i = 0; i < m->nexecs; i++)
+		put(&o, "codepod_executions_total{status=\"%s\",code=\"%s\"} %llu\n", m->execs[i].a,
+		    m->execs[i].b, m->execs[i].n);
+	put_histo(&o, "codepod_execution_startup_seconds",
+	          "Time from submission until the program started running.", &m->startup);
+	put_histo(&o, "codepod_execution_run_seconds", "Time the program ran.", &m->run);
+	put(&o, "# HELP codepod_tool_calls_total Tool calls of finished executions, by status.\n"
+	        "# TYPE codepod_tool_calls_total counter\n");
+	for (size_t i = 0; i < m->ncalls; i++)
+		put(&o, "codepod_tool_calls_total{status=\"%s\"} %llu\n", m->calls[i].a, m->calls[i].n);
+	put(&o, "# HELP codepod_rejected_total Requests and executions refused, by reason.\n"
+	        "# TYPE codepod_rejected_total counter\n");
+	for (size_t i = 0; i < m->nrejected; i++)
+		put(&o, "codepod_rejected_total{reason=\"%s\"} %llu\n", m->rejected[i].a,
+		    m->rejected[i].n);
+	put(&o, "# HELP codepod_executions_in_flight Executions running now.\n"
+	        "# TYPE codepod_executions_in_flight gauge\ncodepod_executions_in_flight %u\n"
+	        "# HELP codepod_sessions Open sessions (WebSocket and POST /v1/executions).\n"
+	        "# TYPE codepod_sessions gauge\ncodepod_sessions %u\n", in_flight, sessions);
+	if (o.failed) {
+		free(o.buf);
+		return NULL;
+	}
+	*len = o.len;
+	return o.buf;
+}
+
+/* The audit line: who ran what (by digest), where (conversation hash, never
+ * the key), which tools with which fate, and how it ended. No program text,
+ * no tool data. */
+void http_audit(struct broker_http *srv, const char *id, const char *conversation,
+                const json_t *outcome)
+{
+	char conv[65];
+	http_sha256_hex(conversation, strlen(conversation), conv);
+	const json_t *usage = json_object_get(outcome, "usage");
+	const char *code = json_string_value(json_object_get(json_object_get(outcome, "error"), "code"));
+	json_t *tools = json_array();
+	size_t i;
+	const json_t *c;
+	json_array_foreach(json_object_get(outcome, "calls"), i, c)
+		json_array_append_new(tools, json_pack("{s:O?,s:O?,s:O?}", "tool",
+		                                       json_object_get(c, "tool"), "status",
+		                                       json_object_get(c, "status"), "ms",
+		                                       json_object_get(c, "ms")));
+	json_t *digest = json_incref(json_object_get(usage, "digest"));
+	json_t *startup = json_incref(json_object_get(usage, "startupMs"));
+	json_t *run = json_incref(json_object_get(usage, "runMs"));
+	if (!srv->audit) {
+		cp_log(CP_LOG_INFO, "audit", "id", json_string(id), "conversationHash",
+		       json_string(conv), "digest", digest, "tools", tools, "code",
+		       json_string(code ? code : "OK"), "startupMs", startup, "runMs", run, NULL);
+		return;
+	}
+	json_t *o = json_pack("{s:s,s:s,s:s,s:o?,s:o,s:s,s:o?,s:o?}", "event", "audit", "id", id,
+	                      "conversationHash", conv, "digest", digest, "tools", tools, "code",
+	                      code ? code : "OK", "startupMs", startup, "runMs", run);
+	char *line = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	if (line) {
+		size_t n = strlen(line);
+		line[n] = '\n';
+		if (fwrite(line, 1, n + 1, srv->audit) != n + 1 || fflush(srv->audit) != 0)
+			cp_log(CP_LOG_WARN, "audit.write", "message", json_string("audit file write failed"),
+			       NULL);
+		free(line);
+	}
+}

@@ -1,0 +1,277 @@
+/*
+ * http_server_ws.c - GET /v1/session: one broker_session per WebSocket.
+ *
+ * Incoming text messages are reassembled from their fragments up to
+ * max_message bytes; a longer one is read to its end, discarded, and
+ * answered with the session's INVALID_REQUEST `error` (the socket stays up).
+ * A binary message gets an `error` too. Outgoing messages wait on a queue
+ * (LWS_PRE headroom each) written only from SERVER_WRITEABLE; a client that
+ * lets more than max_queue bytes pile up is disconnected.
+ *
+ * RFC 6455 5.4: "a receiver MUST be prepared to receive fragmented messages";
+ * 5.6: "the text data MUST be UTF-8", checked by jansson on parse.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_server_int.h"
+#include "log.h"
+
+struct out_msg {
+	struct out_msg *next;
+	size_t len;
+	unsigned char buf[]; /* LWS_PRE + len */
+};
+
+struct ws_conn {
+	struct sess_base base;   /* first: the hooks' ud */
+	struct lws *wsi;         /* NULL once lws reported CLOSED */
+	struct out_msg *head, *tail;
+	size_t queued;
+	char *rx;
+	size_t rx_len, rx_cap;
+	unsigned long long rx_total;
+	int in_msg, rx_over, rx_binary;
+	int finishing;           /* close once the queue is empty */
+	uint64_t last_active_ms;
+};
+
+static void touch(struct ws_conn *c)
+{
+	c->last_active_ms = uv_now(c->base.srv->loop);
+}
+
+static void kill_conn(struct ws_conn *c, const char *why)
+{
+	if (!c->wsi)
+		return;
+	cp_log(CP_LOG_WARN, "ws.disconnect", "reason", json_string(why), NULL);
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+static void queue_text(struct ws_conn *c, const char *text, size_t n, int is_json,
+                       const json_t *msg)
+{
+	if (!c->wsi)
+		return;
+	if (c->queued + n > c->base.srv->cfg.max_queue) {
+		kill_conn(c, "the client does not read its messages");
+		return;
+	}
+	struct out_msg *m = malloc(sizeof *m + LWS_PRE + n);
+	if (!m)
+		return;
+	if (is_json)
+		json_dumpb(msg, (char *)m->buf + LWS_PRE, n, JSON_COMPACT);
+	else
+		memcpy(m->buf + LWS_PRE, text, n);
+	m->len = n;
+	m->next = NULL;
+	if (c->tail)
+		c->tail->next = m;
+	else
+		c->head = m;
+	c->tail = m;
+	c->queued += n;
+	lws_callback_on_writable(c->wsi);
+}
+
+static void io_send(void *ud, const json_t *msg)
+{
+	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	if (n)
+		queue_text(ud, NULL, n, 1, msg);
+}
+
+static void io_drained(void *ud)
+{
+	struct ws_conn *c = ud;
+	c->base.drained = 1;
+	if (c->base.gone)
+		http_sess_retire(&c->base);
+}
+
+static const struct broker_session_io ws_io = { io_send, io_drained };
+
+static void free_queue(struct ws_conn *c)
+{
+	while (c->head) {
+		struct out_msg *m = c->head;
+		c->head = m->next;
+		free(m);
+	}
+	c->tail = NULL;
+	c->queued = 0;
+}
+
+void http_ws_free(struct sess_base *b)
+{
+	struct ws_conn *c = (struct ws_conn *)b;
+	free_queue(c);
+	broker_session_free(b->session);
+	free(c->rx);
+	free(c);
+}
+
+static int on_established(struct broker_http *srv, struct lws *wsi, struct ws_conn **slot)
+{
+	struct ws_conn *c = calloc(1, sizeof *c);
+	if (!c)
+		return -1;
+	c->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, &ws_io, c);
+	if (!c->base.session) {
+		free(c);
+		return -1;
+	}
+	broker_session_set_hooks(c->base.session, &http_session_hooks, c);
+	c->wsi = wsi;
+	http_sess_link(srv, &c->base, SESS_WS);
+	touch(c);
+	*slot = c;
+	cp_log(CP_LOG_DEBUG, "ws.open", "sessions", json_integer(srv->nsessions), NULL);
+	return 0;
+}
+
+static void on_closed(struct ws_conn *c)
+{
+	c->wsi = NULL;
+	c->base.gone = 1;
+	free_queue(c);
+	cp_log(CP_LOG_DEBUG, "ws.close", "running", json_integer(broker_session_running(c->base.session)),
+	       NULL);
+	/* Running executions are abandoned; drained() (and so the retirement
+	 * to the reaper) may come from inside this call. */
+	broker_session_close(c->base.session, 0);
+}
+
+static void deliver(struct ws_conn *c)
+{
+	if (c->rx_binary) {
+		static const char msg[] =
+		        "{\"type\":\"error\",\"error\":{\"code\":\"INVALID_REQUEST\","
+		        "\"message\":\"binary messages are not part of the protocol; send text\"}}";
+		queue_text(c, msg, sizeof msg - 1, 0, NULL);
+	} else if (c->rx_over) {
+		broker_session_oversize(c->base.session, c->rx_total, c->base.srv->cfg.max_message);
+	} else {
+		broker_session_message(c->base.session, c->rx ? c->rx : "", c->rx_len);
+	}
+	c->rx_len = 0;
+	c->rx_total = 0;
+	c->rx_over = 0;
+	if (c->rx_cap > (1u << 20)) { /* do not keep a big buffer for an idle session */
+		free(c->rx);
+		c->rx = NULL;
+		c->rx_cap = 0;
+	}
+}
+
+static int on_receive(struct ws_conn *c, struct lws *wsi, const char *in, size_t len)
+{
+	size_t max = c->base.srv->cfg.max_message;
+	touch(c);
+	if (!c->in_msg) {
+		c->in_msg = 1;
+		c->rx_binary = lws_frame_is_binary(wsi);
+	}
+	c->rx_total += len;
+	if (!c->rx_over && c->rx_len + len > max) {
+		c->rx_over = 1;
+		free(c->rx);
+		c->rx = NULL;
+		c->rx_cap = 0;
+		c->rx_len = 0;
+	}
+	if (!c->rx_over && len) {
+		if (c->rx_len + len > c->rx_cap) {
+			size_t cap = c->rx_cap ? c->rx_cap : 4096;
+			while (cap < c->rx_len + len)
+				cap *= 2;
+			if (cap > max)
+				cap = max;
+			char *nb = realloc(c->rx, cap);
+			if (!nb)
+				return -1;
+			c->rx = nb;
+			c->rx_cap = cap;
+		}
+		memcpy(c->rx + c->rx_len, in, len);
+		c->rx_len += len;
+	}
+	if (lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0) {
+		c->in_msg = 0;
+		deliver(c);
+	}
+	return 0;
+}
+
+static int on_writeable(struct ws_conn *c, struct lws *wsi)
+{
+	struct out_msg *m = c->head;
+	if (m) {
+		c->head = m->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->queued -= m->len;
+		int n = lws_write(wsi, m->buf + LWS_PRE, m->len, LWS_WRITE_TEXT);
+		free(m);
+		if (n < 0)
+			return -1;
+		touch(c);
+	}
+	if (c->head) {
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	if (c->finishing) {
+		static const char bye[] = "server shutting down";
+		lws_close_reason(wsi, LWS_CLOSE_STATUS_GOINGAWAY, (unsigned char *)bye, sizeof bye - 1);
+		return -1;
+	}
+	return 0;
+}
+
+int http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                     void *in, size_t len)
+{
+	struct ws_conn **slot = user;
+	struct ws_conn *c = slot ? *slot : NULL;
+	struct lws_context *ctx = lws_get_context(wsi);
+	struct broker_http *srv = ctx ? lws_context_user(ctx) : NULL;
+	switch (reason) {
+	case LWS_CALLBACK_ESTABLISHED:
+		return on_established(srv, wsi, slot);
+	case LWS_CALLBACK_RECEIVE:
+		return c ? on_receive(c, wsi, in, len) : -1;
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+		return c ? on_writeable(c, wsi) : 0;
+	case LWS_CALLBACK_CLOSED:
+		if (c) {
+			*slot = NULL;
+			on_closed(c);
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* Called once a second: a session with nothing running and no traffic for
+ * idle_timeout_s is closed. */
+void http_ws_sweep(struct sess_base *b, uint64_t now_ms)
+{
+	struct ws_conn *c = (struct ws_conn *)b;
+	if (!c->wsi || broker_session_running(b->session) > 0)
+		return;
+	if (now_ms - c->last_active_ms > (uint64_t)b->srv->cfg.idle_timeout_s * 1000)
+		kill_conn(c, "idle");
+}
+
+void http_ws_finish(struct sess_base *b)
+{
+	struct ws_conn *c = (struct ws_conn *)b;
+	if (!c->wsi)
+		return;
+	c->finishing = 1;
+	lws_callback_on_writable(c->wsi);
+}

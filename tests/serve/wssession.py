@@ -1,0 +1,185 @@
+"""A WebSocket-backed `Session` for the e2e harness: the same API, but each
+session starts `codepod serve --listen 127.0.0.1:0 --token-file F` and
+speaks protocol v1 over one WebSocket (subprotocol codepod.v1)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "e2e"))
+
+import harness  # noqa: E402
+from wsclient import Closed, WsClient  # noqa: E402
+
+TOKEN = "e2e-token-0123456789abcdef"
+
+
+class Server:
+    """One `codepod serve --listen` process; stderr collected, port parsed."""
+
+    def __init__(self, state_dir, args=(), env=None, token=TOKEN, listen=("127.0.0.1:0",)):
+        self.dir = Path(state_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.token_file = self.dir.parent / f"token-{os.getpid()}-{id(self)}"
+        self.token_file.write_text(token + "\n")
+        self.token = token
+        cmd = [harness.CODEPOD_BIN, "serve", "--state-dir", str(self.dir),
+               "--token-file", str(self.token_file)]
+        for addr in listen:
+            cmd += ["--listen", addr]
+        cmd += list(args)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, cwd=str(harness.REPO),
+                                     env=env or os.environ.copy())
+        self.stderr_lines = []
+        self.cond = threading.Condition()
+        self.ports = []
+        self._t = threading.Thread(target=self._read_stderr, daemon=True)
+        self._t.start()
+        deadline = time.monotonic() + 30
+        with self.cond:
+            while len(self.ports) < len(listen):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("codepod serve did not start: " + self.stderr_text())
+                self.cond.wait(0.2)
+        self.host = "127.0.0.1"
+        self.port = self.ports[0]
+
+    def _read_stderr(self):
+        for raw in self.proc.stderr:
+            with self.cond:
+                self.stderr_lines.append(raw)
+                try:
+                    m = json.loads(raw)
+                    if m.get("event") == "serve.listen":
+                        self.ports.append(m["port"])
+                except ValueError:
+                    pass
+                self.cond.notify_all()
+
+    def stderr_text(self):
+        with self.cond:
+            return b"".join(self.stderr_lines[-30:]).decode(errors="replace")
+
+    def logs(self, event=None):
+        out = []
+        with self.cond:
+            lines = list(self.stderr_lines)
+        for raw in lines:
+            try:
+                m = json.loads(raw)
+            except ValueError:
+                continue
+            if event is None or m.get("event") == event:
+                out.append(m)
+        return out
+
+    def connect(self, token=None, **kw):
+        return WsClient(self.host, self.port, token=self.token if token is None else token, **kw)
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"codepod serve did not exit within {timeout}s of {sig}")
+        self._t.join(10)
+        return rc
+
+
+class WsSession(harness.Session):
+    def __init__(self, state_dir, args=(), env=None):
+        self.server = Server(state_dir, args=args, env=env)
+        self.proc = self.server.proc
+        self.ws = self.server.connect()
+        self._pending = b""
+        self._init_common()
+
+    def _init_common(self):
+        import itertools
+        import queue
+        self.state_dir = str(self.server.dir)
+        self.cond = threading.Condition()
+        self.messages, self.stray, self.consumed = [], [], set()
+        self.stdout_eof = False
+        self.closed = False
+        self.handlers, self.delay = {}, None
+        self.outstanding, self.max_outstanding = {}, {}
+        self._wlock = threading.Lock()
+        self._seq = itertools.count(1)
+        self._answers = queue.Queue()
+        self._timers = []
+        self._reader = threading.Thread(target=self._read_ws, daemon=True)
+        self._answerer = threading.Thread(target=self._answer_loop, daemon=True)
+        self._reader.start()
+        self._answerer.start()
+
+    @property
+    def stderr_lines(self):
+        return self.server.stderr_lines
+
+    def _read_ws(self):
+        try:
+            while True:
+                text = self.ws.recv()
+                try:
+                    msg = json.loads(text)
+                    if not isinstance(msg, dict) or msg.get("type") not in harness.OUT_TYPES:
+                        raise ValueError("not a protocol message")
+                except ValueError:
+                    with self.cond:
+                        self.stray.append(text[:500])
+                        self.cond.notify_all()
+                    continue
+                with self.cond:
+                    self._track(msg)
+                    self.messages.append(msg)
+                    self.cond.notify_all()
+                if msg["type"] == "tool_call" and msg.get("tool") in self.handlers:
+                    self._schedule(msg)
+        except (Closed, OSError):
+            pass
+        with self.cond:
+            self.stdout_eof = True
+            self.cond.notify_all()
+
+    def send_raw(self, data):
+        """Lines of `data` become one text message each (stdio framing)."""
+        with self._wlock:
+            self._pending += data
+            *lines, self._pending = self._pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    try:
+                        self.ws.send_text(line)
+                    except OSError:
+                        pass
+
+    def send(self, obj):
+        with self._wlock:
+            try:
+                self.ws.send_text(json.dumps(obj).encode())
+            except OSError:
+                pass
+
+    def close(self, timeout=60):
+        """Close the WebSocket, then SIGTERM the server; its exit code."""
+        if not self.closed:
+            self.closed = True
+            self.ws.close()
+        self._reader.join(10)
+        rc = self.server.stop(timeout=timeout)
+        self._answers.put(None)
+        for t in self._timers:
+            t.cancel()
+        return rc
