@@ -575,7 +575,7 @@ static int connect_stream(struct k8s_exec *e, const char *path, struct cp_err *e
 	i.alpn = "http/1.1";
 	i.opaque_user_data = e;
 	i.retry_and_idle_policy = &c->retry;
-	i.pwsi = &e->wsi;
+	/* No i.pwsi: lws might write through it after WSI_DESTROY freed us. */
 
 	e->starting = 1;
 	wsi = lws_client_connect_via_info(&i);

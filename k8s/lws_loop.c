@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 
 #define MAX_HOST 256
 #define MAX_WATCH 8
+#define MAX_FDS 4096 /* open fds compared around lws_create_context() */
 
 struct k8s_lws {
 	struct lws_context *ctx; /* lws writes NULL here once destroyed (pcontext) */
@@ -219,8 +221,8 @@ static int open_fds(int *out, int max)
 
 static void watch_new_fds(struct k8s_lws *l, const int *before, int n_before)
 {
-	int after[1024];
-	int n_after = open_fds(after, 1024);
+	int after[MAX_FDS];
+	int n_after = open_fds(after, MAX_FDS);
 	for (int i = 0; i < n_after && l->n_watch < MAX_WATCH; i++) {
 		int seen = 0;
 		for (int j = 0; j < n_before && !seen; j++)
@@ -306,8 +308,10 @@ int k8s_lws_new(uv_loop_t *loop, const struct k8s_config *cfg,
 	info.pt_serv_buf_size = 64 * 1024;
 	info.max_http_header_data = 16 * 1024;
 	info.timeout_secs = 30;
-	int before[1024];
-	int n_before = open_fds(before, 1024);
+	/* lws logs are process-wide: errors and warnings only. */
+	lws_set_log_level(LLL_ERR | LLL_WARN, NULL);
+	int before[MAX_FDS];
+	int n_before = open_fds(before, MAX_FDS);
 	l->ctx = lws_create_context(&info);
 	if (l->ctx)
 		watch_new_fds(l, before, n_before);
@@ -362,14 +366,39 @@ int k8s_lws_ssl_flags(const struct k8s_lws *l)
 
 /*
  * With a foreign loop lws 4.1 destroys a context in two calls: the first
- * closes every wsi and lws's static uv handles (uv_close: their callbacks run
- * on the loop, and the wsi's WSI_DESTROY with them); a second
- * lws_context_destroy() once those have run frees the context and writes
- * NULL through info.pcontext. Without the second call the context never
- * goes (observed with 4.1.6); calling it before the closes have run frees
- * handles libuv still holds. The timer below makes the second call two loop
- * turns later, then waits for the NULL.
+ * closes every wsi (uv_close: WSI_DESTROY runs from the close callbacks on
+ * the loop) and, once they are down, lws's static uv handles (timers, idle)
+ * that live inside the context's own allocation; a second
+ * lws_context_destroy() frees the context and writes NULL through
+ * info.pcontext. Without the second call the context never goes (observed
+ * with 4.1.6); made too early it frees handles libuv still holds (valgrind:
+ * uv_run writing into the freed context). So the timer below makes the
+ * second call only once no handle on the loop lies inside the context's
+ * block (malloc_usable_size bounds it), then waits for the NULL.
  */
+struct inside {
+	const char *lo, *hi;
+	int n;
+};
+
+static void count_inside(uv_handle_t *h, void *arg)
+{
+	struct inside *in = arg;
+	const char *p = (const char *)h;
+	if (p >= in->lo && p < in->hi)
+		in->n++;
+}
+
+static int lws_handles_left(struct k8s_lws *l)
+{
+	struct inside in;
+	in.lo = (const char *)l->ctx;
+	in.hi = in.lo + malloc_usable_size(l->ctx);
+	in.n = 0;
+	uv_walk(l->loop, count_inside, &in);
+	return in.n;
+}
+
 static void on_timer_closed(uv_handle_t *h)
 {
 	struct k8s_lws *l = h->data;
@@ -383,7 +412,7 @@ static void on_timer_closed(uv_handle_t *h)
 static void on_destroy_tick(uv_timer_t *t)
 {
 	struct k8s_lws *l = t->data;
-	if (l->ctx && ++l->ticks >= 2)
+	if (l->ctx && ++l->ticks >= 2 && lws_handles_left(l) == 0)
 		lws_context_destroy(l->ctx);
 	if (l->ctx)
 		return;

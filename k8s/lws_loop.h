@@ -19,6 +19,12 @@
  * switched off with LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK by the users of
  * k8s_lws_ssl_flags(). insecure-skip-tls-verify turns verification off.
  *
+ * Two work-arounds for lws 4.1.6 on a foreign uv loop live here (details in
+ * lws_loop.c): the destroy needs a second lws_context_destroy() once lws's
+ * own uv handles have closed, and the context's eventfd is closed twice
+ * (once at destroy, once more from a uv close callback a loop turn later),
+ * so its number is held by a placeholder until the context is gone.
+ *
  * Loop context: called on the loop thread only, never from inside a
  * libwebsockets callback of the same context (k8s_lws_free() destroys it).
  *
