@@ -46,6 +46,7 @@ struct run {
 	int term_signal;
 	int exited, out_eof, err_eof, too_big, timed_out, finished;
 	int open_handles;
+	char slab[16384];              /* read buffer of both pipes */
 };
 
 static void list_init(struct k8s_creds_wait *h) { h->next = h->prev = h; }
@@ -384,10 +385,9 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-	(void)h;
 	(void)suggested;
-	static char slab[16384]; /* one loop thread: reads never overlap */
-	*buf = uv_buf_init(slab, sizeof slab);
+	struct run *r = h->data;
+	*buf = uv_buf_init(r->slab, sizeof r->slab); /* reads are handled before the next alloc */
 }
 
 static int append(char **buf, size_t *len, const char *p, size_t n, size_t max)

@@ -542,14 +542,14 @@ static int setup_urls(struct k8s_client *c, const struct k8s_config *cfg, struct
 {
 	char *scheme = NULL, *host = NULL, *port = NULL, *rest = NULL;
 	int rc = 0;
-	if (!cfg->server || split_server(cfg->server, &scheme, &host, &port, &rest) ||
-	    (strcmp(scheme, "https") && strcmp(scheme, "http"))) {
-		rc = cp_err_set(err, CP_E_INVALID_REQUEST, "server URL \"%s\" is not https://host[:port]",
-		                cfg->server ? cfg->server : "");
+	int bad = !cfg->server || split_server(cfg->server, &scheme, &host, &port, &rest);
+	if (!bad && (!scheme || !host || !port || !rest)) {
+		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 		goto done;
 	}
-	if (!scheme || !host || !port || !rest) {
-		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+	if (bad || (strcmp(scheme, "https") && strcmp(scheme, "http"))) {
+		rc = cp_err_set(err, CP_E_INVALID_REQUEST, "server URL \"%s\" is not https://host[:port]",
+		                cfg->server ? cfg->server : "");
 		goto done;
 	}
 	const char *tls = cfg->tls_server_name && *cfg->tls_server_name ? cfg->tls_server_name : NULL;

@@ -100,6 +100,8 @@ static int retry(struct k8s_rest_call *k, long min_ms)
 	if (k->cancelled || k->attempt >= k->o.max_attempts)
 		return 0;
 	long d = k8s_rest_backoff(&k->o, k->attempt + 1, rnd());
+	if (min_ms > K8S_REST_MAX_RETRY_AFTER_MS)
+		min_ms = K8S_REST_MAX_RETRY_AFTER_MS;
 	if (min_ms > d)
 		d = min_ms;
 	return send_attempt(k, d, NULL) == 0;

@@ -12,7 +12,9 @@
  * message).
  *
  * Retries (bounded by max_attempts, each attempt with its own timeout,
- * exponential backoff with "equal jitter", Retry-After honoured when longer):
+ * exponential backoff with "equal jitter", Retry-After (header, else
+ * the Status' retryAfterSeconds) honoured when longer, up to
+ * K8S_REST_MAX_RETRY_AFTER_MS):
  *   - 429 on every call: the API server's priority-and-fairness rejects
  *     before the handler runs, so nothing happened (client-go retries it
  *     for every verb too);
@@ -51,6 +53,7 @@
 #define K8S_REST_DEFAULT_ATTEMPTS 5
 #define K8S_REST_DEFAULT_BACKOFF_MS 200L
 #define K8S_REST_DEFAULT_MAX_BACKOFF_MS 10000L
+#define K8S_REST_MAX_RETRY_AFTER_MS 60000L /* a longer Retry-After is cut to this */
 
 /* Per-call policy; a zeroed struct (or NULL) means the defaults above. */
 struct k8s_rest_opts {

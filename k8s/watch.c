@@ -56,6 +56,8 @@ static long backoff(struct k8s_pod_watch *w, long min_ms)
 	o.backoff_ms = w->backoff_ms;
 	o.max_backoff_ms = w->max_backoff_ms;
 	long d = k8s_rest_backoff(&o, w->failures + 1, (unsigned)uv_hrtime());
+	if (min_ms > K8S_REST_MAX_RETRY_AFTER_MS)
+		min_ms = K8S_REST_MAX_RETRY_AFTER_MS;
 	return d > min_ms ? d : min_ms;
 }
 
@@ -126,7 +128,7 @@ static void on_list(void *arg, json_t *obj, const struct k8s_status *st, const s
 	do_watch(w, 0);
 }
 
-static void do_list(struct k8s_pod_watch *w, long delay_ms)
+static int request_list(struct k8s_pod_watch *w, long delay_ms, struct cp_err *err)
 {
 	struct k8s_rest_opts o;
 	memset(&o, 0, sizeof o);
@@ -134,10 +136,15 @@ static void do_list(struct k8s_pod_watch *w, long delay_ms)
 	o.start_delay_ms = delay_ms;
 	o.backoff_ms = w->backoff_ms;
 	struct k8s_rest_cb cb = {on_list, w};
-	struct cp_err e;
 	w->relist = 0;
 	w->st.relists++;
-	if (k8s_pod_list(w->c, w->ns, w->label, w->field, &o, cb, &w->list, &e))
+	return k8s_pod_list(w->c, w->ns, w->label, w->field, &o, cb, &w->list, err);
+}
+
+static void do_list(struct k8s_pod_watch *w, long delay_ms)
+{
+	struct cp_err e;
+	if (request_list(w, delay_ms, &e))
 		end(w, &e); /* only when the client is closing or out of memory */
 }
 
@@ -256,16 +263,14 @@ static char *watch_path(struct k8s_pod_watch *w)
 	return p;
 }
 
-static void do_watch(struct k8s_pod_watch *w, long delay_ms)
+static int request_watch(struct k8s_pod_watch *w, long delay_ms, struct cp_err *err)
 {
-	struct cp_err e;
 	k8s_watch_free(w->parser);
 	w->parser = k8s_watch_new(w->max_line);
 	char *path = watch_path(w);
 	if (!w->parser || !path) {
 		free(path);
-		end_code(w, CP_E_NOMEM, "out of memory");
-		return;
+		return cp_err_set(err, CP_E_NOMEM, "watch pods in %s: out of memory", w->ns);
 	}
 	struct k8s_http_opts h;
 	memset(&h, 0, sizeof h);
@@ -279,9 +284,15 @@ static void do_watch(struct k8s_pod_watch *w, long delay_ms)
 	w->relist = 0;
 	w->stream_events = 0;
 	w->st.watches++;
-	int rc = k8s_http_request(w->c, &h, &w->req, &e);
+	int rc = k8s_http_request(w->c, &h, &w->req, err);
 	free(path);
-	if (rc)
+	return rc;
+}
+
+static void do_watch(struct k8s_pod_watch *w, long delay_ms)
+{
+	struct cp_err e;
+	if (request_watch(w, delay_ms, &e))
 		end(w, &e);
 }
 
@@ -329,32 +340,8 @@ int k8s_pod_watch_start(struct k8s_client *c, const struct k8s_pod_watch_opts *o
 		w_free(w);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}
-	/* Start through the request path so that errors come back here. */
-	struct k8s_rest_opts lo;
-	memset(&lo, 0, sizeof lo);
-	lo.timeout_ms = w->list_timeout_ms;
-	lo.backoff_ms = w->backoff_ms;
-	int rc;
-	if (w->rv) {
-		char *path = watch_path(w);
-		w->parser = k8s_watch_new(w->max_line);
-		struct k8s_http_opts h;
-		memset(&h, 0, sizeof h);
-		h.method = "GET";
-		h.path = path;
-		h.idle_ms = w->idle_ms;
-		h.on_data = on_data;
-		h.done = on_watch_done;
-		h.arg = w;
-		w->st.watches++;
-		rc = (!path || !w->parser) ? cp_err_set(err, CP_E_NOMEM, "out of memory")
-		                           : k8s_http_request(c, &h, &w->req, err);
-		free(path);
-	} else {
-		struct k8s_rest_cb cb = {on_list, w};
-		w->st.relists++;
-		rc = k8s_pod_list(c, w->ns, w->label, w->field, &lo, cb, &w->list, err);
-	}
+	/* Without a resourceVersion, start with a list (and a resync). */
+	int rc = w->rv ? request_watch(w, 0, err) : request_list(w, 0, err);
 	if (rc) {
 		w_free(w);
 		return rc;

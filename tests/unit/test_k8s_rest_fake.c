@@ -894,6 +894,34 @@ static void test_watch_stop_inside_event(void **state)
 	client_done(c);
 }
 
+/* Started from a resourceVersion: no list, no resync, events after it. */
+static void test_watch_from_resource_version(void **state)
+{
+	(void)state;
+	struct k8s_client *c = client_from(fx.kubeconfig);
+	struct result r = {0};
+	assert_int_equal(k8s_pod_list(c, NULL, "app=wrv", NULL, NULL, cb_of(&r), NULL, NULL), 0);
+	wait_result(&r, 10000);
+	char rv[32];
+	snprintf(rv, sizeof rv, "%s", str_at(r.obj, "metadata", "resourceVersion"));
+	result_reset(&r);
+	static struct wstate s;
+	memset(&s, 0, sizeof s);
+	struct k8s_pod_watch_ops ops = {w_event, w_resync, w_done, &s};
+	struct k8s_pod_watch_opts o = {.label_selector = "app=wrv", .resource_version = rv};
+	assert_int_equal(k8s_pod_watch_start(c, &o, &ops, &s.w, NULL), 0);
+	create_pod(c, "wrv-a", "wrv");
+	RUN_UNTIL(s.added >= 1, 10000);
+	assert_int_equal(s.added, 1);
+	assert_int_equal(s.resyncs, 0);
+	struct k8s_pod_watch_stats st;
+	k8s_pod_watch_get_stats(s.w, &st);
+	assert_int_equal(st.relists, 0);
+	watch_stop(&s);
+	delete_pod(c, "wrv-a");
+	client_done(c);
+}
+
 /* A watch that cannot authenticate ends with that error, once. */
 static void test_watch_permanent_error(void **state)
 {
@@ -982,6 +1010,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_watch_dropped_resumes, test_teardown),
 		cmocka_unit_test_teardown(test_watch_410_relists, test_teardown),
 		cmocka_unit_test_teardown(test_watch_stop_inside_event, test_teardown),
+		cmocka_unit_test_teardown(test_watch_from_resource_version, test_teardown),
 		cmocka_unit_test_teardown(test_watch_permanent_error, test_teardown),
 		cmocka_unit_test_teardown(test_watch_client_close, test_teardown),
 	};
