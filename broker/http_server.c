@@ -476,6 +476,7 @@ static int add_vhost(struct broker_http *srv, size_t i, struct cp_err *err)
 	vi.protocols = protocols;
 	vi.keepalive_timeout = (int)srv->cfg.idle_timeout_s;
 	vi.timeout_secs = srv->cfg.header_timeout_s;
+	vi.timeout_secs_ah_idle = srv->cfg.header_timeout_s;
 	struct lws_vhost *vh = lws_create_vhost(broker_lws_context(srv->lws), &vi);
 	if (!vh)
 		return cp_err_set(err, CP_E_IO, "--listen %s: cannot listen (address in use or "
@@ -624,6 +625,12 @@ static void on_sweep(uv_timer_t *t)
 {
 	struct broker_http *srv = t->data;
 	uint64_t now = now_ms(srv);
+	/* lws 4.1 on a foreign uv loop services its timeouts (header, ah idle,
+	 * keep-alive, LWS_TO_KILL_ASYNC) only from its idle handler, which runs
+	 * after lws I/O: a silent client would never time out. Waking the
+	 * service once a second (its event pipe) runs them. */
+	if (srv->lws && !srv->freed_pending)
+		lws_cancel_service(broker_lws_context(srv->lws));
 	for (struct sess_base *b = srv->sessions, *next = NULL; b; b = next) {
 		next = b->next;
 		if (b->kind == SESS_WS)

@@ -47,6 +47,8 @@ static void kill_conn(struct ws_conn *c, const char *why)
 		return;
 	cp_log(CP_LOG_WARN, "ws.disconnect", "reason", json_string(why), NULL);
 	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	/* Outside lws's own callbacks nothing wakes its timer list: see on_sweep. */
+	lws_cancel_service(lws_get_context(c->wsi));
 }
 
 static void queue_text(struct ws_conn *c, const char *text, size_t n, int is_json,

@@ -24,7 +24,7 @@ int broker_lws_new(uv_loop_t *loop, unsigned timeout_secs, void *user,
 	if (!l)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	l->loop = loop;
-	lws_set_log_level(LLL_ERR, NULL);
+	lws_set_log_level(getenv("CP_LWS_DEBUG") ? 0x7ff : LLL_ERR, NULL);
 	memset(&info, 0, sizeof info);
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
@@ -33,6 +33,7 @@ int broker_lws_new(uv_loop_t *loop, unsigned timeout_secs, void *user,
 	info.user = user;
 	info.pcontext = &l->ctx;
 	info.timeout_secs = timeout_secs;
+	info.timeout_secs_ah_idle = timeout_secs; /* a slow client holding its headers */
 	info.pt_serv_buf_size = 64 * 1024;
 	info.max_http_header_data = 8 * 1024;
 	info.max_http_header_pool = 2048;

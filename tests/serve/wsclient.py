@@ -122,7 +122,12 @@ class WsClient:
             pass
 
     def abort(self):
+        """Drop the TCP connection without a close frame (a vanished client)."""
         self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)   # wakes a reader blocked in recv
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:
