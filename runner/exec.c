@@ -204,7 +204,7 @@ int cp_exec_send(struct codepod_exec *e, json_t *msg)
 
 /* ---- frames from the runner ---- */
 
-static void on_ready(struct codepod_exec *e)
+static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 {
 	if (e->state != CP_ST_STARTING) {
 		cp_exec_finish(e, CP_E_INTERNAL, "control channel: a second ready frame");
@@ -212,6 +212,12 @@ static void on_ready(struct codepod_exec *e)
 	}
 	e->state = CP_ST_RUNNING;
 	e->t_ready_ms = cp_exec_now_ms();
+	const struct cp_backend_ops *ops = e->cp->cfg.backend->ops;
+	json_t *v = ops->note_pid && e->proc ? json_loadb(payload, len, 0, NULL) : NULL;
+	json_int_t pid = json_integer_value(json_object_get(v, "pid"));
+	json_decref(v);
+	if (pid > 1)
+		ops->note_pid(e->proc, (long)pid);
 	uv_timer_stop(&e->timer);
 	uv_timer_start(&e->timer, on_deadline, e->pol.timeout_ms, 0);
 }
@@ -308,7 +314,7 @@ static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 		return; /* nothing else counts after the end */
 	}
 	switch (kind) {
-	case 'Y': on_ready(e); break;
+	case 'Y': on_ready(e, payload, len); break;
 	case 'O':
 	case 'E': cp_logwin_append(&e->logs, payload, len); break;
 	case 'C':
@@ -461,7 +467,8 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	const char *argv[] = { "node", "--disable-warning=ExperimentalWarning", heap,
 	                       "-e", boot, NULL };
-	struct cp_spawn_req req = { e->conversation, e->id, argv, (unsigned long)e->pol.max_memory_mb };
+	struct cp_spawn_req req = { e->conversation, e->id, argv,
+	                            (unsigned long)e->pol.max_memory_mb, e->tag };
 	struct cp_backend *b = e->cp->cfg.backend;
 	int rc = b->ops->spawn(b, &req, &proc_cbs, e, &e->proc, err);
 	free(boot);
@@ -474,8 +481,9 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 		b->ops->kill(e->proc);
 		return 0; /* exited() follows and ends the execution */
 	}
-	json_t *hello = json_pack("{s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
-	                          "k", "hello", "nonce", e->nonce, "src", e->src, e->src_len,
+	json_t *hello = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
+	                          "k", "hello", "nonce", e->nonce, "tag", e->tag,
+	                          "src", e->src, e->src_len,
 	                          "file", "script.ts", "tools", hello_tools(e->tools), "lim",
 	                          "maxToolInputBytes", (json_int_t)e->pol.max_tool_input_bytes,
 	                          "maxResultBytes", (json_int_t)e->pol.max_result_bytes,
@@ -527,6 +535,8 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	if (rc)
 		return rc;
 	rc = make_nonce(e->nonce, err);
+	if (rc == 0)
+		rc = make_nonce(e->tag, err);
 	if (rc)
 		return rc;
 	size_t max_frame = e->pol.max_result_bytes > e->pol.max_tool_input_bytes

@@ -56,6 +56,7 @@ struct codepod_exec {
 	struct cp_policy pol;
 	char digest[65];
 	char nonce[33];
+	char tag[33];            /* marks the execution's processes (sandbox.h) */
 
 	enum cp_exec_state state;
 	struct cp_proc *proc;    /* NULL once exited() came */

@@ -24,7 +24,8 @@ struct local {
 	uv_loop_t *loop;
 	char *state_dir;
 	char *ws_root;
-	char *node;
+	char *node;      /* resolved path of the Node binary */
+	char *node_root; /* its install folder, bound into the sandbox */
 	int isolate;
 	unsigned live;
 };
@@ -189,6 +190,8 @@ static int build_argv(struct local *b, const struct cp_spawn_req *req, const cha
 		const char *pre[] = { "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
 		                      "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 		                      "--tmpfs", "/tmp", "--tmpfs", b->state_dir,
+		                      /* Node may live under a hidden folder (/tmp) */
+		                      "--ro-bind", b->node_root, b->node_root,
 		                      "--bind", ws, ws, "--chdir", ws, NULL };
 		for (size_t i = 0; pre[i]; i++)
 			argv[n++] = pre[i];
@@ -318,11 +321,13 @@ static void local_destroy(struct cp_backend *base)
 	free(b->state_dir);
 	free(b->ws_root);
 	free(b->node);
+	free(b->node_root);
 	free(b);
 }
 
 static const struct cp_backend_ops local_ops = {
-	local_spawn, local_write, local_kill, local_destroy,
+	.spawn = local_spawn, .write = local_write, .kill = local_kill,
+	.note_pid = NULL, .destroy = local_destroy,
 };
 
 int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
@@ -343,11 +348,20 @@ int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
 	b->base.name = "local";
 	b->loop = cfg->loop;
 	b->state_dir = real;
-	b->node = strdup(cfg->node);
+	b->node = realpath(cfg->node, NULL);
 	b->isolate = cfg->isolate;
+	if (b->node) {
+		/* .../bin/node -> ... : the folder holding bin/ and lib/ */
+		b->node_root = strdup(b->node);
+		for (int up = 0; b->node_root && up < 2; up++) {
+			char *slash = strrchr(b->node_root, '/');
+			if (slash && slash != b->node_root)
+				*slash = '\0';
+		}
+	}
 	size_t n = strlen(real) + 16;
 	b->ws_root = malloc(n);
-	if (!b->node || !b->ws_root) {
+	if (!b->node || !b->node_root || !b->ws_root) {
 		local_destroy(&b->base);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}

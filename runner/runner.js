@@ -264,6 +264,9 @@
     if (!(lim.maxResultBytes >= 0)) lim.maxResultBytes = 32768;
     const file = typeof hello.file === 'string' && hello.file ? hello.file : 'script.ts';
     const src = String(hello.src);
+    // Every process the program starts inherits the tag, so a backend can
+    // find and kill them all even after they leave the process tree.
+    if (typeof hello.tag === 'string') process.env.CODEPOD_TAG = hello.tag;
     const tools = makeTools(Array.isArray(hello.tools) ? hello.tools : []);
     hello = null; // drop every reference to the nonce's string
 

@@ -50,6 +50,10 @@ struct cp_spawn_req {
 	const char *const *argv;   /* node and its arguments, NULL-terminated;
 	                              argv[0] is "node": the backend resolves it */
 	unsigned long memory_mb;   /* ceiling for the whole runner process */
+	const char *tag;           /* 32 hex, random per execution: the runner
+	                              puts CODEPOD_TAG=<tag> in the environment
+	                              of every process it starts, so a backend
+	                              can find them all to kill them */
 };
 
 struct cp_backend_ops {
@@ -58,8 +62,12 @@ struct cp_backend_ops {
 	             struct cp_proc **out, struct cp_err *err);
 	/* Queue bytes for the process's stdin (copied). */
 	int (*write)(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err);
-	/* Kill the process and every process it started; exited() still follows. */
+	/* Kill the process and every process it started; exited() still follows,
+	 * never from inside this call. */
 	void (*kill)(struct cp_proc *p);
+	/* The runner's PID inside the sandbox, once known (may be NULL: the
+	 * local backend kills through bubblewrap and needs none). */
+	void (*note_pid)(struct cp_proc *p, long pid);
 	/* Start releasing the backend; handles must all have exited first. */
 	void (*destroy)(struct cp_backend *b);
 };

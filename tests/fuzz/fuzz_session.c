@@ -245,7 +245,9 @@ static void fake_destroy(struct cp_backend *b)
 	(void)b;
 }
 
-static const struct cp_backend_ops fake_ops = { fake_spawn, fake_write, fake_kill, fake_destroy };
+static const struct cp_backend_ops fake_ops = {
+	.spawn = fake_spawn, .write = fake_write, .kill = fake_kill, .destroy = fake_destroy,
+};
 
 /* ---- the transport ---- */
 
