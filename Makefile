@@ -119,7 +119,17 @@ fakekube: all
 decl-typecheck: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) bash tests/decl/typecheck.sh
 
-test: unit replay runner-js e2e fakekube decl-typecheck
+# The HTTP/WebSocket server (serve --listen, tests/serve), then the e2e suite
+# again over a WebSocket session (less what is stdio-only: line framing, EOF).
+serve-tests: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/serve
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_TRANSPORT=ws $(PYTHON) -m pytest -q \
+	  -p no:cacheprovider tests/e2e --ignore=tests/e2e/test_session_input.py \
+	  --ignore=tests/e2e/test_run_cli.py --ignore=tests/e2e/test_example.py \
+	  --deselect tests/e2e/test_errors.py::test_backend_vanishing_mid_call_is_outcome_unknown \
+	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result
+
+test: unit replay runner-js e2e fakekube decl-typecheck serve-tests
 
 # ASan + UBSan + LSan over the whole suite; any report fails the run.
 asan:

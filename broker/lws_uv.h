@@ -13,8 +13,9 @@
  * on later turns): broker_lws_destroy() starts it from a zero timer, so never
  * from inside an lws callback, and calls @done once lws reports the context
  * wholly gone (info.pcontext written with NULL), which needs the loop to go
- * on running. Same finding as the exec client's k8s/lws_loop.c (uncommitted
- * when this was written), whose helper is client- and TLS-specific.
+ * on running, and lws 4.1.6 double-closes its event pipe fd on the way (held
+ * by a placeholder here). Both found by the exec client's k8s/lws_loop.c,
+ * whose helper is client- and TLS-specific; this is its server twin.
  *
  * Loop context: the loop thread only.
  *
