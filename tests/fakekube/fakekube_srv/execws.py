@@ -2,9 +2,10 @@
 
 The command is a REAL local process. Its cwd is the pod's own folder under
 the state dir (standing for the container's filesystem); where bubblewrap
-works it runs inside `bwrap --unshare-all` (no network, host read-only, a
-private /tmp per pod), as codepod's local backend isolates; otherwise as a
-plain subprocess.
+works it runs inside bwrap (no network, host read-only, a private /tmp per
+pod) but in the host's PID namespace, so that, as in a real container, one
+exec can see and kill the processes of another; otherwise as a plain
+subprocess.
 
 Framing (apimachinery wsstream): every message is binary, byte 0 is the
 channel: 0 stdin, 1 stdout, 2 stderr, 3 error/status, 4 resize, 255 close (v5
@@ -18,8 +19,9 @@ one message at a time and the next message is not read before the pipe has
 drained. Nothing is buffered without bound in either direction.
 
 As on a real node, closing the WebSocket does NOT kill the process (see
-wire.md §3.5): it sees stdin EOF and, once it writes, EPIPE. Pod deletion and
-server shutdown do kill it (bwrap --die-with-parent).
+wire.md §3.5): it sees stdin EOF and, once it writes, EPIPE. Pod deletion
+kills every process of the pod (found by its FAKEKUBE_POD environment), and
+server shutdown kills the exec'd commands (bwrap --die-with-parent).
 """
 import asyncio
 import json
@@ -81,8 +83,12 @@ class Exec:
             return list(command), pod_dir, env
         # /tmp is bound before the pod folder so a state dir under /tmp stays
         # reachable (bwrap creates the mount point inside the pod's /tmp).
-        argv = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
-                "--dev", "/dev", "--proc", "/proc", "--bind", pod_tmp, "/tmp",
+        # Every namespace but the PID one: execs into one container share its
+        # PID namespace on a real node, so a second exec can see (and kill)
+        # what the first one started. Here they share the host's.
+        argv = ["bwrap", "--unshare-user-try", "--unshare-ipc", "--unshare-net",
+                "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+                "--ro-bind", "/", "/", "--dev", "/dev", "--bind", pod_tmp, "/tmp",
                 "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63], "--", *command]
         return argv, pod_dir, env
 

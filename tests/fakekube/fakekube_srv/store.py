@@ -550,6 +550,23 @@ class Store:
                 proc.kill()
             except ProcessLookupError:
                 pass
+        # Execs share the host's PID namespace (see execws.py), so what they
+        # started outlives them: find every process of the pod by the
+        # environment each exec starts with, as a container's end would.
+        want = {f"FAKEKUBE_NAMESPACE={ns}".encode(), f"FAKEKUBE_POD={name}".encode()}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = set(f.read().split(b"\0"))
+            except OSError:
+                continue
+            if want <= env:
+                try:
+                    os.kill(int(pid), 9)
+                except OSError:
+                    pass
 
     def _remove(self, ns, name):
         pod = self.pods.pop((ns, name))
