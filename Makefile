@@ -159,9 +159,15 @@ $(BUILD)/bench/bench_codepod: $(BUILD)/obj/tests/bench/bench_codepod.o $(BUILD)/
 	@echo "  LD    $@"
 	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: all $(BUILD)/bench/bench_codepod
+# bench_exec: exec through the fake API server (tests/fakekube) vs a local spawn.
+$(BUILD)/bench/bench_exec: $(BUILD)/obj/tests/bench/bench_exec.o $(BUILD)/libcodepod.a
+	$(Q)mkdir -p $(dir $@)
+	@echo "  LD    $@"
+	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: all $(BUILD)/bench/bench_codepod $(BUILD)/bench/bench_exec
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_NODE=$${CODEPOD_NODE:-$(abspath $(NODE22))} \
-	  BENCH_BIN=$(abspath $(BUILD)/bench/bench_codepod) \
+	  BENCH_BIN=$(abspath $(BUILD)/bench/bench_codepod) BENCH_EXEC_BIN=$(abspath $(BUILD)/bench/bench_exec) \
 	  $(PYTHON) tests/bench/bench.py $(BENCH_ARGS) $(BUILD)/bench.txt
 
 lint:

@@ -6,8 +6,12 @@ to OUT (human-readable with the goals, then a JSON block) and printed.
 Figures are reported, never asserted: the exit status is non-zero only when
 an execution failed (or the bench could not run at all).
 
+The exec figures of issue 3 (exec through the fake API server vs a local
+spawn; stdout throughput) come from bench_exec (tests/bench/bench_exec.c).
+
 usage: bench.py [--quick] OUT
-env:   BENCH_BIN (tests/bench/bench_codepod built), CODEPOD_NODE (Node 22)
+env:   BENCH_BIN (tests/bench/bench_codepod built), CODEPOD_NODE (Node 22),
+       BENCH_EXEC_BIN (tests/bench/bench_exec built; skipped when unset)
 """
 import json
 import os
@@ -18,6 +22,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 GOAL_RATIO_PLAIN = 1.15
 GOAL_RATIO_BWRAP = 1.35
@@ -37,6 +42,38 @@ def run_bench(binary, args, state):
 
 def verdict(ok):
     return "meets goal" if ok else "MISSES goal"
+
+
+def exec_lines(f):
+    """Section (d): issue 3's exec figures from bench_exec."""
+    L = ["(d) Kubernetes exec through the fake API server (tests/fakekube, TLS + WebSocket v5),",
+         "    k8s/exec.h on the uv loop, vs the same Node spawned locally with uv_spawn on that loop"]
+    if not f or "exec_node_e0" not in f:
+        L.append("    not measured")
+        return L
+    bw = f.get("fake_exec_in_bwrap")
+    L.append("    round trip `node -e 0`: exec stream open -> exit status back vs spawn -> exit,")
+    L.append("    alternating, median of %d runs each (the fake runs execs %s)"
+             % (f["runs"], "in bwrap --unshare-all" if bw else "as plain subprocesses"))
+    L.append("    exec %6.1f ms  local %6.1f ms  ratio %.2fx  (+%.1f ms)"
+             % (f["exec_node_e0"]["median_ms"], f["local_node_e0"]["median_ms"],
+                f["ratio_exec_vs_local"], f["exec_overhead_ms"]))
+    if "local_bwrap_node_e0" in f:
+        L.append("    local in the fake's bwrap argv %6.1f ms -> exec vs that %.2fx: the wire (TLS,"
+                 % (f["local_bwrap_node_e0"]["median_ms"], f["ratio_exec_vs_local_bwrap"]))
+        L.append("    upgrade, Python fake, status channel) adds %.1f ms" % f["wire_overhead_ms"])
+    for t in f.get("stdout_throughput", []):
+        less = t.get("exec_mib_per_s_less_baseline")
+        lless = t.get("local_mib_per_s_less_baseline")
+        L.append("    %2d MiB stdout `process.stdout.write(Buffer.alloc(N))`, median of %d:"
+                 % (t["mib"], len(t["exec"]["runs_ms"])))
+        L.append("        exec  %7.1f ms  %7.1f MiB/s  (%s without the node -e 0 exec baseline)"
+                 % (t["exec"]["median_ms"], t["exec_mib_per_s"],
+                    "%.1f MiB/s" % less if less else "n/a"))
+        L.append("        local %7.1f ms  %7.1f MiB/s  (%s without the local baseline)"
+                 % (t["local"]["median_ms"], t["local_mib_per_s"],
+                    "%.1f MiB/s" % lless if lless else "n/a"))
+    return L
 
 
 def main():
@@ -82,6 +119,20 @@ def main():
             figs["runner_probe"] = json.loads(probe.stdout)
         else:
             notes.append("runner probe failed: " + probe.stderr.strip()[-300:])
+        exec_bin = os.environ.get("BENCH_EXEC_BIN")
+        if exec_bin:
+            print("bench: exec through the fake API server ...", file=sys.stderr, flush=True)
+            # Run from the repository root: it starts tests/fakekube/serve.
+            p = subprocess.run([exec_bin, "--runs", str(runs), "--big-runs", "5" if quick else "10"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            err = p.stderr.strip()
+            for line in p.stdout.splitlines():
+                if line.startswith("{"):
+                    figs["exec"] = json.loads(line)
+            if p.returncode == 1:
+                failed.append("exec: %s" % (err.splitlines()[-1] if err else "failed"))
+            elif p.returncode != 0:
+                notes.append("exec figures not measured: %s" % (err[-300:] if err else p.returncode))
     finally:
         shutil.rmtree(state, ignore_errors=True)
 
@@ -150,6 +201,9 @@ def main():
             L.append("    %-11s " % k + "  ".join("%s %6.2f" % (m.replace("_ms", ""), v[m])
                                                 for m in ("ready_ms", "result_ms", "exit_ms") if m in v)
                      + " ms")
+    if os.environ.get("BENCH_EXEC_BIN"):
+        L.append("")
+        L.extend(exec_lines(figs.get("exec")))
     for n in notes:
         L.append("note: " + n)
     if failed:

@@ -242,7 +242,8 @@ static const struct cp_proc_cbs bare_cbs = { bare_out, bare_out, bare_exited };
 static double run_bare(struct bench *b)
 {
 	static const char *const argv[] = { "node", "-e", "0", NULL };
-	struct cp_spawn_req req = { "bench", "bare", argv, 512 };
+	struct cp_spawn_req req = { .conversation = "bench", .exec_id = "bare", .argv = argv,
+	                            .memory_mb = 512 };
 	struct one_run r = { .b = b };
 	struct cp_proc *p = NULL;
 	struct cp_err err;
