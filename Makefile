@@ -38,7 +38,7 @@ ifeq ($(V),1)
 Q =
 endif
 
-.PHONY: all deps run test unit replay runner-js e2e fakekube asan fuzz bench lint clean
+.PHONY: all deps run test unit replay runner-js e2e e2e-kube fakekube asan fuzz bench lint clean
 all: $(BUILD)/.deps-ok $(BUILD)/codepod
 
 # Installs what the build and the tests need, once per build folder.
@@ -109,6 +109,12 @@ runner-js: all
 e2e: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
 
+# The same end-to-end suite on the Kubernetes backend, against the fake API
+# server (started by the harness), plus the backend's own scenarios.
+e2e-kube: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
+	  -q -p no:cacheprovider tests/e2e tests/kube
+
 # The fake Kubernetes API server, checked against the stock kubectl.
 fakekube: all
 	$(Q)$(PYTHON) -m pytest -q -p no:cacheprovider tests/fakekube
@@ -129,7 +135,7 @@ serve-tests: all
 	  --deselect tests/e2e/test_errors.py::test_backend_vanishing_mid_call_is_outcome_unknown \
 	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result
 
-test: unit replay runner-js e2e fakekube decl-typecheck serve-tests
+test: unit replay runner-js e2e e2e-kube fakekube decl-typecheck serve-tests
 
 # ASan + UBSan + LSan over the whole suite; any report fails the run.
 asan:

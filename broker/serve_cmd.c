@@ -21,6 +21,8 @@ struct serve_cmd {
 	uv_signal_t sigterm, sigint;
 	unsigned drain_ms;
 	int stopped;
+	void (*quiet)(void *ud); /* the caller's: release what keeps the loop alive */
+	void *quiet_ud;
 };
 
 static void on_stopped(void *ud)
@@ -29,6 +31,8 @@ static void on_stopped(void *ud)
 	st->stopped = 1;
 	uv_close((uv_handle_t *)&st->sigterm, NULL);
 	uv_close((uv_handle_t *)&st->sigint, NULL);
+	if (st->quiet)
+		st->quiet(st->quiet_ud);
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -99,7 +103,8 @@ static int parse(int argc, char **argv, struct broker_http_config *cfg, const ch
 	return 0;
 }
 
-int broker_serve_main(uv_loop_t *loop, struct codepod *cp, int argc, char **argv)
+int broker_serve_main(uv_loop_t *loop, struct codepod *cp, int argc, char **argv,
+                      void (*quiet)(void *ud), void *quiet_ud)
 {
 	struct broker_http_config cfg;
 	const char *listen[MAX_LISTEN];
@@ -116,7 +121,7 @@ int broker_serve_main(uv_loop_t *loop, struct codepod *cp, int argc, char **argv
 	cfg.cp = cp;
 	cfg.ids = ids;
 	cfg.listen = listen;
-	struct serve_cmd st = { .drain_ms = drain_s * 1000u };
+	struct serve_cmd st = { .drain_ms = drain_s * 1000u, .quiet = quiet, .quiet_ud = quiet_ud };
 	struct cp_err err;
 	if (broker_http_start(&cfg, &st.srv, &err)) {
 		fprintf(stderr, "codepod: %s\n", err.msg);

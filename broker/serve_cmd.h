@@ -16,6 +16,9 @@
 
 #include "codepod.h"
 
-int broker_serve_main(uv_loop_t *loop, struct codepod *cp, int argc, char **argv);
+/* @quiet is called once the server has stopped (drained or not): release
+ * whatever else keeps the loop alive (the backend), so the loop can end. */
+int broker_serve_main(uv_loop_t *loop, struct codepod *cp, int argc, char **argv,
+                      void (*quiet)(void *ud), void *quiet_ud);
 
 #endif

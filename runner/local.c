@@ -27,7 +27,8 @@ struct local {
 	char *node;      /* resolved path of the Node binary */
 	char *node_root; /* its install folder, bound into the sandbox */
 	int isolate;
-	unsigned live;
+	unsigned live;    /* process handles not closed yet */
+	int closing;      /* destroy was asked: free once live reaches 0 */
 };
 
 struct cp_proc {
@@ -88,12 +89,16 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 
 static void report_if_done(struct cp_proc *p);
 
+static void local_free(struct local *b);
+
 static void on_handle_closed(uv_handle_t *h)
 {
 	struct cp_proc *p = h->data;
 	if (--p->handles_open == 0) {
-		p->b->live--;
+		struct local *b = p->b;
 		free(p);
+		if (--b->live == 0 && b->closing)
+			local_free(b);
 	}
 }
 
@@ -315,14 +320,23 @@ static void local_kill(struct cp_proc *p)
 	kill_tree(p);
 }
 
-static void local_destroy(struct cp_backend *base)
+static void local_free(struct local *b)
 {
-	struct local *b = (struct local *)base;
 	free(b->state_dir);
 	free(b->ws_root);
 	free(b->node);
 	free(b->node_root);
 	free(b);
+}
+
+/* May be called from inside a process's exited() chain: the memory goes
+ * once the last process handle has closed. */
+static void local_destroy(struct cp_backend *base)
+{
+	struct local *b = (struct local *)base;
+	b->closing = 1;
+	if (b->live == 0)
+		local_free(b);
 }
 
 static const struct cp_backend_ops local_ops = {
@@ -362,13 +376,13 @@ int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
 	size_t n = strlen(real) + 16;
 	b->ws_root = malloc(n);
 	if (!b->node || !b->node_root || !b->ws_root) {
-		local_destroy(&b->base);
+		local_free(b);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}
 	snprintf(b->ws_root, n, "%s/workspaces", real);
 	rc = mkdir_p(b->ws_root, err);
 	if (rc) {
-		local_destroy(&b->base);
+		local_free(b);
 		return rc;
 	}
 	*out = &b->base;

@@ -13,6 +13,7 @@
 #include "codepod.h"
 #include "decl.h"
 #include "idset.h"
+#include "kube_backend.h"
 #include "local.h"
 #include "log.h"
 #include "serve_cmd.h"
@@ -23,6 +24,7 @@
 
 struct opts {
 	const char *backend;
+	struct k8s_backend_options kube;
 	const char *state_dir;
 	const char *node;
 	int no_isolation;
@@ -45,7 +47,12 @@ static void usage(FILE *f)
 	      "                [--webhook-timeout-ms N] (and the backend options above)\n"
 	      "  codepod run FILE --tools TOOLS.json [--conversation KEY] [--policy JSON]\n"
 	      "                [--state-dir DIR] [--node PATH] [--no-isolation]\n"
-	      "  codepod --version\n", f);
+	      "  codepod declarations TOOLS.json\n"
+	      "  codepod --version\n"
+	      "backends: --backend local (default: --state-dir, --node, --no-isolation)\n"
+	      "          --backend kubernetes [--kubeconfig FILES] [--context NAME]\n"
+	      "                [--namespace NS] [--pod-template FILE] [--warm-pool N]\n"
+	      "                [--idle-ttl SECONDS]   (no kubeconfig: in-cluster)\n", f);
 }
 
 static const char *default_state_dir(char *buf, size_t cap)
@@ -71,6 +78,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "policy", required_argument, NULL, 'p' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "kubeconfig", required_argument, NULL, 'K' },
+		{ "context", required_argument, NULL, 'C' },
+		{ "namespace", required_argument, NULL, 'N' },
+		{ "pod-template", required_argument, NULL, 'T' },
+		{ "warm-pool", required_argument, NULL, 'W' },
+		{ "idle-ttl", required_argument, NULL, 'D' },
 		/* serve --listen: given to broker_serve_main, which reads them */
 		{ "listen", required_argument, NULL, 'L' },
 		{ "token-file", required_argument, NULL, 'x' },
@@ -105,6 +118,25 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		}
 		case 'L': o->listen = 1; break;
+		case 'K': o->kube.kubeconfig = optarg; break;
+		case 'C': o->kube.context = optarg; break;
+		case 'N': o->kube.ns = optarg; break;
+		case 'T': o->kube.pod_template = optarg; break;
+		case 'W':
+		case 'D': {
+			char *end = NULL;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || v > 100000) {
+				fprintf(stderr, "codepod: --%s must be a number from 0 to 100000\n",
+				        c == 'W' ? "warm-pool" : "idle-ttl");
+				return -1;
+			}
+			if (c == 'W')
+				o->kube.warm_pool = (unsigned)v;
+			else
+				o->kube.idle_ttl_s = (unsigned)v;
+			break;
+		}
 		case 'x': break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return -1;
@@ -123,12 +155,19 @@ static int parse_opts(int argc, char **argv, struct opts *o)
  * when it cannot run here. */
 static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 {
+	struct cp_err err;
+	if (o->backend && strcmp(o->backend, "kubernetes") == 0) {
+		struct cp_backend *kb = NULL;
+		if (k8s_backend_from_options(loop, &o->kube, &kb, &err)) {
+			fprintf(stderr, "codepod: kubernetes backend: %s\n", err.msg);
+			return NULL;
+		}
+		return kb;
+	}
 	if (o->backend && strcmp(o->backend, "local") != 0) {
-		fprintf(stderr, "codepod: backend \"%s\" is not available in this build "
-		        "(only \"local\"; the kubernetes backend is not built yet)\n", o->backend);
+		fprintf(stderr, "codepod: unknown backend \"%s\" (local or kubernetes)\n", o->backend);
 		return NULL;
 	}
-	struct cp_err err;
 	char node[PATH_MAX];
 	if (cp_node_find(o->node, node, sizeof node, &err)) {
 		fprintf(stderr, "codepod: %s\n", err.msg);
@@ -157,6 +196,17 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 	return b;
 }
 
+/* A backend keeps the loop alive (its timers, its API connections) until it
+ * is released; called when the work is over, and again (harmlessly) at exit. */
+static void release_backend(void *ud)
+{
+	struct cp_backend **b = ud;
+	if (*b) {
+		(*b)->ops->destroy(*b);
+		*b = NULL;
+	}
+}
+
 static int make_engine(uv_loop_t *loop, struct cp_backend *b, struct codepod **cp)
 {
 	struct codepod_config cfg = { .loop = loop, .backend = b };
@@ -174,6 +224,7 @@ static int make_engine(uv_loop_t *loop, struct cp_backend *b, struct codepod **c
 
 struct serve_state {
 	struct broker_stdio *stdio;
+	struct cp_backend **backend;
 	uv_signal_t sigterm, sigint;
 };
 
@@ -182,6 +233,7 @@ static void on_serve_done(void *ud)
 	struct serve_state *st = ud;
 	uv_close((uv_handle_t *)&st->sigterm, NULL);
 	uv_close((uv_handle_t *)&st->sigint, NULL);
+	release_backend(st->backend);
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -205,13 +257,13 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **arg
 		return 2;
 	}
 	if (o->listen) {
-		int hrc = broker_serve_main(loop, cp, argc, argv);
+		int hrc = broker_serve_main(loop, cp, argc, argv, release_backend, &b);
 		codepod_free(cp);
-		b->ops->destroy(b);
+		release_backend(&b);
 		return hrc;
 	}
 	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
-	struct serve_state st = { 0 };
+	struct serve_state st = { .backend = &b };
 	struct cp_err err;
 	size_t max_message = (size_t)(16u << 20) + (1u << 20);
 	int rc = ids ? broker_stdio_start(loop, cp, ids, max_message, on_serve_done, &st,
@@ -233,7 +285,8 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **arg
 	}
 	cp_idset_free(ids);
 	codepod_free(cp);
-	b->ops->destroy(b);
+	release_backend(&b);
+	uv_run(loop, UV_RUN_DEFAULT);
 	return rc ? 2 : 0;
 }
 
@@ -280,12 +333,23 @@ static char *read_file(const char *path, size_t max, size_t *len, struct cp_err 
 
 struct run_state {
 	json_t *outcome;
+	struct cp_backend **backend;
+	uv_timer_t later;
 };
+
+static void on_run_over(uv_timer_t *t)
+{
+	struct run_state *st = t->data;
+	uv_close((uv_handle_t *)t, NULL);
+	release_backend(st->backend);
+}
 
 static void on_run_done(void *ud, const json_t *outcome)
 {
 	struct run_state *st = ud;
 	st->outcome = json_incref((json_t *)outcome);
+	/* Not from inside the engine's callback: on the next loop turn. */
+	uv_timer_start(&st->later, on_run_over, 0, 0);
 }
 
 static json_t *run_request(const struct opts *o, const char *src, size_t len, json_t *decls,
@@ -340,8 +404,10 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 	struct cp_backend *b = make_backend(loop, o);
 	struct codepod *cp = NULL;
 	if (b && make_engine(loop, b, &cp) == 0) {
-		struct run_state st = { NULL };
+		struct run_state st = { .backend = &b };
 		struct codepod_exec *e = NULL;
+		uv_timer_init(loop, &st.later);
+		st.later.data = &st;
 		broker_cmdtools_bind(tools, on_run_done, &st);
 		if (codepod_submit(cp, req, &broker_cmdtools_host, tools, &e, &err)) {
 			fprintf(stderr, "codepod: %s\n", err.msg);
@@ -354,10 +420,13 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 				json_decref(st.outcome);
 			}
 		}
+		if (!uv_is_closing((uv_handle_t *)&st.later))
+			uv_close((uv_handle_t *)&st.later, NULL);
+		release_backend(&b);
+		uv_run(loop, UV_RUN_DEFAULT);
 		codepod_free(cp);
 	}
-	if (b)
-		b->ops->destroy(b);
+	release_backend(&b);
 	json_decref(req);
 	json_decref(decls);
 	broker_cmdtools_free(tools);

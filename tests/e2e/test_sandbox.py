@@ -5,7 +5,10 @@ import os
 import subprocess
 import uuid
 
-from harness import CODEPOD_BIN, REPO, Session, assert_ok
+from harness import CODEPOD_BIN, REPO, Session, assert_ok, local_backend_only
+
+# The whole module is about the local backend's isolation and Node lookup.
+pytestmark = local_backend_only
 
 
 def test_no_network(session):

@@ -1,0 +1,480 @@
+/*
+ * kube_acquire.c - a conversation's pod: find it by label, else claim a warm
+ * one, else create it from the template; then wait until it is ready through
+ * a watch (wire.md 2.2-2.4). A racing replica's 409 means "use theirs".
+ *
+ * Every asynchronous step carries the conversation's generation; a step that
+ * answers after the conversation moved on (stale, released) is dropped.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube_int.h"
+#include "log.h"
+
+#define MAX_ATTEMPTS 4
+
+struct step {
+	struct kconv *c;
+	unsigned gen;
+};
+
+static void acquire(struct kconv *c);
+static void watch_pod(struct kconv *c, const char *name, const char *rv);
+
+/* A step: one REST call of an acquisition. The backend counts them so it is
+ * freed only after the last answer (answers come even after cancel). */
+static struct step *step_new(struct kconv *c)
+{
+	struct step *s = malloc(sizeof *s);
+	if (s) {
+		s->c = c;
+		s->gen = c->gen;
+		c->k->pending++;
+	}
+	return s;
+}
+
+/* An answer arrived: drop the step; the conversation if it is still current. */
+static struct kconv *step_take(struct step *s)
+{
+	struct kconv *c = s->c;
+	struct kube *k = c->k;
+	int current = s->gen == c->gen && !k->closing;
+	free(s);
+	k->pending--;
+	if (k->closing) {
+		kube_maybe_free(k);
+		return NULL;
+	}
+	return current ? c : NULL;
+}
+
+/* A step that failed to start: undo its count. */
+static void step_drop(struct step *s)
+{
+	if (s) {
+		s->c->k->pending--;
+		free(s);
+	}
+}
+
+void kube_now_rfc3339(char out[32])
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+struct kconv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err)
+{
+	char label[41];
+	if (k8s_conversation_label(k->ns, key, label, err))
+		return NULL;
+	for (struct kconv *c = k->convs; c; c = c->next)
+		if (strcmp(c->label, label) == 0)
+			return c;
+	struct kconv *c = calloc(1, sizeof *c);
+	if (!c) {
+		cp_err_set(err, CP_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	c->k = k;
+	memcpy(c->label, label, sizeof label);
+	if (k8s_pod_name(k->ns, key, c->name, err)) {
+		free(c);
+		return NULL;
+	}
+	c->next = k->convs;
+	k->convs = c;
+	return c;
+}
+
+/* Ends every waiter with the sandbox's reason. */
+static void fail(struct kconv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct kconv *c, const char *fmt, ...)
+{
+	char detail[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof detail, fmt, ap);
+	va_end(ap);
+	cp_log(CP_LOG_WARN, "kube.unavailable", "pod", json_string(c->name),
+	       "reason", json_string(detail), NULL);
+	kube_conv_release(c);
+	struct cp_proc *w = c->waiters;
+	c->waiters = NULL;
+	while (w) {
+		struct cp_proc *next = w->next_wait;
+		w->next_wait = NULL;
+		kube_proc_unavailable(w, detail);
+		w = next;
+	}
+}
+
+static void ready(struct kconv *c, const json_t *pod)
+{
+	const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+	kube_conv_release(c);
+	free(c->pod);
+	c->pod = strdup(name ? name : c->name);
+	c->state = KC_READY;
+	c->attempts = 0;
+	cp_log(CP_LOG_DEBUG, "kube.ready", "pod", json_string(c->pod), NULL);
+	struct cp_proc *w = c->waiters;
+	c->waiters = NULL;
+	while (w) {
+		struct cp_proc *next = w->next_wait;
+		w->next_wait = NULL;
+		kube_proc_pod_ready(w);
+		w = next;
+	}
+}
+
+static void retry(struct kconv *c, const char *why)
+{
+	kube_conv_release(c);
+	if (++c->attempts > MAX_ATTEMPTS) {
+		fail(c, "the pod kept going away (%s)", why);
+		return;
+	}
+	acquire(c);
+}
+
+static const char *pod_rv(const json_t *pod)
+{
+	return json_string_value(json_object_get(json_object_get(pod, "metadata"), "resourceVersion"));
+}
+
+static const char *pod_uid(const json_t *pod)
+{
+	return json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+}
+
+static const char *pod_name(const json_t *pod)
+{
+	return json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+}
+
+static void on_deleted(void *arg, json_t *obj, const struct k8s_status *st,
+                       const struct cp_err *err)
+{
+	(void)obj;
+	(void)st;
+	struct kube *k = arg;
+	if (err && err->code != CP_E_NOT_FOUND && err->code != CP_E_CONFLICT &&
+	    err->code != CP_E_CANCELLED)
+		cp_log(CP_LOG_WARN, "kube.delete_failed", "reason", json_string(err->msg), NULL);
+	k->pending--;
+	kube_maybe_free(k);
+}
+
+/* Delete exactly this pod (uid precondition): never one a racing replica
+ * made in its place. */
+static void delete_pod(struct kube *k, const json_t *pod)
+{
+	struct k8s_delete_opts d = { pod_uid(pod), NULL, 5 };
+	struct k8s_rest_cb cb = { on_deleted, k };
+	if (k8s_pod_delete(k->api, k->ns, pod_name(pod), &d, NULL, cb, NULL, NULL) == 0) {
+		k->pending++;
+		k->stats.replaced++;
+	}
+}
+
+/* Acts on one pod's verdict; returns 1 when the conversation moved on. */
+static int judge(struct kconv *c, const json_t *pod)
+{
+	struct k8s_pod_state st;
+	k8s_pod_classify(pod, c->k->tmpl_hash, &st);
+	switch (st.verdict) {
+	case K8S_POD_READY:
+		ready(c, pod);
+		return 1;
+	case K8S_POD_UNAVAILABLE:
+		fail(c, "%s%s%s", st.reason, st.message ? ": " : "", st.message ? st.message : "");
+		/* the next execution starts over with a fresh pod */
+		delete_pod(c->k, pod);
+		return 1;
+	case K8S_POD_WAITING:
+		watch_pod(c, pod_name(pod), pod_rv(pod));
+		return 1;
+	case K8S_POD_REPLACE:
+		if (strcmp(st.reason, "Terminating") != 0)
+			delete_pod(c->k, pod);
+		return 0;
+	}
+	return 0;
+}
+
+/* ---- waiting through a watch ---- */
+
+static void on_watch_event(void *arg, const struct k8s_watch_event *ev)
+{
+	struct kconv *c = arg;
+	if (c->state != KC_ACQUIRING)
+		return;
+	if (ev->type == K8S_WATCH_DELETED) {
+		retry(c, "deleted while starting");
+		return;
+	}
+	if (ev->type != K8S_WATCH_ADDED && ev->type != K8S_WATCH_MODIFIED)
+		return;
+	struct k8s_pod_state st;
+	k8s_pod_classify(ev->object, c->k->tmpl_hash, &st);
+	if (st.verdict == K8S_POD_WAITING)
+		return;
+	if (st.verdict == K8S_POD_REPLACE) {
+		if (strcmp(st.reason, "Terminating") != 0)
+			delete_pod(c->k, ev->object);
+		return; /* DELETED follows */
+	}
+	judge(c, ev->object);
+}
+
+static void on_watch_resync(void *arg, json_t *list)
+{
+	struct kconv *c = arg;
+	if (c->state != KC_ACQUIRING)
+		return;
+	json_t *items = json_object_get(list, "items");
+	if (json_array_size(items) == 0) {
+		retry(c, "gone while starting");
+		return;
+	}
+	on_watch_event(c, &(struct k8s_watch_event){ .type = K8S_WATCH_MODIFIED,
+	                                              .object = json_array_get(items, 0) });
+}
+
+static void on_watch_done(void *arg, const struct cp_err *err)
+{
+	struct kconv *c = arg;
+	struct kube *k = c->k;
+	k->pending--;
+	if (k->closing) {
+		kube_maybe_free(k);
+		return;
+	}
+	if (err->code == CP_E_CANCELLED || c->state != KC_ACQUIRING)
+		return;
+	c->watch = NULL;
+	fail(c, "watching the pod failed: %s", err->msg);
+}
+
+static const struct k8s_pod_watch_ops watch_ops = {
+	.on_event = on_watch_event, .on_resync = on_watch_resync, .on_done = on_watch_done,
+};
+
+static void watch_pod(struct kconv *c, const char *name, const char *rv)
+{
+	char field[120];
+	snprintf(field, sizeof field, "metadata.name=%s", name ? name : c->name);
+	struct k8s_pod_watch_opts o = { .ns = c->k->ns, .field_selector = field,
+	                                .resource_version = rv, .timeout_s = 60,
+	                                .max_failures = 8 };
+	struct k8s_pod_watch_ops ops = watch_ops;
+	ops.arg = c;
+	struct cp_err err;
+	if (k8s_pod_watch_start(c->k->api, &o, &ops, &c->watch, &err))
+		fail(c, "cannot watch the pod: %s", err.msg);
+	else
+		c->k->pending++;
+}
+
+/* ---- create ---- */
+
+static void on_got_existing(void *arg, json_t *obj, const struct k8s_status *st,
+                            const struct cp_err *err)
+{
+	(void)st;
+	struct kconv *c = step_take(arg);
+	if (!c)
+		return;
+	c->call = NULL;
+	if (err && err->code == CP_E_NOT_FOUND) {
+		retry(c, "deleted after a conflict");
+		return;
+	}
+	if (err) {
+		fail(c, "Kubernetes API: %s", err->msg);
+		return;
+	}
+	c->k->stats.found++;
+	if (!judge(c, obj))
+		watch_pod(c, c->name, pod_rv(obj)); /* terminating: DELETED follows */
+}
+
+static void on_created(void *arg, json_t *obj, const struct k8s_status *st,
+                       const struct cp_err *err)
+{
+	(void)st;
+	struct kconv *c = step_take(arg);
+	if (!c)
+		return;
+	c->call = NULL;
+	if (err && err->code == CP_E_CONFLICT) {
+		/* a racing replica created it first: use theirs */
+		struct step *s = step_new(c);
+		struct k8s_rest_cb cb = { on_got_existing, s };
+		struct cp_err gerr;
+		if (!s || k8s_pod_get(c->k->api, c->k->ns, c->name, NULL, cb, &c->call, &gerr)) {
+			step_drop(s);
+			fail(c, "Kubernetes API: cannot read pod %s", c->name);
+		}
+		return;
+	}
+	if (err) {
+		fail(c, "creating the pod failed: %s", err->msg);
+		return;
+	}
+	c->k->stats.created++;
+	cp_log(CP_LOG_INFO, "kube.created", "pod", json_string(c->name), NULL);
+	judge(c, obj);
+}
+
+static void create(struct kconv *c)
+{
+	char now[32];
+	kube_now_rfc3339(now);
+	json_t *pod = k8s_pod_from_template(c->k->tmpl, c->name, c->k->ns, c->label,
+	                                    c->k->tmpl_hash, now);
+	struct step *s = step_new(c);
+	struct k8s_rest_cb cb = { on_created, s };
+	struct cp_err err;
+	if (!pod || !s || k8s_pod_create(c->k->api, c->k->ns, pod, NULL, cb, &c->call, &err)) {
+		step_drop(s);
+		fail(c, "cannot create the pod");
+	}
+	json_decref(pod);
+}
+
+void kube_acquire_claimed(struct kconv *c, const json_t *pod)
+{
+	if (c->state != KC_ACQUIRING)
+		return;
+	if (!pod) {
+		create(c);
+		return;
+	}
+	c->k->stats.claimed++;
+	cp_log(CP_LOG_INFO, "kube.claimed", "pod", json_string(pod_name(pod)), NULL);
+	judge(c, pod);
+}
+
+/* ---- find by label ---- */
+
+static void on_listed(void *arg, json_t *obj, const struct k8s_status *st,
+                      const struct cp_err *err)
+{
+	(void)st;
+	struct kconv *c = step_take(arg);
+	if (!c)
+		return;
+	c->call = NULL;
+	if (err) {
+		fail(c, "Kubernetes API: %s", err->msg);
+		return;
+	}
+	/* The pod with the conversation's own name first, then claimed ones. */
+	json_t *items = json_object_get(obj, "items");
+	size_t i;
+	json_t *pod;
+	json_array_foreach(items, i, pod) {
+		const char *name = pod_name(pod);
+		if (name && strcmp(name, c->name) == 0 && judge(c, pod)) {
+			c->k->stats.found++;
+			return;
+		}
+	}
+	json_array_foreach(items, i, pod) {
+		const char *name = pod_name(pod);
+		if (name && strcmp(name, c->name) != 0 && judge(c, pod)) {
+			c->k->stats.found++;
+			return;
+		}
+	}
+	if (c->k->warm_pool > 0)
+		kube_pool_claim(c);
+	else
+		create(c);
+}
+
+static void acquire(struct kconv *c)
+{
+	c->state = KC_ACQUIRING;
+	char sel[160];
+	snprintf(sel, sizeof sel, "%s=codepod,%s=%s", K8S_LABEL_MANAGED_BY,
+	         K8S_LABEL_CONVERSATION, c->label);
+	struct step *s = step_new(c);
+	struct k8s_rest_cb cb = { on_listed, s };
+	struct cp_err err;
+	if (!s || k8s_pod_list(c->k->api, c->k->ns, sel, NULL, NULL, cb, &c->call, &err)) {
+		step_drop(s);
+		fail(c, "Kubernetes API: cannot list pods");
+	}
+}
+
+void kube_conv_want(struct kconv *c)
+{
+	if (c->state == KC_IDLE) {
+		c->attempts = 0;
+		acquire(c);
+	}
+}
+
+/* Stops the call or watch in progress; their late answers are dropped. */
+void kube_conv_release(struct kconv *c)
+{
+	c->gen++;
+	if (c->call) {
+		struct k8s_rest_call *call = c->call;
+		c->call = NULL;
+		k8s_rest_cancel(call);
+	}
+	if (c->watch) {
+		struct k8s_pod_watch *w = c->watch;
+		c->watch = NULL;
+		k8s_pod_watch_stop(w);
+	}
+	if (c->state == KC_ACQUIRING)
+		c->state = KC_IDLE;
+}
+
+void kube_conv_stale(struct kconv *c)
+{
+	kube_conv_release(c);
+	free(c->pod);
+	c->pod = NULL;
+	c->state = KC_IDLE;
+}
+
+static void on_touched(void *arg, json_t *obj, const struct k8s_status *st,
+                       const struct cp_err *err)
+{
+	(void)obj;
+	(void)st;
+	struct kube *k = arg;
+	if (err && err->code != CP_E_CANCELLED)
+		cp_log(CP_LOG_DEBUG, "kube.touch_failed", "reason", json_string(err->msg), NULL);
+	k->pending--;
+	kube_maybe_free(k);
+}
+
+/* The last-used annotation the reaper reads; written at most every 30 s. */
+void kube_touch(struct kconv *c)
+{
+	uint64_t now = uv_now(c->k->loop);
+	if (!c->pod || (c->touched_ms && now - c->touched_ms < 30000))
+		return;
+	c->touched_ms = now;
+	char ts[32];
+	kube_now_rfc3339(ts);
+	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", K8S_ANNOT_LAST_USED, ts);
+	struct k8s_rest_cb cb = { on_touched, c->k };
+	if (k8s_pod_patch(c->k->api, c->k->ns, c->pod, patch, NULL, NULL, cb, NULL, NULL) == 0)
+		c->k->pending++;
+	json_decref(patch);
+}

@@ -1,0 +1,461 @@
+/*
+ * kube_backend.c - process handles of the Kubernetes backend: wait for the
+ * conversation's pod, run `node` in it over the exec WebSocket, and kill
+ * what it started through a second exec when the execution ends.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube_int.h"
+#include "log.h"
+
+/* How long the killer exec and then the stream may take before the stream
+ * is dropped and the execution reported anyway. */
+#define KILL_GRACE_MS 5000
+
+/*
+ * The killer: a second exec, since closing the stream does not end the
+ * process (wire.md 3.5). It stops, then kills, the runner's process tree
+ * and every process carrying the execution's tag in its environment (the
+ * runner sets CODEPOD_TAG before the program runs), so children that left
+ * the tree are found too. It needs nothing but node and /proc.
+ */
+static const char killer_js[] =
+	"const fs=require('fs'),root=+process.argv[1],tag='CODEPOD_TAG='+process.argv[2];"
+	"function scan(){const kids=new Map(),hit=new Set();"
+	"for(const d of fs.readdirSync('/proc')){if(!/^\\d+$/.test(d))continue;const p=+d;"
+	"if(p===process.pid||p===1)continue;"
+	"try{const s=fs.readFileSync('/proc/'+d+'/stat','utf8');"
+	"const pp=+s.slice(s.lastIndexOf(')')+2).split(' ')[1];"
+	"if(!kids.has(pp))kids.set(pp,[]);kids.get(pp).push(p)}catch(e){}"
+	"try{if(fs.readFileSync('/proc/'+d+'/environ','latin1').split('\\0').includes(tag))hit.add(p)}catch(e){}}"
+	"if(root>1)hit.add(root);const q=[...hit];"
+	"while(q.length){const p=q.pop();for(const c of kids.get(p)||[])if(!hit.has(c)){hit.add(c);q.push(c)}}"
+	"hit.delete(1);return hit}"
+	"for(let i=0;i<3;i++){const s=scan();if(!s.size)break;"
+	"for(const p of s)try{process.kill(p,'SIGSTOP')}catch(e){}"
+	"for(const p of s)try{process.kill(p,'SIGKILL')}catch(e){}}";
+
+static void start_exec(struct cp_proc *p);
+
+static void proc_free(struct cp_proc *p)
+{
+	struct kube *k = p->k;
+	for (size_t i = 0; p->argv && p->argv[i]; i++)
+		free(p->argv[i]);
+	free(p->argv);
+	free(p->exec_id);
+	free(p->sent);
+	free(p);
+	k->procs--;
+	kube_maybe_free(k);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	proc_free(h->data);
+}
+
+/* Freed once the exit went out and the killer is done. */
+static void maybe_release(struct cp_proc *p)
+{
+	if (p->reported && !p->killer && !p->ex && !uv_is_closing((uv_handle_t *)&p->timer))
+		uv_close((uv_handle_t *)&p->timer, on_timer_closed);
+}
+
+static void report(struct cp_proc *p)
+{
+	if (p->reported)
+		return;
+	p->reported = 1;
+	p->state = KP_DONE;
+	uv_timer_stop(&p->timer);
+	p->cbs->exited(p->ud, &p->exit);
+	maybe_release(p);
+}
+
+static void on_report_timer(uv_timer_t *t)
+{
+	report(t->data);
+}
+
+/* Reports from the loop, never from inside the engine's own call. */
+static void report_soon(struct cp_proc *p)
+{
+	uv_timer_stop(&p->timer);
+	uv_timer_start(&p->timer, on_report_timer, 0, 0);
+}
+
+void kube_proc_unavailable(struct cp_proc *p, const char *detail)
+{
+	p->exit.unavailable = 1;
+	p->exit.code = -1;
+	snprintf(p->exit.detail, sizeof p->exit.detail, "%.199s", detail);
+	report_soon(p);
+}
+
+/* ---- the exec stream ---- */
+
+static void on_out(void *ud, const char *buf, size_t len)
+{
+	struct cp_proc *p = ud;
+	p->got_output = 1;
+	free(p->sent);
+	p->sent = NULL;
+	p->sent_len = p->sent_cap = 0;
+	if (!p->reported)
+		p->cbs->out(p->ud, buf, len);
+}
+
+static void on_err(void *ud, const char *buf, size_t len)
+{
+	struct cp_proc *p = ud;
+	p->got_output = 1;
+	if (!p->reported)
+		p->cbs->err(p->ud, buf, len);
+}
+
+/* The pod vanished under a cached conversation before anything ran: find or
+ * make a pod again and replay what was written. */
+static int try_again(struct cp_proc *p, const struct k8s_exec_exit *x)
+{
+	if (p->killed || p->got_output || p->retried || !x->ex.unavailable)
+		return 0;
+	p->retried = 1;
+	kube_conv_stale(p->conv);
+	p->state = KP_WAIT_POD;
+	p->next_wait = p->conv->waiters;
+	p->conv->waiters = p;
+	kube_conv_want(p->conv);
+	return 1;
+}
+
+static void on_exited(void *ud, const struct k8s_exec_exit *x)
+{
+	struct cp_proc *p = ud;
+	p->ex = NULL;
+	if (p->conv->running > 0)
+		p->conv->running--;
+	if (x->ex.unavailable || x->ex.lost)
+		kube_conv_stale(p->conv); /* check the pod again next time */
+	if (try_again(p, x))
+		return;
+	p->exit = x->ex;
+	/* Kubernetes reports death by signal N as exit status 128 + N. */
+	if (!p->exit.signal && p->exit.code > 128 && p->exit.code <= 128 + 64) {
+		p->exit.signal = p->exit.code - 128;
+		p->exit.code = -1;
+	}
+	if (p->killed && p->exit.lost)
+		p->exit.lost = 0; /* we ended it: not an unknown fate */
+	report(p);
+}
+
+static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
+
+static void start_exec_now(struct cp_proc *p)
+{
+	struct kconv *c = p->conv;
+	struct cp_err err;
+	if (k8s_exec_start(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER,
+	                   (const char *const *)p->argv, &exec_cbs, p, &p->ex, &err)) {
+		kube_proc_unavailable(p, err.msg);
+		return;
+	}
+	p->state = KP_EXEC;
+	c->running++;
+	kube_touch(c);
+	if (p->sent_len && k8s_exec_write(p->ex, p->sent, p->sent_len, &err) < 0) {
+		k8s_exec_abort(p->ex);
+		return;
+	}
+	cp_log(CP_LOG_DEBUG, "kube.exec", "id", json_string(p->exec_id), "pod", json_string(c->pod), NULL);
+}
+
+static void on_creds(void *arg, const struct k8s_cred *cred, const struct cp_err *err)
+{
+	struct cp_proc *p = arg;
+	if (err) {
+		if (p->killed)
+			report_soon(p);
+		else
+			kube_proc_unavailable(p, err->msg);
+		return;
+	}
+	if (p->killed) {
+		report_soon(p);
+		return;
+	}
+	if (cred->token)
+		k8s_exec_client_set_token(p->k->execs, cred->token, NULL);
+	start_exec_now(p);
+}
+
+/* Exec needs the current token (rotated files, exec plugins). */
+static void start_exec(struct cp_proc *p)
+{
+	struct k8s_cred now;
+	struct cp_err err;
+	p->state = KP_WAIT_CREDS;
+	int rc = k8s_creds_get(k8s_client_creds(p->k->api), &p->cw, on_creds, p, &now, &err);
+	if (rc < 0)
+		kube_proc_unavailable(p, err.msg);
+	else if (rc == 1)
+		on_creds(p, &now, NULL);
+}
+
+void kube_proc_pod_ready(struct cp_proc *p)
+{
+	if (p->killed) {
+		report_soon(p);
+		return;
+	}
+	start_exec(p);
+}
+
+/* ---- kill ---- */
+
+static void on_killer_out(void *ud, const char *buf, size_t len)
+{
+	(void)ud;
+	(void)buf;
+	(void)len;
+}
+
+static void on_kill_grace(uv_timer_t *t)
+{
+	struct cp_proc *p = t->data;
+	if (p->ex)
+		k8s_exec_abort(p->ex);
+}
+
+static void on_killer_exited(void *ud, const struct k8s_exec_exit *x)
+{
+	struct cp_proc *p = ud;
+	p->killer = NULL;
+	if (x->ex.code != 0)
+		cp_log(CP_LOG_WARN, "kube.kill_failed", "id", json_string(p->exec_id),
+		       "detail", json_string(x->ex.detail), NULL);
+	/* The runner is dead; give the stream a moment to carry its Status. */
+	if (p->ex && !p->reported) {
+		uv_timer_stop(&p->timer);
+		uv_timer_start(&p->timer, on_kill_grace, 1000, 0);
+	}
+	maybe_release(p);
+}
+
+static const struct k8s_exec_cbs killer_cbs = { on_killer_out, on_killer_out, NULL, on_killer_exited };
+
+static void kube_kill(struct cp_proc *p)
+{
+	if (p->killed || p->reported)
+		return;
+	p->killed = 1;
+	switch (p->state) {
+	case KP_WAIT_POD:
+		for (struct cp_proc **pp = &p->conv->waiters; *pp; pp = &(*pp)->next_wait) {
+			if (*pp == p) {
+				*pp = p->next_wait;
+				break;
+			}
+		}
+		p->exit.code = -1;
+		p->exit.signal = 9;
+		report_soon(p);
+		return;
+	case KP_WAIT_CREDS:
+		k8s_creds_cancel(&p->cw); /* on_creds reports */
+		return;
+	case KP_EXEC:
+		break;
+	case KP_DONE:
+		return;
+	}
+	char pid[24];
+	snprintf(pid, sizeof pid, "%ld", p->pid);
+	const char *argv[] = { "node", "-e", killer_js, pid, p->tag, NULL };
+	struct cp_err err;
+	if (k8s_exec_start(p->k->execs, p->k->ns, p->conv->pod, K8S_CONTAINER, argv,
+	                   &killer_cbs, p, &p->killer, &err)) {
+		cp_log(CP_LOG_WARN, "kube.kill_failed", "id", json_string(p->exec_id),
+		       "detail", json_string(err.msg), NULL);
+		k8s_exec_abort(p->ex);
+		return;
+	}
+	uv_timer_stop(&p->timer);
+	uv_timer_start(&p->timer, on_kill_grace, KILL_GRACE_MS, 0);
+}
+
+static void kube_note_pid(struct cp_proc *p, long pid)
+{
+	p->pid = pid;
+}
+
+static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
+{
+	if (p->reported || p->killed)
+		return 0;
+	if (!p->got_output) {
+		if (p->sent_len + len > p->sent_cap) {
+			size_t cap = p->sent_cap ? p->sent_cap * 2 : 65536;
+			while (cap < p->sent_len + len)
+				cap *= 2;
+			char *nb = realloc(p->sent, cap);
+			if (!nb)
+				return cp_err_set(err, CP_E_NOMEM, "out of memory");
+			p->sent = nb;
+			p->sent_cap = cap;
+		}
+		memcpy(p->sent + p->sent_len, buf, len);
+		p->sent_len += len;
+	}
+	if (!p->ex)
+		return 0;
+	int rc = k8s_exec_write(p->ex, buf, len, err);
+	return rc < 0 ? rc : 0;
+}
+
+static char **copy_argv(const char *const *argv)
+{
+	size_t n = 0;
+	while (argv[n])
+		n++;
+	char **out = calloc(n + 1, sizeof *out);
+	for (size_t i = 0; out && i < n; i++) {
+		out[i] = strdup(argv[i]);
+		if (!out[i]) {
+			while (i > 0)
+				free(out[--i]);
+			free(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
+                      const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+                      struct cp_err *err)
+{
+	struct kube *k = (struct kube *)b;
+	struct kconv *c = kube_conv_get(k, req->conversation, err);
+	if (!c)
+		return err ? err->code : CP_E_INTERNAL;
+	struct cp_proc *p = calloc(1, sizeof *p);
+	if (!p)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	p->k = k;
+	p->conv = c;
+	p->cbs = cbs;
+	p->ud = ud;
+	p->argv = copy_argv(req->argv);
+	p->exec_id = strdup(req->exec_id ? req->exec_id : "");
+	snprintf(p->tag, sizeof p->tag, "%s", req->tag ? req->tag : "");
+	if (!p->argv || !p->exec_id) {
+		for (size_t i = 0; p->argv && p->argv[i]; i++)
+			free(p->argv[i]);
+		free(p->argv);
+		free(p->exec_id);
+		free(p);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	uv_timer_init(k->loop, &p->timer);
+	p->timer.data = p;
+	k->procs++;
+	*out = p;
+	if (c->state == KC_READY) {
+		start_exec(p);
+	} else {
+		p->state = KP_WAIT_POD;
+		p->next_wait = c->waiters;
+		c->waiters = p;
+		kube_conv_want(c);
+	}
+	return 0;
+}
+
+/* ---- the backend ---- */
+
+static void on_tick_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+void kube_maybe_free(struct kube *k)
+{
+	if (!k->closing || k->pending || k->procs || uv_is_closing((uv_handle_t *)&k->tick))
+		return;
+	while (k->convs) {
+		struct kconv *c = k->convs;
+		k->convs = c->next;
+		free(c->pod);
+		free(c);
+	}
+	k8s_exec_client_free(k->execs);
+	k8s_client_close(k->api);
+	json_decref(k->tmpl);
+	free(k->ns);
+	k->tick.data = k;
+	uv_close((uv_handle_t *)&k->tick, on_tick_closed);
+}
+
+static void kube_destroy(struct cp_backend *b)
+{
+	struct kube *k = (struct kube *)b;
+	k->closing = 1;
+	kube_pool_stop(k);
+	for (struct kconv *c = k->convs; c; c = c->next)
+		kube_conv_release(c);
+	kube_maybe_free(k);
+}
+
+static const struct cp_backend_ops kube_ops = {
+	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
+	.note_pid = kube_note_pid, .destroy = kube_destroy,
+};
+
+void k8s_backend_get_stats(const struct cp_backend *b, struct k8s_backend_stats *out)
+{
+	*out = ((const struct kube *)(const void *)b)->stats;
+}
+
+int k8s_backend_new(const struct k8s_backend_config *cfg, struct cp_backend **out,
+                    struct cp_err *err)
+{
+	struct kube *k = calloc(1, sizeof *k);
+	if (!k)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	k->base.ops = &kube_ops;
+	k->base.name = "kubernetes";
+	k->loop = cfg->loop;
+	k->warm_pool = cfg->warm_pool;
+	k->idle_ttl_s = cfg->idle_ttl_s;
+	k->tick_s = cfg->tick_s ? cfg->tick_s : 15;
+	k->ns = strdup(cfg->ns ? cfg->ns : (cfg->cfg->ns ? cfg->cfg->ns : "default"));
+	k->tmpl = cfg->tmpl ? json_deep_copy(cfg->tmpl) : k8s_template_default();
+	int rc = 0;
+	if (!k->ns || !k->tmpl)
+		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = k8s_template_check(k->tmpl, "the pod template", err);
+	if (!rc)
+		rc = k8s_template_hash(k->tmpl, k->tmpl_hash, err);
+	if (!rc && !(k->api = k8s_client_new(k->loop, cfg->cfg, err)))
+		rc = err ? err->code : CP_E_INTERNAL;
+	if (!rc)
+		rc = k8s_exec_client_new(k->loop, cfg->cfg, NULL, &k->execs, err);
+	if (rc) {
+		if (k->api)
+			k8s_client_close(k->api);
+		json_decref(k->tmpl);
+		free(k->ns);
+		free(k);
+		return rc;
+	}
+	uv_timer_init(k->loop, &k->tick);
+	k->tick.data = k;
+	kube_pool_start(k);
+	*out = &k->base;
+	return 0;
+}

@@ -1,0 +1,64 @@
+/*
+ * kube_backend.h - the Kubernetes backend (DESIGN.md section 6): each
+ * conversation has one sandbox pod, named and labelled from a hash of the
+ * namespace and the scope key; each execution is a fresh `node` in it over
+ * the exec WebSocket. Pods are found by label, claimed from a warm pool, or
+ * created from the pod template, then waited for through a watch. A pod that
+ * can never become ready (ImagePullBackOff, Unschedulable, ...) ends the
+ * acquisition at once with its reason. Ending an execution kills every
+ * process it started through a second exec (closing the stream does not).
+ * A periodic tick keeps the warm pool full and reaps idle and broken pods,
+ * with preconditions so two replicas never delete a pod the other just used;
+ * the first tick, at start, adopts the managed pods already there.
+ *
+ * Loop context: the loop thread only; nothing blocks.
+ *
+ * Ownership: the config, its k8s_config and the template are borrowed for
+ * the call to k8s_backend_new (copied as needed). The backend is released
+ * with backend->ops->destroy once every process handle has exited; the loop
+ * must then run until its handles are closed.
+ */
+#ifndef K8S_KUBE_BACKEND_H
+#define K8S_KUBE_BACKEND_H
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "kubeconfig.h"
+#include "sandbox.h"
+
+struct k8s_backend_config {
+	uv_loop_t *loop;
+	const struct k8s_config *cfg;
+	const char *ns;             /* NULL: the config's namespace */
+	const json_t *tmpl;         /* NULL: k8s_template_default() */
+	unsigned warm_pool;         /* ready unclaimed pods to keep; 0: none */
+	unsigned idle_ttl_s;        /* reap conversation pods idle longer; 0: never */
+	unsigned tick_s;            /* pool and reaper period; 0: 15 s */
+};
+
+int k8s_backend_new(const struct k8s_backend_config *c, struct cp_backend **out,
+                    struct cp_err *err);
+
+/* Where the command's options lead: the kubeconfig files (a KUBECONFIG-style
+ * list; NULL: $KUBECONFIG, else ~/.kube/config if present, else in-cluster),
+ * the context (NULL: current), the namespace (NULL: the context's), the pod
+ * template file (NULL: the built-in one). Every problem is named. */
+struct k8s_backend_options {
+	const char *kubeconfig;
+	const char *context;
+	const char *ns;
+	const char *pod_template;
+	unsigned warm_pool;
+	unsigned idle_ttl_s;
+};
+int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *o,
+                             struct cp_backend **out, struct cp_err *err);
+
+/* Counters for logs, metrics and tests. */
+struct k8s_backend_stats {
+	unsigned long found, claimed, created, replaced, reaped, warm_created;
+};
+void k8s_backend_get_stats(const struct cp_backend *b, struct k8s_backend_stats *out);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * kube_int.h - the Kubernetes backend's private state, shared by
+ * kube_backend.c (process handles and exec), kube_acquire.c (conversation
+ * -> ready pod) and kube_pool.c (warm pool and reaper).
+ *
+ * Ownership: struct kube owns its conversations; a conversation owns its
+ * strings and the REST call or watch it has in progress. A process handle
+ * (struct cp_proc) is owned by the backend and freed after its exited()
+ * report went out and its killer exec (if any) ended.
+ */
+#ifndef K8S_KUBE_INT_H
+#define K8S_KUBE_INT_H
+
+#include <stdint.h>
+
+#include "creds.h"
+#include "exec.h"
+#include "kube_backend.h"
+#include "pod.h"
+#include "rest.h"
+#include "watch.h"
+
+enum kconv_state { KC_IDLE, KC_ACQUIRING, KC_READY };
+
+struct kconv {
+	struct kconv *next;
+	struct kube *k;
+	char label[41];                /* hash of namespace + key */
+	char name[K8S_POD_NAME_MAX];   /* the name a created pod gets */
+	char *pod;                     /* the pod in use (READY) */
+	enum kconv_state state;
+	struct cp_proc *waiters;       /* executions waiting for the pod */
+	unsigned running;              /* executions running in the pod */
+	int attempts;                  /* acquisitions since the last success */
+	unsigned gen;                  /* bumped when in-flight steps go stale */
+	struct k8s_rest_call *call;
+	struct k8s_pod_watch *watch;
+	uint64_t touched_ms;           /* last-used annotation written */
+};
+
+struct kube {
+	struct cp_backend base;
+	uv_loop_t *loop;
+	struct k8s_client *api;
+	struct k8s_exec_client *execs;
+	char *ns;
+	json_t *tmpl;
+	char tmpl_hash[17];
+	struct kconv *convs;
+	unsigned warm_pool, idle_ttl_s, tick_s;
+	uv_timer_t tick;
+	int pool_busy, reap_busy;
+	struct k8s_backend_stats stats;
+	unsigned pending;              /* REST calls and watches not answered yet */
+	unsigned procs;                /* process handles not freed yet */
+	int closing;                   /* destroy was asked: free when all is quiet */
+};
+
+enum kproc_state { KP_WAIT_POD, KP_WAIT_CREDS, KP_EXEC, KP_DONE };
+
+struct cp_proc {
+	struct cp_proc *next_wait;
+	struct kube *k;
+	struct kconv *conv;
+	const struct cp_proc_cbs *cbs;
+	void *ud;
+	char **argv;
+	char *exec_id;
+	char tag[33];
+	enum kproc_state state;
+	struct k8s_exec *ex;
+	struct k8s_exec *killer;
+	struct k8s_creds_wait cw;
+	char *sent;                    /* stdin so far, kept until output comes,
+	                                  to replay on a fresh pod */
+	size_t sent_len, sent_cap;
+	long pid;
+	int killed, got_output, retried, reported;
+	uv_timer_t timer;              /* async reports, kill grace */
+	struct cp_proc_exit exit;
+};
+
+/* kube_backend.c: frees the backend once closing and quiet */
+void kube_maybe_free(struct kube *k);
+
+/* kube_acquire.c */
+struct kconv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err);
+void kube_conv_want(struct kconv *c);        /* start acquiring if idle */
+void kube_conv_stale(struct kconv *c);       /* the pod is gone: forget it */
+void kube_conv_release(struct kconv *c);     /* stop what is in progress */
+void kube_touch(struct kconv *c);            /* write the last-used annotation */
+void kube_now_rfc3339(char out[32]);
+
+/* kube_backend.c: a conversation's pod is ready, or will not be */
+void kube_proc_pod_ready(struct cp_proc *p);
+void kube_proc_unavailable(struct cp_proc *p, const char *detail);
+
+/* kube_pool.c */
+void kube_pool_start(struct kube *k);
+void kube_pool_stop(struct kube *k);
+void kube_pool_refill_soon(struct kube *k);
+/* Claim a ready warm pod for @c; calls kube_acquire_claimed(c, pod or NULL). */
+void kube_pool_claim(struct kconv *c);
+void kube_acquire_claimed(struct kconv *c, const json_t *pod);
+
+#endif

@@ -1,0 +1,379 @@
+/*
+ * kube_pool.c - the periodic tick of the Kubernetes backend: keep the warm
+ * pool at its size, claim warm pods for new conversations, and reap pods
+ * that are idle past the TTL or in a bad state. Claims and idle deletes carry
+ * a resourceVersion precondition, so two replicas never both claim one pod,
+ * and a replica never deletes a pod another one just used (its last-used
+ * annotation moved the resourceVersion on).
+ */
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "execcred.h"
+#include "kube_int.h"
+#include "log.h"
+
+/* ---- REST calls the backend counts until answered ---- */
+
+struct call {
+	struct kube *k;
+	struct kconv *c;   /* for claims */
+	json_t *items;     /* claim candidates left */
+	size_t next;
+	char *name;        /* reap: the pod */
+};
+
+static struct call *call_new(struct kube *k)
+{
+	struct call *x = calloc(1, sizeof *x);
+	if (x) {
+		x->k = k;
+		k->pending++;
+	}
+	return x;
+}
+
+/* Returns 1 if the backend is closing (and the call was freed). */
+static int call_end(struct call *x)
+{
+	struct kube *k = x->k;
+	json_decref(x->items);
+	free(x->name);
+	free(x);
+	k->pending--;
+	if (k->closing) {
+		kube_maybe_free(k);
+		return 1;
+	}
+	return 0;
+}
+
+static const char *meta_str(const json_t *pod, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(pod, "metadata"), key));
+}
+
+static const char *label(const json_t *pod, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(json_object_get(pod, "metadata"), "labels"), key));
+}
+
+/* ---- warm pool: refill ---- */
+
+static void on_warm_created(void *arg, json_t *obj, const struct k8s_status *st,
+                            const struct cp_err *err)
+{
+	(void)obj;
+	(void)st;
+	struct call *x = arg;
+	struct kube *k = x->k;
+	if (call_end(x))
+		return;
+	if (err)
+		cp_log(CP_LOG_WARN, "kube.warm_create_failed", "reason", json_string(err->msg), NULL);
+	else
+		k->stats.warm_created++;
+}
+
+static void create_warm(struct kube *k)
+{
+	unsigned char r[6];
+	char name[K8S_POD_NAME_MAX];
+	if (RAND_bytes(r, sizeof r) != 1)
+		return;
+	snprintf(name, sizeof name, "codepod-warm-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2],
+	         r[3], r[4], r[5]);
+	char now[32];
+	kube_now_rfc3339(now);
+	json_t *pod = k8s_pod_from_template(k->tmpl, name, k->ns, NULL, k->tmpl_hash, now);
+	struct call *x = call_new(k);
+	struct k8s_rest_cb cb = { on_warm_created, x };
+	if (!pod || !x || k8s_pod_create(k->api, k->ns, pod, NULL, cb, NULL, NULL)) {
+		if (x)
+			call_end(x);
+	}
+	json_decref(pod);
+}
+
+static void on_reaped(void *arg, json_t *obj, const struct k8s_status *st,
+                      const struct cp_err *err);
+
+static void delete_with(struct kube *k, const json_t *pod, int by_rv, const char *why)
+{
+	struct call *x = call_new(k);
+	if (!x)
+		return;
+	x->name = strdup(meta_str(pod, "name"));
+	struct k8s_delete_opts d = { by_rv ? NULL : meta_str(pod, "uid"),
+	                             by_rv ? meta_str(pod, "resourceVersion") : NULL, 5 };
+	struct k8s_rest_cb cb = { on_reaped, x };
+	cp_log(CP_LOG_INFO, "kube.reap", "pod", json_string(x->name), "why", json_string(why), NULL);
+	if (k8s_pod_delete(k->api, k->ns, x->name, &d, NULL, cb, NULL, NULL))
+		call_end(x);
+}
+
+static void on_warm_listed(void *arg, json_t *obj, const struct k8s_status *st,
+                           const struct cp_err *err)
+{
+	(void)st;
+	struct call *x = arg;
+	struct kube *k = x->k;
+	json_t *items = json_incref(json_object_get(obj, "items"));
+	if (call_end(x)) {
+		json_decref(items);
+		return;
+	}
+	k->pool_busy = 0;
+	if (err) {
+		json_decref(items);
+		return;
+	}
+	unsigned usable = 0;
+	size_t i;
+	json_t *pod;
+	json_array_foreach(items, i, pod) {
+		struct k8s_pod_state s;
+		k8s_pod_classify(pod, k->tmpl_hash, &s);
+		if (s.verdict == K8S_POD_READY || s.verdict == K8S_POD_WAITING)
+			usable++;
+		else if (strcmp(s.reason, "Terminating") != 0)
+			delete_with(k, pod, 0, s.reason);
+	}
+	json_decref(items);
+	for (; usable < k->warm_pool; usable++)
+		create_warm(k);
+}
+
+static void warm_selector(const struct kube *k, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s=codepod,%s=true,%s=%s", K8S_LABEL_MANAGED_BY, K8S_LABEL_WARM,
+	         K8S_LABEL_TEMPLATE, k->tmpl_hash);
+}
+
+static void refill(struct kube *k)
+{
+	if (k->warm_pool == 0 || k->pool_busy || k->closing)
+		return;
+	char sel[200];
+	warm_selector(k, sel, sizeof sel);
+	struct call *x = call_new(k);
+	struct k8s_rest_cb cb = { on_warm_listed, x };
+	if (!x)
+		return;
+	k->pool_busy = 1;
+	if (k8s_pod_list(k->api, k->ns, sel, NULL, NULL, cb, NULL, NULL)) {
+		k->pool_busy = 0;
+		call_end(x);
+	}
+}
+
+/* ---- warm pool: claim ---- */
+
+static void try_claim(struct call *x);
+
+static void on_claim_patched(void *arg, json_t *obj, const struct k8s_status *st,
+                             const struct cp_err *err)
+{
+	(void)st;
+	struct call *x = arg;
+	if (x->k->closing) {
+		call_end(x);
+		return;
+	}
+	if (!err) {
+		struct kconv *c = x->c;
+		json_incref(obj);
+		call_end(x);
+		kube_acquire_claimed(c, obj);
+		json_decref(obj);
+		kube_pool_refill_soon(c->k);
+		return;
+	}
+	/* 409: another replica took it first; 404: it went away. Next one. */
+	try_claim(x);
+}
+
+static void try_claim(struct call *x)
+{
+	struct kconv *c = x->c;
+	while (x->next < json_array_size(x->items)) {
+		json_t *pod = json_array_get(x->items, x->next++);
+		struct k8s_pod_state s;
+		k8s_pod_classify(pod, c->k->tmpl_hash, &s);
+		if (s.verdict != K8S_POD_READY)
+			continue;
+		char now[32];
+		kube_now_rfc3339(now);
+		json_t *patch = json_pack("{s:{s:{s:n,s:s},s:{s:s}}}", "metadata", "labels",
+		                          K8S_LABEL_WARM, K8S_LABEL_CONVERSATION, c->label,
+		                          "annotations", K8S_ANNOT_LAST_USED, now);
+		struct k8s_rest_cb cb = { on_claim_patched, x };
+		int rc = k8s_pod_patch(c->k->api, c->k->ns, meta_str(pod, "name"), patch,
+		                       meta_str(pod, "resourceVersion"), NULL, cb, NULL, NULL);
+		json_decref(patch);
+		if (rc == 0)
+			return;
+	}
+	call_end(x);
+	kube_acquire_claimed(c, NULL);
+}
+
+static void on_claim_listed(void *arg, json_t *obj, const struct k8s_status *st,
+                            const struct cp_err *err)
+{
+	(void)st;
+	struct call *x = arg;
+	if (x->k->closing) {
+		call_end(x);
+		return;
+	}
+	x->items = json_incref(err ? NULL : json_object_get(obj, "items"));
+	try_claim(x);
+}
+
+void kube_pool_claim(struct kconv *c)
+{
+	struct kube *k = c->k;
+	char sel[200];
+	warm_selector(k, sel, sizeof sel);
+	struct call *x = call_new(k);
+	if (!x) {
+		kube_acquire_claimed(c, NULL);
+		return;
+	}
+	x->c = c;
+	struct k8s_rest_cb cb = { on_claim_listed, x };
+	if (k8s_pod_list(k->api, k->ns, sel, NULL, NULL, cb, NULL, NULL)) {
+		call_end(x);
+		kube_acquire_claimed(c, NULL);
+	}
+}
+
+/* ---- reaper ---- */
+
+static void on_reaped(void *arg, json_t *obj, const struct k8s_status *st,
+                      const struct cp_err *err)
+{
+	(void)obj;
+	(void)st;
+	struct call *x = arg;
+	struct kube *k = x->k;
+	char *name = x->name;
+	x->name = NULL;
+	if (call_end(x)) {
+		free(name);
+		return;
+	}
+	if (!err || err->code == CP_E_NOT_FOUND) {
+		k->stats.reaped++;
+		for (struct kconv *c = k->convs; c; c = c->next)
+			if (c->pod && name && strcmp(c->pod, name) == 0 && c->running == 0)
+				kube_conv_stale(c);
+	} else if (err->code == CP_E_CONFLICT) {
+		cp_log(CP_LOG_INFO, "kube.reap_skipped", "pod", json_string(name),
+		       "why", json_string("used meanwhile"), NULL);
+	}
+	free(name);
+}
+
+static int in_use_here(const struct kube *k, const char *name)
+{
+	for (const struct kconv *c = k->convs; c; c = c->next)
+		if (c->pod && strcmp(c->pod, name) == 0 && (c->running > 0 || c->waiters))
+			return 1;
+	return 0;
+}
+
+static void reap_one(struct kube *k, const json_t *pod, time_t now)
+{
+	const char *name = meta_str(pod, "name");
+	if (!name || in_use_here(k, name))
+		return;
+	struct k8s_pod_state s;
+	k8s_pod_classify(pod, k->tmpl_hash, &s);
+	if (s.verdict == K8S_POD_REPLACE && strcmp(s.reason, "Terminating") != 0) {
+		delete_with(k, pod, 0, s.reason);
+		return;
+	}
+	if (s.verdict == K8S_POD_UNAVAILABLE) {
+		delete_with(k, pod, 0, s.reason);
+		return;
+	}
+	if (!label(pod, K8S_LABEL_CONVERSATION) || k->idle_ttl_s == 0)
+		return;
+	const char *used = json_string_value(json_object_get(
+		json_object_get(json_object_get(pod, "metadata"), "annotations"), K8S_ANNOT_LAST_USED));
+	time_t t = 0;
+	if (!used || k8s_rfc3339_parse(used, &t) != 0)
+		return;
+	if (now - t > (time_t)k->idle_ttl_s)
+		delete_with(k, pod, 1, "idle");
+}
+
+static void on_reap_listed(void *arg, json_t *obj, const struct k8s_status *st,
+                           const struct cp_err *err)
+{
+	(void)st;
+	struct call *x = arg;
+	struct kube *k = x->k;
+	json_t *items = json_incref(json_object_get(obj, "items"));
+	if (call_end(x)) {
+		json_decref(items);
+		return;
+	}
+	k->reap_busy = 0;
+	if (!err) {
+		time_t now = time(NULL);
+		size_t i;
+		json_t *pod;
+		json_array_foreach(items, i, pod)
+			reap_one(k, pod, now);
+	}
+	json_decref(items);
+}
+
+static void reap(struct kube *k)
+{
+	if (k->reap_busy || k->closing)
+		return;
+	char sel[80];
+	snprintf(sel, sizeof sel, "%s=codepod", K8S_LABEL_MANAGED_BY);
+	struct call *x = call_new(k);
+	if (!x)
+		return;
+	struct k8s_rest_cb cb = { on_reap_listed, x };
+	k->reap_busy = 1;
+	if (k8s_pod_list(k->api, k->ns, sel, NULL, NULL, cb, NULL, NULL)) {
+		k->reap_busy = 0;
+		call_end(x);
+	}
+}
+
+/* ---- the tick ---- */
+
+static void on_tick(uv_timer_t *t)
+{
+	struct kube *k = t->data;
+	refill(k);
+	reap(k);
+}
+
+void kube_pool_start(struct kube *k)
+{
+	uint64_t period = (uint64_t)k->tick_s * 1000u;
+	uv_timer_start(&k->tick, on_tick, 0, period);
+}
+
+void kube_pool_stop(struct kube *k)
+{
+	uv_timer_stop(&k->tick);
+}
+
+void kube_pool_refill_soon(struct kube *k)
+{
+	if (!k->closing)
+		refill(k);
+}

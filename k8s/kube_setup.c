@@ -1,0 +1,68 @@
+/*
+ * kube_setup.c - the Kubernetes backend from the command's options: which
+ * kubeconfig (or the in-cluster service account), context, namespace and
+ * pod template.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kube_backend.h"
+#include "log.h"
+#include "pod.h"
+
+static int load_config(const struct k8s_backend_options *o, struct k8s_config *cfg,
+                       const char **from, struct cp_err *err)
+{
+	const char *list = o->kubeconfig;
+	char home_cfg[4096];
+	if (!list || !*list)
+		list = getenv("KUBECONFIG");
+	if (!list || !*list) {
+		const char *home = getenv("HOME");
+		snprintf(home_cfg, sizeof home_cfg, "%s/.kube/config", home ? home : "");
+		if (home && access(home_cfg, R_OK) == 0)
+			list = home_cfg;
+	}
+	if (!list || !*list) {
+		*from = "the in-cluster service account";
+		return k8s_config_in_cluster(NULL, cfg, err);
+	}
+	*from = list;
+	struct k8s_kubeconfig *kc = k8s_kubeconfig_new();
+	if (!kc)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	int rc = k8s_kubeconfig_load_list(kc, list, err);
+	if (!rc)
+		rc = k8s_kubeconfig_resolve(kc, o->context, cfg, err);
+	k8s_kubeconfig_free(kc);
+	return rc;
+}
+
+int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *o,
+                             struct cp_backend **out, struct cp_err *err)
+{
+	struct k8s_config cfg;
+	memset(&cfg, 0, sizeof cfg);
+	const char *from = NULL;
+	int rc = load_config(o, &cfg, &from, err);
+	if (rc)
+		return rc;
+	json_t *tmpl = NULL;
+	if (o->pod_template && !(tmpl = k8s_template_load(o->pod_template, err))) {
+		k8s_config_release(&cfg);
+		return err ? err->code : CP_E_INVALID_REQUEST;
+	}
+	struct k8s_backend_config bc = { .loop = loop, .cfg = &cfg, .ns = o->ns, .tmpl = tmpl,
+	                                 .warm_pool = o->warm_pool, .idle_ttl_s = o->idle_ttl_s };
+	rc = k8s_backend_new(&bc, out, err);
+	if (!rc)
+		cp_log(CP_LOG_INFO, "kube.start", "config", json_string(from),
+		       "server", json_string(cfg.server),
+		       "namespace", json_string(o->ns ? o->ns : cfg.ns),
+		       "warmPool", json_integer(o->warm_pool), NULL);
+	json_decref(tmpl);
+	k8s_config_release(&cfg);
+	return rc;
+}
