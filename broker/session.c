@@ -82,6 +82,16 @@ static void send_error(struct broker_session *s, const char *id, enum cp_code co
 	send_error_named(s, id, cp_code_name(code), msg);
 }
 
+/* A string field, or NULL when absent, not a string, or holding a NUL: such
+ * a value would name something else once read as a C string. */
+static const char *text_field(const json_t *msg, const char *key)
+{
+	const json_t *v = json_object_get(msg, key);
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return NULL;
+	return json_string_value(v);
+}
+
 static struct entry *find(struct broker_session *s, const char *id)
 {
 	for (struct entry *en = s->entries; en; en = en->next)
@@ -183,7 +193,7 @@ static void do_answer(struct broker_session *s, const json_t *msg, const char *t
                       struct entry *en)
 {
 	const json_t *call = json_object_get(msg, "call");
-	if (!json_is_string(call)) {
+	if (!text_field(msg, "call")) {
 		send_error(s, en->id, CP_E_INVALID_REQUEST, "%s: missing field: call", type);
 		return;
 	}
@@ -216,9 +226,8 @@ void broker_session_message(struct broker_session *s, const char *text, size_t l
 		send_error(s, NULL, CP_E_INVALID_REQUEST, "malformed JSON: %s", err.msg);
 		return;
 	}
-	const json_t *idv = json_object_get(msg, "id");
-	const char *id = json_is_string(idv) ? json_string_value(idv) : NULL;
-	const char *type = json_string_value(json_object_get(msg, "type"));
+	const char *id = text_field(msg, "id");
+	const char *type = text_field(msg, "type");
 	if (!json_is_object(msg))
 		send_error(s, NULL, CP_E_INVALID_REQUEST, "a message must be a JSON object");
 	else if (!type)
