@@ -13,7 +13,8 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVE = os.path.join(HERE, "serve")
-FIXTURES = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "reference", "kubernetes", "fixtures"))
+# The repository's own copy of the reference fixtures (tests/fixtures/kubernetes).
+FIXTURES = os.path.normpath(os.path.join(HERE, "..", "fixtures", "kubernetes"))
 KUBECTL = "/usr/bin/kubectl"
 
 
