@@ -166,6 +166,8 @@ $(BUILD)/bench/bench_codepod: $(BUILD)/obj/tests/bench/bench_codepod.o $(BUILD)/
 	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # bench_exec: exec through the fake API server (tests/fakekube) vs a local spawn.
+# bench.py then runs tests/bench/bench_serve.py (serve --listen vs --stdio) and
+# bench_kube.py (Kubernetes backend on the fake) against $(BUILD)/codepod.
 $(BUILD)/bench/bench_exec: $(BUILD)/obj/tests/bench/bench_exec.o $(BUILD)/libcodepod.a
 	$(Q)mkdir -p $(dir $@)
 	@echo "  LD    $@"

@@ -9,9 +9,15 @@ an execution failed (or the bench could not run at all).
 The exec figures of issue 3 (exec through the fake API server vs a local
 spawn; stdout throughput) come from bench_exec (tests/bench/bench_exec.c).
 
+The serve figures of issue 5 (tool-call round trip over the WebSocket of
+`serve --listen` vs `serve --stdio`; 500 executions over 10 sessions) come
+from bench_serve.py, section (e); the Kubernetes backend figures of issue 4
+(cold pod, warm-pool pod, existing pod vs local) from bench_kube.py, (f).
+
 usage: bench.py [--quick] OUT
 env:   BENCH_BIN (tests/bench/bench_codepod built), CODEPOD_NODE (Node 22),
-       BENCH_EXEC_BIN (tests/bench/bench_exec built; skipped when unset)
+       BENCH_EXEC_BIN (tests/bench/bench_exec built; skipped when unset),
+       CODEPOD_BIN (the built codepod; (e) and (f) skipped when unset)
 """
 import json
 import os
@@ -28,6 +34,9 @@ GOAL_RATIO_PLAIN = 1.15
 GOAL_RATIO_BWRAP = 1.35
 GOAL_CALLS = 20000
 GOAL_KIB = 64
+GOAL_WS_RATIO = 1.3
+GOAL_WARM_SPEEDUP = 10.0
+GOAL_LATER_RATIO = 1.3
 
 
 def run_bench(binary, args, state):
@@ -73,6 +82,106 @@ def exec_lines(f):
         L.append("        local %7.1f ms  %7.1f MiB/s  (%s without the local baseline)"
                  % (t["local"]["median_ms"], t["local_mib_per_s"],
                     "%.1f MiB/s" % lless if lless else "n/a"))
+    return L
+
+
+def run_script(name, script, quick, figs, failed, notes):
+    """Run tests/bench/SCRIPT (one JSON line on stdout) into figs[name]."""
+    args = [sys.executable, os.path.join(HERE, script)] + (["--quick"] if quick else [])
+    p = subprocess.run(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = p.stderr.strip()
+    if err:
+        print(err, file=sys.stderr, flush=True)
+    fig = None
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            fig = json.loads(line)
+    if fig:
+        figs[name] = fig
+        failed.extend("%s: %s" % (name, x) for x in fig.get("failed", []))
+    if p.returncode == 1 and not (fig and fig.get("failed")):
+        failed.append("%s: %s" % (name, err.splitlines()[-1] if err else "failed"))
+    elif p.returncode not in (0, 1):
+        notes.append("%s figures not measured: %s" % (name, err[-300:] if err else p.returncode))
+
+
+def serve_lines(f):
+    """Section (e): issue 5's figures from bench_serve.py."""
+    L = ["(e) codepod serve --listen 127.0.0.1 (WebSocket, protocol v1) vs serve --stdio,",
+         "    client: Python asyncio + aiohttp (one coroutine reads a message and answers it)"]
+    c = (f or {}).get("calls")
+    if c:
+        s, w = c["stdio"], c["ws"]
+        L.append("    tool-call round trip: %d sequential `await tools.echo({ i })` answered at once"
+                 % c["count"])
+        L.append("    by the client, first call -> result, alternating, median of %d runs each:"
+                 % c["runs"])
+        for name, d in (("stdio", s), ("ws   ", w)):
+            L.append("      %s %7.0f ms  %6.1f us/call  %6.0f calls/s   CPU per run: client %.2f s,"
+                     " codepod %.2f s, runner %.2f s"
+                     % (name, d["calls_median_ms"], d["round_trip_us"], d["calls_per_s"],
+                        d["client_cpu_median_s"], d["codepod_cpu_median_s"],
+                        d["node_cpu_median_s"]))
+        L.append("      ratio ws/stdio %.2fx  (goal <= %.2fx: %s); whole execution %.2fx"
+                 % (c["ratio_ws_vs_stdio"], GOAL_WS_RATIO,
+                    verdict(c["ratio_ws_vs_stdio"] <= GOAL_WS_RATIO), c["ratio_total_ws_vs_stdio"]))
+        L.append("      per call: client CPU %.1f us (stdio) / %.1f us (ws), codepod CPU %.1f / %.1f us"
+                 % (s["client_cpu_median_s"] * 1e6 / c["count"], w["client_cpu_median_s"] * 1e6 / c["count"],
+                    s["codepod_cpu_median_s"] * 1e6 / c["count"], w["codepod_cpu_median_s"] * 1e6 / c["count"]))
+        L.append("      (runner CPU: the Node under bwrap, start included; sequential, so every")
+        L.append("      process's CPU is on the round trip: none of them is saturated)")
+    else:
+        L.append("    tool-call round trip: not measured")
+    k = (f or {}).get("concurrent")
+    if k:
+        L.append("    %d executions sent at once over %d WebSocket sessions, each awaiting one tool"
+                 % (k["n"], k["sessions"]))
+        L.append("    call answered by the client after %.0f s:" % k["delay_s"])
+        L.append("      succeeded %d/%d; wall %.0f ms; most tool calls waiting at once %d"
+                 % (k["succeeded"], k["n"], k["wall_ms"], k["max_in_flight"]))
+        L.append("      codepod RSS before %d KiB, peak (VmHWM) %d KiB -> %.1f KiB per execution"
+                 % (k["rss_before_kib"], k["hwm_peak_kib"], k["peak_kib_per_exec"]))
+        L.append("      CPU: client %.2f s, codepod %.2f s, runners (bwrap + Node, reaped) %.2f s"
+                 % (k["client_cpu_s"], k["codepod_cpu_s"], k["node_cpu_s"]))
+    else:
+        L.append("    concurrent executions: not measured")
+    return L
+
+
+def kube_lines(f):
+    """Section (f): issue 4's figures from bench_kube.py."""
+    L = ["(f) Kubernetes backend against the fake API server (tests/fakekube, schedule",
+         "    50,50,200 ms to Running, execs in %s), `serve --stdio --backend kubernetes`:"
+         % (f or {}).get("fake_exec", "?"),
+         "    `return 1`, execute written -> result read, vs the same on the local backend"]
+    if not f or "local" not in f or "warm" not in f:
+        L.append("    not measured")
+        return L
+    lm = f["local"]["median_ms"]
+    L.append("    medians of %d runs (local %d, later %d):"
+             % (f["runs"], len(f["local"]["runs_ms"]), len(f["later"]["runs_ms"])))
+    L.append("      local                                 %6.1f ms" % lm)
+    L.append("      cold pod (create + wait for Ready)     %6.1f ms  %5.2fx local  (pod Ready at +%.0f ms)"
+             % (f["cold"]["median_ms"], f["cold"]["ratio_vs_local"],
+                f["cold"].get("ready_at_ms_median") or -1))
+    L.append("      warm-pool pod (--warm-pool %d, full)    %6.1f ms  %5.2fx local  (claimed at +%.0f ms;"
+             " %d/%d claimed)" % (f["warm_pool"], f["warm"]["median_ms"], f["warm"]["ratio_vs_local"],
+                                  f["warm"].get("claimed_at_ms_median") or -1,
+                                  f["warm"]["claimed"], f["runs"]))
+    L.append("      later execution in an existing pod     %6.1f ms  %5.2fx local  (goal <= %.2fx: %s)"
+             % (f["later"]["median_ms"], f["later"]["ratio_vs_local"], GOAL_LATER_RATIO,
+                verdict(f["later"]["ratio_vs_local"] <= GOAL_LATER_RATIO)))
+    L.append("    warm vs cold, first execution end to end: %.1fx faster  (goal >= %.0fx: %s)"
+             % (f["cold_vs_warm"], GOAL_WARM_SPEEDUP, verdict(f["cold_vs_warm"] >= GOAL_WARM_SPEEDUP)))
+    if "acquire_cold_vs_warm" in f:
+        L.append("    the pod alone (execute -> kube.ready after create / kube.claimed, from codepod's")
+        L.append("    debug log): cold %.0f ms, warm %.1f ms -> claim %.0fx faster than create"
+                 "  (goal >= %.0fx: %s)"
+                 % (f["acquire_cold_ms"], f["acquire_warm_ms"], f["acquire_cold_vs_warm"],
+                    GOAL_WARM_SPEEDUP, verdict(f["acquire_cold_vs_warm"] >= GOAL_WARM_SPEEDUP)))
+        L.append("    (both then pay the same exec of the runner, ~%.0f ms, which bounds the end-to-end"
+                 % (f["warm"]["median_ms"] - f["acquire_warm_ms"]))
+        L.append("    ratio to (schedule + exec) / exec)")
     return L
 
 
@@ -133,6 +242,11 @@ def main():
                 failed.append("exec: %s" % (err.splitlines()[-1] if err else "failed"))
             elif p.returncode != 0:
                 notes.append("exec figures not measured: %s" % (err[-300:] if err else p.returncode))
+        if os.environ.get("CODEPOD_BIN"):
+            run_script("serve", "bench_serve.py", quick, figs, failed, notes)
+            print("bench: Kubernetes backend against the fake API server ...", file=sys.stderr,
+                  flush=True)
+            run_script("kube", "bench_kube.py", quick, figs, failed, notes)
     finally:
         shutil.rmtree(state, ignore_errors=True)
 
@@ -204,6 +318,11 @@ def main():
     if os.environ.get("BENCH_EXEC_BIN"):
         L.append("")
         L.extend(exec_lines(figs.get("exec")))
+    if os.environ.get("CODEPOD_BIN"):
+        L.append("")
+        L.extend(serve_lines(figs.get("serve")))
+        L.append("")
+        L.extend(kube_lines(figs.get("kube")))
     for n in notes:
         L.append("note: " + n)
     if failed:
