@@ -44,7 +44,9 @@ def kube_kubeconfig():
     log = open(os.path.join(d, "fakekube.log"), "wb")
     proc = subprocess.Popen(
         [str(REPO / "tests" / "fakekube" / "serve"), kc, "--state-dir", os.path.join(d, "state"),
-         "--portfile", portfile, "--exec-path", str(NODE_DIR)],
+         "--portfile", portfile, "--exec-path", str(NODE_DIR),
+         # The chart's Role: a call codepod makes that it does not allow fails.
+         "--rbac", str(REPO / "charts" / "codepod" / "files" / "rbac-rules.yaml")],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while not (os.path.exists(portfile) and os.path.exists(kc)):
