@@ -220,14 +220,6 @@ def main():
         iso_args = [] if iso else ["--no-isolation"]
         step("calls", ["calls", "--count", str(count)] + iso_args)
         step("concurrent", ["concurrent", "--n", "200", "--delay-ms", "1000"] + iso_args)
-        print("bench: runner startup probe ...", file=sys.stderr, flush=True)
-        probe = subprocess.run([sys.executable, os.path.join(HERE, "runner_probe.py"),
-                                "--runs", str(runs // 2 if quick else 20)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if probe.returncode == 0:
-            figs["runner_probe"] = json.loads(probe.stdout)
-        else:
-            notes.append("runner probe failed: " + probe.stderr.strip()[-300:])
         exec_bin = os.environ.get("BENCH_EXEC_BIN")
         if exec_bin:
             print("bench: exec through the fake API server ...", file=sys.stderr, flush=True)
@@ -304,17 +296,6 @@ def main():
         L.append("    (codepod's own RSS: the Node children are separate processes either way)")
     else:
         L.append("    not measured")
-    p = figs.get("runner_probe")
-    if p:
-        L.append("")
-        L.append("diagnosis: runner startup without codepod (tests/bench/runner_probe.py,")
-        L.append("    spawned from Python, no bwrap, median of %d; variants described there)" % p["runs"])
-        for k, v in p.items():
-            if k == "runs":
-                continue
-            L.append("    %-11s " % k + "  ".join("%s %6.2f" % (m.replace("_ms", ""), v[m])
-                                                for m in ("ready_ms", "result_ms", "exit_ms") if m in v)
-                     + " ms")
     if os.environ.get("BENCH_EXEC_BIN"):
         L.append("")
         L.extend(exec_lines(figs.get("exec")))
