@@ -477,7 +477,7 @@ static int add_vhost(struct broker_http *srv, size_t i, struct cp_err *err)
 	vi.keepalive_timeout = (int)srv->cfg.idle_timeout_s;
 	vi.timeout_secs = srv->cfg.header_timeout_s;
 	vi.timeout_secs_ah_idle = srv->cfg.header_timeout_s;
-	struct lws_vhost *vh = lws_create_vhost(broker_lws_context(srv->lws), &vi);
+	struct lws_vhost *vh = lws_create_vhost(cp_lws_context(srv->lws), &vi);
 	if (!vh)
 		return cp_err_set(err, CP_E_IO, "--listen %s: cannot listen (address in use or "
 		                  "not local?)", srv->listen[i]);
@@ -505,6 +505,24 @@ static int copy_config(struct broker_http *srv, const struct broker_http_config 
 }
 
 static void on_sweep(uv_timer_t *t);
+
+/* The lws context with no vhost (add_vhost makes one per --listen). */
+static int new_context(struct broker_http *srv, struct cp_err *err)
+{
+	struct lws_context_creation_info info;
+	unsigned timeout_secs = srv->cfg.header_timeout_s;
+	memset(&info, 0, sizeof info);
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+	info.user = srv;
+	info.timeout_secs = timeout_secs;
+	info.timeout_secs_ah_idle = timeout_secs; /* a slow client holding its headers */
+	info.pt_serv_buf_size = 64 * 1024;
+	info.max_http_header_data = 8 * 1024;
+	info.max_http_header_pool = 2048;
+	info.fd_limit_per_thread = 4096;
+	return cp_lws_new(srv->loop, &info, LLL_ERR, &srv->lws, err);
+}
 
 int broker_http_start(const struct broker_http_config *cfg, struct broker_http **out,
                       struct cp_err *err)
@@ -535,7 +553,7 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 		rc = CP_E_NOMEM;
 		goto fail;
 	}
-	rc = broker_lws_new(srv->loop, cfg->header_timeout_s, srv, &srv->lws, err);
+	rc = new_context(srv, err);
 	for (size_t i = 0; rc == 0 && i < cfg->nlisten; i++)
 		rc = add_vhost(srv, i, err);
 	if (rc)
@@ -551,7 +569,7 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 fail:
 	if (srv->lws) {
 		/* Nothing ran on it yet: lws still closes its uv handles on later turns. */
-		broker_lws_destroy(srv->lws, NULL, NULL);
+		cp_lws_destroy(srv->lws, NULL, NULL);
 		srv->lws = NULL;
 	}
 	broker_http_free(srv);
@@ -585,7 +603,7 @@ static void destroy_lws(struct broker_http *srv)
 {
 	if (srv->lws && !srv->freed_pending) {
 		srv->freed_pending = 1;
-		broker_lws_destroy(srv->lws, on_lws_gone, srv);
+		cp_lws_destroy(srv->lws, on_lws_gone, srv);
 	}
 }
 
@@ -625,12 +643,6 @@ static void on_sweep(uv_timer_t *t)
 {
 	struct broker_http *srv = t->data;
 	uint64_t now = now_ms(srv);
-	/* lws 4.1 on a foreign uv loop services its timeouts (header, ah idle,
-	 * keep-alive, LWS_TO_KILL_ASYNC) only from its idle handler, which runs
-	 * after lws I/O: a silent client would never time out. Waking the
-	 * service once a second (its event pipe) runs them. */
-	if (srv->lws && !srv->freed_pending)
-		lws_cancel_service(broker_lws_context(srv->lws));
 	for (struct sess_base *b = srv->sessions, *next = NULL; b; b = next) {
 		next = b->next;
 		if (b->kind == SESS_WS)

@@ -43,7 +43,7 @@ struct broker_http {
 	char **listen;
 	char *token_file, *audit_file;
 	uv_loop_t *loop;
-	struct broker_lws *lws;
+	struct cp_lws *lws;
 	struct http_auth *auth;
 	struct http_metrics *metrics;
 	struct broker_webhook *webhook;

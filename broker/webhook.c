@@ -1,23 +1,20 @@
 /*
- * webhook.c - curl multi on the libuv loop, for broker POSTs.
+ * webhook.c - broker POSTs through libcurl on the libuv loop
+ * (runner/curl_uv.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <curl/curl.h>
 
+#include "curl_uv.h"
 #include "webhook.h"
-
-struct sock_ctx {
-	uv_poll_t poll;
-	curl_socket_t fd;
-	struct broker_webhook *w;
-};
 
 struct broker_webhook_call {
 	struct broker_webhook_call *next, *prev;
 	struct broker_webhook *w;
 	CURL *easy;
+	struct cp_curl_xfer xfer;
 	struct curl_slist *hdrs;
 	char *body;
 	char *resp;
@@ -28,10 +25,8 @@ struct broker_webhook_call {
 };
 
 struct broker_webhook {
-	uv_loop_t *loop;
-	CURLM *multi;
-	uv_timer_t timer;   /* curl's timeout */
-	uv_timer_t deliver; /* cancelled calls' done, on a later turn */
+	struct cp_curl *curl; /* the multi on the loop */
+	uv_timer_t deliver;   /* cancelled calls' done, on a later turn */
 	struct broker_webhook_call *calls;
 	int handles_open, freeing;
 };
@@ -60,114 +55,39 @@ static void call_free(struct broker_webhook_call *c)
 static void finish(struct broker_webhook_call *c, long status, const struct cp_err *err)
 {
 	unlink_call(c);
-	if (c->easy) {
-		curl_multi_remove_handle(c->w->multi, c->easy);
-	}
+	if (c->easy)
+		cp_curl_cancel(c->w->curl, &c->xfer);
 	c->done(c->ud, status, c->resp ? c->resp : "", c->resp_len, err);
 	call_free(c);
 }
 
-static void check_info(struct broker_webhook *w)
+/* The transfer ended (runner/curl_uv.c took it out of the multi). */
+static void on_transfer_done(void *ud, CURLcode res)
 {
-	CURLMsg *msg;
-	int left;
-	while ((msg = curl_multi_info_read(w->multi, &left))) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		struct broker_webhook_call *c = NULL;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
-		CURLcode res = msg->data.result;
-		long status = 0;
-		struct cp_err err;
-		const struct cp_err *e = NULL;
-		if (c->too_big) {
-			cp_err_set(&err, CP_E_TOO_BIG, "the broker's answer is over %zu bytes", c->max_body);
-			e = &err;
-		} else if (res == CURLE_OPERATION_TIMEDOUT) {
-			cp_err_set(&err, CP_E_TIMEOUT, "the broker did not answer in time");
-			e = &err;
-		} else if (res != CURLE_OK) {
-			cp_err_set(&err, CP_E_IO, "the broker could not be reached: %s",
-			           curl_easy_strerror(res));
-			e = &err;
-		} else {
-			curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
-		}
-		finish(c, status, e);
+	struct broker_webhook_call *c = ud;
+	long status = 0;
+	struct cp_err err;
+	const struct cp_err *e = NULL;
+	if (c->too_big) {
+		cp_err_set(&err, CP_E_TOO_BIG, "the broker's answer is over %zu bytes", c->max_body);
+		e = &err;
+	} else if (res == CURLE_OPERATION_TIMEDOUT) {
+		cp_err_set(&err, CP_E_TIMEOUT, "the broker did not answer in time");
+		e = &err;
+	} else if (res != CURLE_OK) {
+		cp_err_set(&err, CP_E_IO, "the broker could not be reached: %s",
+		           curl_easy_strerror(res));
+		e = &err;
+	} else {
+		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
 	}
+	finish(c, status, e);
 }
 
-static void on_poll(uv_poll_t *h, int status, int events)
+static void on_handle_closed(struct broker_webhook *w)
 {
-	struct sock_ctx *s = h->data;
-	int flags = 0, running = 0;
-	if (status < 0)
-		flags = CURL_CSELECT_ERR;
-	if (events & UV_READABLE)
-		flags |= CURL_CSELECT_IN;
-	if (events & UV_WRITABLE)
-		flags |= CURL_CSELECT_OUT;
-	struct broker_webhook *w = s->w;
-	curl_multi_socket_action(w->multi, s->fd, flags, &running);
-	check_info(w);
-}
-
-static void on_sock_closed(uv_handle_t *h)
-{
-	struct sock_ctx *s = h->data;
-	struct broker_webhook *w = s->w;
-	free(s);
 	if (--w->handles_open == 0 && w->freeing)
 		free(w);
-}
-
-static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-	(void)easy;
-	struct broker_webhook *w = userp;
-	struct sock_ctx *s = socketp;
-	if (what == CURL_POLL_REMOVE) {
-		if (s) {
-			uv_poll_stop(&s->poll);
-			uv_close((uv_handle_t *)&s->poll, on_sock_closed);
-			curl_multi_assign(w->multi, fd, NULL);
-		}
-		return 0;
-	}
-	if (!s) {
-		s = calloc(1, sizeof *s);
-		if (!s || uv_poll_init_socket(w->loop, &s->poll, fd)) {
-			free(s);
-			return -1;
-		}
-		s->fd = fd;
-		s->w = w;
-		s->poll.data = s;
-		w->handles_open++;
-		curl_multi_assign(w->multi, fd, s);
-	}
-	int ev = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
-	uv_poll_start(&s->poll, ev, on_poll);
-	return 0;
-}
-
-static void on_timeout(uv_timer_t *t)
-{
-	struct broker_webhook *w = t->data;
-	int running = 0;
-	curl_multi_socket_action(w->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	check_info(w);
-}
-
-static int on_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-	(void)multi;
-	struct broker_webhook *w = userp;
-	if (timeout_ms < 0)
-		uv_timer_stop(&w->timer);
-	else
-		uv_timer_start(&w->timer, on_timeout, (uint64_t)timeout_ms, 0);
-	return 0;
 }
 
 static void on_deliver(uv_timer_t *t)
@@ -186,34 +106,29 @@ static void on_deliver(uv_timer_t *t)
 
 struct broker_webhook *broker_webhook_new(uv_loop_t *loop, struct cp_err *err)
 {
-	static int global_done;
-	if (!global_done) {
-		curl_global_init(CURL_GLOBAL_DEFAULT);
-		global_done = 1;
-	}
 	struct broker_webhook *w = calloc(1, sizeof *w);
-	if (!w || !(w->multi = curl_multi_init())) {
-		free(w);
+	if (!w) {
 		cp_err_set(err, CP_E_NOMEM, "out of memory");
 		return NULL;
 	}
-	w->loop = loop;
-	curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
-	curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-	curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
-	uv_timer_init(loop, &w->timer);
+	if (cp_curl_new(loop, &w->curl, err)) {
+		free(w);
+		return NULL;
+	}
 	uv_timer_init(loop, &w->deliver);
-	w->timer.data = w->deliver.data = w;
-	w->handles_open = 2;
+	w->deliver.data = w;
+	w->handles_open = 2; /* the deliver timer and the curl multi */
 	return w;
 }
 
 static void on_timer_closed(uv_handle_t *h)
 {
-	struct broker_webhook *w = h->data;
-	if (--w->handles_open == 0 && w->freeing)
-		free(w);
+	on_handle_closed(h->data);
+}
+
+static void on_curl_closed(void *ud)
+{
+	on_handle_closed(ud);
 }
 
 void broker_webhook_free(struct broker_webhook *w)
@@ -225,10 +140,9 @@ void broker_webhook_free(struct broker_webhook *w)
 		cp_err_set(&err, CP_E_CANCELLED, "shutting down");
 		finish(w->calls, 0, &err);
 	}
-	curl_multi_cleanup(w->multi);
-	w->multi = NULL;
 	w->freeing = 1;
-	uv_close((uv_handle_t *)&w->timer, on_timer_closed);
+	cp_curl_close(w->curl, on_curl_closed, w);
+	w->curl = NULL;
 	uv_close((uv_handle_t *)&w->deliver, on_timer_closed);
 }
 
@@ -309,8 +223,7 @@ int broker_webhook_post(struct broker_webhook *w, const char *url, const json_t 
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
-	curl_easy_setopt(e, CURLOPT_PRIVATE, c);
-	if (curl_multi_add_handle(w->multi, e) != CURLM_OK) {
+	if (cp_curl_add(w->curl, &c->xfer, e, on_transfer_done, c, NULL)) {
 		call_free(c);
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "broker.url cannot be used");
 	}
@@ -328,7 +241,7 @@ void broker_webhook_cancel(struct broker_webhook_call *c)
 	if (c->cancelled)
 		return;
 	c->cancelled = 1;
-	curl_multi_remove_handle(c->w->multi, c->easy);
+	cp_curl_cancel(c->w->curl, &c->xfer);
 	curl_easy_cleanup(c->easy);
 	c->easy = NULL;
 	uv_timer_start(&c->w->deliver, on_deliver, 0, 0);

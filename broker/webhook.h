@@ -1,9 +1,8 @@
 /*
  * webhook.h - POST a JSON body to a URL and get the answer, with libcurl's
- * multi-socket interface on the project's libuv loop (curl's sockets on
- * uv_poll_t handles, its timer on one uv_timer_t; curl docs/examples/
- * multi-uv.c). Used by POST /v1/executions to hand tool calls to the
- * backend's broker URL. Nothing blocks.
+ * multi-socket interface on the project's libuv loop (runner/curl_uv.h).
+ * Used by POST /v1/executions to hand tool calls to the backend's broker
+ * URL. Nothing blocks.
  *
  * Limits: a whole-transfer timeout per request, an answer body of at most
  * max_body bytes (else CP_E_TOO_BIG), http and https only, no redirects.

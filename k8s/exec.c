@@ -486,8 +486,9 @@ void k8s_exec_client_free(struct k8s_exec_client *c)
 		set_result(e, 1, CP_E_CANCELLED, "exec: client closed: outcome unknown");
 		e->ending = 1;
 	}
-	/* Every wsi closes now; each stream reports from on_destroy() on the
-	 * next loop turns, and client_gone() frees the client after lws. */
+	/* Every wsi closes from the next loop turn on (runner/lws_uv.c); each
+	 * stream reports from on_destroy() then, and client_gone() frees the
+	 * client after lws. */
 	k8s_lws_free(c->lws, client_gone, c);
 }
 

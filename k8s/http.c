@@ -1,5 +1,6 @@
-/* http.c - libcurl multi-socket on the uv loop (after curl's multi-uv.c),
- * with credentials, timeouts, bounded bodies and one retry after a 401. */
+/* http.c - requests to the API server through libcurl on the uv loop
+ * (runner/curl_uv.c), with credentials, timeouts, bounded bodies and one
+ * retry after a 401. */
 #include "http.h"
 
 #include <stdint.h>
@@ -8,6 +9,8 @@
 #include <string.h>
 
 #include <curl/curl.h>
+
+#include "curl_uv.h"
 
 enum rstate { R_DELAYED, R_CREDS, R_RUNNING };
 
@@ -24,6 +27,7 @@ struct k8s_http_req {
 	void *arg;
 	enum rstate state;
 	CURL *easy;
+	struct cp_curl_xfer xfer;
 	struct curl_slist *hdrs;
 	char *rbuf;
 	size_t rlen;
@@ -34,17 +38,10 @@ struct k8s_http_req {
 	char ebuf[CURL_ERROR_SIZE];
 };
 
-struct sock {
-	uv_poll_t poll;
-	curl_socket_t fd;
-	struct k8s_client *c;
-	struct sock *next, *prev;
-};
-
 struct k8s_client {
 	uv_loop_t *loop;
-	CURLM *multi;
-	uv_timer_t curl_timer, work_timer;
+	struct cp_curl *curl;     /* the multi on the loop */
+	uv_timer_t work_timer;
 	char *prefix;            /* scheme://authority[/path prefix] used in URLs */
 	char *host_hdr;          /* "Host: ..." when tls-server-name is set */
 	struct curl_slist *connect_to;
@@ -55,11 +52,8 @@ struct k8s_client {
 	int insecure;
 	struct k8s_creds *creds;
 	struct k8s_http_req reqs; /* list head */
-	struct sock socks;        /* list head of polled sockets */
 	int closing, torn_down, open_handles;
 };
-
-static int curl_ready;
 
 static void req_free(struct k8s_http_req *r)
 {
@@ -81,7 +75,7 @@ static void finish(struct k8s_http_req *r, const struct k8s_http_resp *resp,
 	r->prev->next = r->next;
 	r->next->prev = r->prev;
 	if (r->easy && r->state == R_RUNNING)
-		curl_multi_remove_handle(r->c->multi, r->easy);
+		cp_curl_cancel(r->c->curl, &r->xfer);
 	r->done(r->arg, resp, err);
 	req_free(r);
 }
@@ -94,104 +88,6 @@ static void finish_err(struct k8s_http_req *r, enum cp_code code, const char *wh
 }
 
 static void kick(struct k8s_client *c, uint64_t in_ms);
-
-/* ---- curl <-> uv glue --------------------------------------------------- */
-
-static void check_multi_info(struct k8s_client *c);
-
-static void on_poll(uv_poll_t *h, int status, int events)
-{
-	struct sock *sk = h->data;
-	struct k8s_client *c = sk->c;
-	int flags = 0;
-	if (status < 0)
-		flags = CURL_CSELECT_ERR;
-	if (events & UV_READABLE)
-		flags |= CURL_CSELECT_IN;
-	if (events & UV_WRITABLE)
-		flags |= CURL_CSELECT_OUT;
-	int running = 0;
-	curl_multi_socket_action(c->multi, sk->fd, flags, &running);
-	check_multi_info(c);
-}
-
-static void unref(struct k8s_client *c);
-
-static void sock_closed(uv_handle_t *h)
-{
-	struct sock *sk = h->data;
-	struct k8s_client *c = sk->c;
-	free(sk);
-	unref(c);
-}
-
-static void sock_close(struct sock *sk)
-{
-	uv_poll_stop(&sk->poll);
-	sk->prev->next = sk->next;
-	sk->next->prev = sk->prev;
-	uv_close((uv_handle_t *)&sk->poll, sock_closed);
-}
-
-static int on_socket(CURL *e, curl_socket_t s, int action, void *userp, void *socketp)
-{
-	(void)e;
-	struct k8s_client *c = userp;
-	struct sock *sk = socketp;
-	if (action == CURL_POLL_REMOVE) {
-		if (sk) {
-			curl_multi_assign(c->multi, s, NULL);
-			sock_close(sk);
-		}
-		return 0;
-	}
-	if (!sk) {
-		sk = calloc(1, sizeof *sk);
-		if (!sk)
-			return -1;
-		sk->fd = s;
-		sk->c = c;
-		if (uv_poll_init_socket(c->loop, &sk->poll, s)) {
-			free(sk);
-			return -1;
-		}
-		sk->poll.data = sk;
-		sk->prev = c->socks.prev;
-		sk->next = &c->socks;
-		c->socks.prev->next = sk;
-		c->socks.prev = sk;
-		c->open_handles++;
-		curl_multi_assign(c->multi, s, sk);
-	}
-	int ev = 0;
-	if (action == CURL_POLL_IN || action == CURL_POLL_INOUT)
-		ev |= UV_READABLE;
-	if (action == CURL_POLL_OUT || action == CURL_POLL_INOUT)
-		ev |= UV_WRITABLE;
-	uv_poll_start(&sk->poll, ev, on_poll);
-	return 0;
-}
-
-static void on_curl_timeout(uv_timer_t *t)
-{
-	struct k8s_client *c = t->data;
-	int running = 0;
-	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	check_multi_info(c);
-}
-
-static int on_curl_timer(CURLM *m, long timeout_ms, void *userp)
-{
-	(void)m;
-	struct k8s_client *c = userp;
-	if (c->torn_down)
-		return 0;
-	if (timeout_ms < 0)
-		uv_timer_stop(&c->curl_timer);
-	else
-		uv_timer_start(&c->curl_timer, on_curl_timeout, (uint64_t)timeout_ms, 0);
-	return 0;
-}
 
 /* ---- one transfer ------------------------------------------------------- */
 
@@ -286,6 +182,8 @@ static void set_tls(struct k8s_http_req *r, const struct k8s_cred *cred)
 		curl_easy_setopt(e, CURLOPT_PROXY, c->proxy);
 }
 
+static void on_transfer_done(void *ud, CURLcode res);
+
 static void launch(struct k8s_http_req *r, const struct k8s_cred *cred)
 {
 	r->gen = cred ? cred->generation : 0;
@@ -297,7 +195,6 @@ static void launch(struct k8s_http_req *r, const struct k8s_cred *cred)
 	CURL *e = r->easy;
 	r->ebuf[0] = '\0';
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
-	curl_easy_setopt(e, CURLOPT_PRIVATE, r);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->ebuf);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -321,7 +218,7 @@ static void launch(struct k8s_http_req *r, const struct k8s_cred *cred)
 		curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, r->idle_ms < 1000 ? 1L : r->idle_ms / 1000);
 	}
 	set_tls(r, cred);
-	if (curl_multi_add_handle(r->c->multi, e) != CURLM_OK) {
+	if (cp_curl_add(r->c->curl, &r->xfer, e, on_transfer_done, r, NULL)) {
 		finish_err(r, CP_E_INTERNAL, "curl_multi_add_handle failed");
 		return;
 	}
@@ -361,7 +258,7 @@ static int maybe_auth_retry(struct k8s_http_req *r, long code)
 	if (code != 401 || r->auth_retried || !k8s_creds_invalidate(r->c->creds, r->gen))
 		return 0;
 	r->auth_retried = 1;
-	curl_multi_remove_handle(r->c->multi, r->easy);
+	cp_curl_cancel(r->c->curl, &r->xfer);
 	curl_easy_cleanup(r->easy);
 	r->easy = NULL;
 	curl_slist_free_all(r->hdrs);
@@ -375,8 +272,10 @@ static int maybe_auth_retry(struct k8s_http_req *r, long code)
 	return 1;
 }
 
-static void transfer_done(struct k8s_http_req *r, CURLcode res)
+/* The transfer ended (runner/curl_uv.c took it out of the multi). */
+static void on_transfer_done(void *ud, CURLcode res)
 {
+	struct k8s_http_req *r = ud;
 	long code = 0;
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
 	if (r->cancelled) {
@@ -402,27 +301,10 @@ static void transfer_done(struct k8s_http_req *r, CURLcode res)
 	}
 }
 
-static void check_multi_info(struct k8s_client *c)
-{
-	CURLMsg *m;
-	int left = 0;
-	while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
-		if (m->msg != CURLMSG_DONE)
-			continue;
-		struct k8s_http_req *r = NULL;
-		CURLcode res = m->data.result;
-		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
-		if (r)
-			transfer_done(r, res);
-	}
-}
-
 /* ---- the work timer: delayed starts, cancellations, teardown ----------- */
 
-static void unref(struct k8s_client *c)
+static void client_release(struct k8s_client *c)
 {
-	if (--c->open_handles > 0)
-		return;
 	free(c->prefix);
 	free(c->host_hdr);
 	curl_slist_free_all(c->connect_to);
@@ -432,21 +314,29 @@ static void unref(struct k8s_client *c)
 	free(c);
 }
 
+static void unref(struct k8s_client *c)
+{
+	if (--c->open_handles == 0)
+		client_release(c);
+}
+
 static void handle_closed(uv_handle_t *h)
 {
 	unref(h->data);
 }
 
+static void curl_closed(void *ud)
+{
+	unref(ud);
+}
+
 static void teardown(struct k8s_client *c)
 {
 	c->torn_down = 1;
-	curl_multi_cleanup(c->multi); /* closes cached connections (socket REMOVEs) */
-	c->multi = NULL;
-	while (c->socks.next != &c->socks) /* any curl did not report removed */
-		sock_close(c->socks.next);
+	cp_curl_close(c->curl, curl_closed, c);
+	c->curl = NULL;
 	k8s_creds_close(c->creds);
 	c->creds = NULL;
-	uv_close((uv_handle_t *)&c->curl_timer, handle_closed);
 	uv_close((uv_handle_t *)&c->work_timer, handle_closed);
 }
 
@@ -573,28 +463,13 @@ done:
 
 static void client_free_early(struct k8s_client *c)
 {
-	if (c->multi)
-		curl_multi_cleanup(c->multi);
 	k8s_creds_close(c->creds);
-	free(c->prefix);
-	free(c->host_hdr);
-	curl_slist_free_all(c->connect_to);
-	free(c->ns);
-	free(c->proxy);
-	free(c->ca);
-	free(c);
+	client_release(c);
 }
 
 struct k8s_client *k8s_client_new(uv_loop_t *loop, const struct k8s_config *cfg,
                                   struct cp_err *err)
 {
-	if (!curl_ready) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-			cp_err_set(err, CP_E_INTERNAL, "curl_global_init failed");
-			return NULL;
-		}
-		curl_ready = 1;
-	}
 	struct k8s_client *c = calloc(1, sizeof *c);
 	if (!c) {
 		cp_err_set(err, CP_E_NOMEM, "out of memory");
@@ -602,7 +477,6 @@ struct k8s_client *k8s_client_new(uv_loop_t *loop, const struct k8s_config *cfg,
 	}
 	c->loop = loop;
 	c->reqs.next = c->reqs.prev = &c->reqs;
-	c->socks.next = c->socks.prev = &c->socks;
 	if (setup_urls(c, cfg, err)) {
 		client_free_early(c);
 		return NULL;
@@ -614,26 +488,19 @@ struct k8s_client *k8s_client_new(uv_loop_t *loop, const struct k8s_config *cfg,
 		memcpy(c->ca, cfg->ca_pem, cfg->ca_pem_len);
 		c->ca_len = cfg->ca_pem_len;
 	}
-	c->multi = curl_multi_init();
-	if (!c->ns || (cfg->proxy_url && *cfg->proxy_url && !c->proxy) || (cfg->ca_pem && !c->ca) ||
-	    !c->multi) {
+	if (!c->ns || (cfg->proxy_url && *cfg->proxy_url && !c->proxy) || (cfg->ca_pem && !c->ca)) {
 		cp_err_set(err, CP_E_NOMEM, "out of memory");
 		client_free_early(c);
 		return NULL;
 	}
 	c->creds = k8s_creds_new(loop, cfg, err);
-	if (!c->creds) {
+	if (!c->creds || cp_curl_new(loop, &c->curl, err)) {
 		client_free_early(c);
 		return NULL;
 	}
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
-	uv_timer_init(loop, &c->curl_timer);
 	uv_timer_init(loop, &c->work_timer);
-	c->curl_timer.data = c->work_timer.data = c;
-	c->open_handles = 2;
+	c->work_timer.data = c;
+	c->open_handles = 2; /* the work timer and the curl multi */
 	return c;
 }
 

@@ -1,38 +1,23 @@
-/* lws_loop.c - an lws client context on the foreign libuv loop, with TLS. */
+/* lws_loop.c - the exec client's lws context: API server URL and TLS. */
 #include "lws_loop.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "lws_uv.h"
+
 #define MAX_HOST 256
-#define MAX_WATCH 8
-#define MAX_FDS 4096 /* open fds compared around lws_create_context() */
 
 struct k8s_lws {
-	struct lws_context *ctx; /* lws writes NULL here once destroyed (pcontext) */
-	uv_loop_t *loop;
-	uv_timer_t timer;        /* drives the second phase of the destroy */
-	int ticks;
-	void (*done)(void *ud);
+	struct cp_lws *lws;      /* the context on the loop (runner/lws_uv.h) */
+	void (*done)(void *ud);  /* k8s_lws_free()'s, after the context */
 	void *ud;
-	int watch[MAX_WATCH];    /* fds lws opened at context creation */
-	int n_watch;
-	int plug[MAX_WATCH];     /* placeholders dup2()ed over closed ones */
-	ino_t plug_ino[MAX_WATCH];
-	int n_plug;
 	SSL_CTX *ssl;
 	char host[MAX_HOST];
 	char *base_path; /* URL path prefix without the trailing '/', or "" */
@@ -190,85 +175,9 @@ static int make_ssl(struct k8s_lws *l, const struct k8s_config *cfg, struct cp_e
 	return 0;
 }
 
-/*
- * Work-around for lws 4.1.6 + libuv: destroying a context closes its event
- * pipe twice. lws_destroy_event_pipe() closes both pipe fds at once (phase
- * 1), and the uv close callback of the pipe's wsi closes wsi->desc.sockfd
- * (the read end) again on a later loop turn. If anything opened a file in
- * between, it got that number and loses it: we saw a new exec socket
- * closed under libuv (epoll_ctl EBADF -> abort). So the fds lws opened at
- * creation are remembered, and those phase 1 closed are occupied by a
- * placeholder (a memfd, unique inode) until the context is gone; a
- * placeholder still in place then is closed by us.
- */
-static int open_fds(int *out, int max)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de = NULL;
-	int n = 0;
-	if (!d)
-		return 0;
-	while ((de = readdir(d)) != NULL && n < max) {
-		char *end = NULL;
-		long fd = strtol(de->d_name, &end, 10);
-		if (*end || end == de->d_name || fd == dirfd(d))
-			continue;
-		out[n++] = (int)fd;
-	}
-	closedir(d);
-	return n;
-}
-
-static void watch_new_fds(struct k8s_lws *l, const int *before, int n_before)
-{
-	int after[MAX_FDS];
-	int n_after = open_fds(after, MAX_FDS);
-	for (int i = 0; i < n_after && l->n_watch < MAX_WATCH; i++) {
-		int seen = 0;
-		for (int j = 0; j < n_before && !seen; j++)
-			seen = before[j] == after[i];
-		if (!seen)
-			l->watch[l->n_watch++] = after[i];
-	}
-}
-
-static void plug_closed_fds(struct k8s_lws *l)
-{
-	for (int i = 0; i < l->n_watch; i++) {
-		struct stat st;
-		int fd = l->watch[i];
-		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
-			continue;
-		int m = memfd_create("k8s-lws-fd-plug", MFD_CLOEXEC);
-		if (m < 0)
-			continue;
-		if (m != fd && dup2(m, fd) < 0) {
-			close(m);
-			continue;
-		}
-		if (m != fd)
-			close(m);
-		if (fstat(fd, &st) == 0) {
-			l->plug[l->n_plug] = fd;
-			l->plug_ino[l->n_plug++] = st.st_ino;
-		}
-	}
-}
-
-static void unplug_fds(struct k8s_lws *l)
-{
-	for (int i = 0; i < l->n_plug; i++) {
-		struct stat st;
-		if (fstat(l->plug[i], &st) == 0 && st.st_ino == l->plug_ino[i])
-			close(l->plug[i]);
-	}
-	l->n_plug = 0;
-}
-
 /* Free what k8s_lws_new() made, once lws no longer uses any of it. */
 static void release(struct k8s_lws *l)
 {
-	unplug_fds(l);
 	/* lws does not free an SSL_CTX it was given. */
 	SSL_CTX_free(l->ssl);
 	free(l->base_path);
@@ -280,7 +189,7 @@ int k8s_lws_new(uv_loop_t *loop, const struct k8s_config *cfg,
                 struct k8s_lws **out, struct cp_err *err)
 {
 	struct lws_context_creation_info info;
-	void *loops[1] = {loop};
+	struct cp_err lerr;
 	struct k8s_lws *l = calloc(1, sizeof *l);
 	int rc;
 
@@ -294,14 +203,11 @@ int k8s_lws_new(uv_loop_t *loop, const struct k8s_config *cfg,
 		goto fail;
 	l->insecure = cfg->insecure;
 
-	l->loop = loop;
 	memset(&info, 0, sizeof info);
 	info.port = CONTEXT_PORT_NO_LISTEN;
-	info.pcontext = &l->ctx;
 	info.protocols = protocols;
 	info.user = user;
-	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-	info.foreign_loops = loops;
+	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	info.provided_client_ssl_ctx = l->ssl;
 	/* One read per POLLIN into this buffer: 4 KiB (the default) costs
 	 * throughput; the request line + headers must also fit (URL <= 8 KiB). */
@@ -309,16 +215,9 @@ int k8s_lws_new(uv_loop_t *loop, const struct k8s_config *cfg,
 	info.max_http_header_data = 16 * 1024;
 	info.timeout_secs = 30;
 	/* lws logs are process-wide: errors and warnings only. */
-	lws_set_log_level(LLL_ERR | LLL_WARN, NULL);
-	int before[MAX_FDS];
-	int n_before = open_fds(before, MAX_FDS);
-	l->ctx = lws_create_context(&info);
-	if (l->ctx)
-		watch_new_fds(l, before, n_before);
-	if (!l->ctx) {
-		rc = cp_err_set(err, CP_E_UNSUPPORTED,
-		                "exec: libwebsockets context on the libuv loop failed "
-		                "(is libwebsockets-evlib-uv installed?)");
+	rc = cp_lws_new(loop, &info, LLL_ERR | LLL_WARN, &l->lws, &lerr);
+	if (rc) {
+		cp_err_set(err, lerr.code, "exec: %s", lerr.msg);
 		goto fail;
 	}
 	*out = l;
@@ -330,12 +229,7 @@ fail:
 
 struct lws_context *k8s_lws_context(const struct k8s_lws *l)
 {
-	return l->ctx;
-}
-
-struct lws_vhost *k8s_lws_vhost(const struct k8s_lws *l)
-{
-	return lws_get_vhost_by_name(l->ctx, "default");
+	return cp_lws_context(l->lws);
 }
 
 const char *k8s_lws_host(const struct k8s_lws *l)
@@ -364,60 +258,15 @@ int k8s_lws_ssl_flags(const struct k8s_lws *l)
 	return f;
 }
 
-/*
- * With a foreign loop lws 4.1 destroys a context in two calls: the first
- * closes every wsi (uv_close: WSI_DESTROY runs from the close callbacks on
- * the loop) and, once they are down, lws's static uv handles (timers, idle)
- * that live inside the context's own allocation; a second
- * lws_context_destroy() frees the context and writes NULL through
- * info.pcontext. Without the second call the context never goes (observed
- * with 4.1.6); made too early it frees handles libuv still holds (valgrind:
- * uv_run writing into the freed context). So the timer below makes the
- * second call only once no handle on the loop lies inside the context's
- * block (malloc_usable_size bounds it), then waits for the NULL.
- */
-struct inside {
-	const char *lo, *hi;
-	int n;
-};
-
-static void count_inside(uv_handle_t *h, void *arg)
+/* The context is gone: the SSL_CTX it borrowed can go too. */
+static void on_lws_gone(void *arg)
 {
-	struct inside *in = arg;
-	const char *p = (const char *)h;
-	if (p >= in->lo && p < in->hi)
-		in->n++;
-}
-
-static int lws_handles_left(struct k8s_lws *l)
-{
-	struct inside in;
-	in.lo = (const char *)l->ctx;
-	in.hi = in.lo + malloc_usable_size(l->ctx);
-	in.n = 0;
-	uv_walk(l->loop, count_inside, &in);
-	return in.n;
-}
-
-static void on_timer_closed(uv_handle_t *h)
-{
-	struct k8s_lws *l = h->data;
+	struct k8s_lws *l = arg;
 	void (*done)(void *ud) = l->done;
 	void *ud = l->ud;
 	release(l);
 	if (done)
 		done(ud);
-}
-
-static void on_destroy_tick(uv_timer_t *t)
-{
-	struct k8s_lws *l = t->data;
-	if (l->ctx && ++l->ticks >= 2 && lws_handles_left(l) == 0)
-		lws_context_destroy(l->ctx);
-	if (l->ctx)
-		return;
-	uv_timer_stop(t);
-	uv_close((uv_handle_t *)t, on_timer_closed);
 }
 
 void k8s_lws_free(struct k8s_lws *l, void (*done)(void *ud), void *ud)
@@ -426,9 +275,5 @@ void k8s_lws_free(struct k8s_lws *l, void (*done)(void *ud), void *ud)
 		return;
 	l->done = done;
 	l->ud = ud;
-	lws_context_destroy(l->ctx);
-	plug_closed_fds(l);
-	uv_timer_init(l->loop, &l->timer);
-	l->timer.data = l;
-	uv_timer_start(&l->timer, on_destroy_tick, 1, 1);
+	cp_lws_destroy(l->lws, on_lws_gone, l);
 }

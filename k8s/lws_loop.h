@@ -1,14 +1,8 @@
 /*
- * lws_loop.h - one libwebsockets client context joined to the project's
- * libuv loop as a *foreign* loop, with TLS set up for one API server.
- *
- * libwebsockets 4.1 (Debian: libwebsockets17 + libwebsockets-evlib-uv) is
- * built with LWS_WITH_EVLIB_PLUGINS: LWS_SERVER_OPTION_LIBUV makes it load
- * the uv event-lib plugin (libwebsockets-evlib_uv.so) from its install
- * libdir at context creation; when the plugin is missing the context cannot
- * be created and k8s_lws_new() says so (install libwebsockets-evlib-uv).
- * lws then adds its own uv handles (poll watchers, a timer, an idle) to the
- * caller's loop and never runs or closes the loop itself.
+ * lws_loop.h - the exec client's libwebsockets context for one API server:
+ * the server URL split into host, port and path prefix, and TLS set up from
+ * the kubeconfig. The context itself, joined to the project's libuv loop
+ * as a foreign loop with the lws 4.1.6 work-arounds, is runner/lws_uv.h's.
  *
  * TLS: the client SSL_CTX is built here with OpenSSL from the in-memory PEM
  * of struct k8s_config (every certificate of certificate-authority-data, the
@@ -19,21 +13,15 @@
  * switched off with LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK by the users of
  * k8s_lws_ssl_flags(). insecure-skip-tls-verify turns verification off.
  *
- * Two work-arounds for lws 4.1.6 on a foreign uv loop live here (details in
- * lws_loop.c): the destroy needs a second lws_context_destroy() once lws's
- * own uv handles have closed, and the context's eventfd is closed twice
- * (once at destroy, once more from a uv close callback a loop turn later),
- * so its number is held by a placeholder until the context is gone.
- *
- * Loop context: called on the loop thread only, never from inside a
- * libwebsockets callback of the same context (k8s_lws_free() destroys it).
+ * Loop context: called on the loop thread only. k8s_lws_new() is not called
+ * from inside a libwebsockets callback; k8s_lws_free() may be.
  *
  * Ownership: k8s_lws_new() returns a new object released with
  * k8s_lws_free(). @cfg is borrowed for the call (what is needed is copied);
- * @protocols and @user are borrowed until k8s_lws_free(). The lws context
- * and vhost returned by the getters are borrowed from the object.
- * k8s_lws_free() completes on later loop turns: the loop's owner keeps
- * running the loop (uv_run) until then, and before uv_loop_close().
+ * @protocols and @user are borrowed until k8s_lws_free()'s @done. The lws
+ * context and the strings returned by the getters are borrowed from the
+ * object. k8s_lws_free() completes on later loop turns: the loop's owner
+ * keeps running the loop (uv_run) until then, and before uv_loop_close().
  */
 #ifndef K8S_LWS_LOOP_H
 #define K8S_LWS_LOOP_H
@@ -64,7 +52,6 @@ int k8s_lws_new(uv_loop_t *loop, const struct k8s_config *cfg,
                 struct k8s_lws **out, struct cp_err *err);
 
 struct lws_context *k8s_lws_context(const struct k8s_lws *l);
-struct lws_vhost *k8s_lws_vhost(const struct k8s_lws *l);
 
 /* Host (without brackets), port and whether TLS is used, from the URL. */
 const char *k8s_lws_host(const struct k8s_lws *l);
@@ -76,11 +63,10 @@ int k8s_lws_ssl_flags(const struct k8s_lws *l);
 
 /**
  * k8s_lws_free() - destroy the lws context and free the object; NULL is
- * ignored. Asynchronous, as lws 4.1 needs with a foreign loop: this call
- * closes every connection (their WSI_DESTROY callbacks run on the next loop
- * turns, so @protocols' user data must stay valid until @done), and
- * @done(@ud) runs on a later turn once lws has freed the context and the
- * object is gone. Not from inside an lws callback of this context.
+ * ignored. Asynchronous (cp_lws_destroy()): every connection closes from
+ * the next loop turn on (their WSI_DESTROY callbacks run then, so
+ * @protocols' user data must stay valid until @done), and @done(@ud) runs
+ * on a later turn once lws has freed the context and the object is gone.
  */
 void k8s_lws_free(struct k8s_lws *l, void (*done)(void *ud), void *ud);
 
