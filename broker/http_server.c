@@ -316,7 +316,8 @@ static void serve_probe(struct broker_http *srv, struct lws *wsi, struct http_ps
 {
 	if (strcmp(uri, "/metrics") == 0) {
 		size_t len = 0;
-		char *text = http_metrics_render(srv->metrics, codepod_running(srv->cfg.cp),
+		char *text = http_metrics_render(srv->metrics, codepod_backend(srv->cfg.cp),
+		                                 codepod_running(srv->cfg.cp),
 		                                 srv->nsessions, &len);
 		unsigned char *b = text ? malloc(LWS_PRE + len) : NULL;
 		if (b)
@@ -352,17 +353,17 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct http_pss *ps
 		http_respond_error(wsi, pss, 426, "INVALID_REQUEST",
 		                   "GET /v1/session needs a WebSocket upgrade (subprotocol "
 		                   HTTP_SUBPROTOCOL ")");
-	} else if (!strcmp(uri, "/v1/executions") && post) {
+	} else if ((!strcmp(uri, "/v1/executions") || !strcmp(uri, "/v1/declarations")) && post) {
 		if (content_length(wsi) > srv->cfg.max_body) {
 			http_metrics_count(srv->metrics, "body_too_large");
 			http_respond_error(wsi, pss, 413, "INVALID_REQUEST", "request body over the limit");
 			return 0;
 		}
-		pss->post = 1;
+		pss->post = !strcmp(uri, "/v1/executions") ? HTTP_POST_EXECUTION : HTTP_POST_DECLARATIONS;
 		pss->close_after = 0;
 		lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)srv->cfg.header_timeout_s);
-	} else if (!strcmp(uri, "/v1/executions")) {
-		http_respond_error(wsi, pss, 405, "INVALID_REQUEST", "use POST /v1/executions");
+	} else if (!strcmp(uri, "/v1/executions") || !strcmp(uri, "/v1/declarations")) {
+		http_respond_error(wsi, pss, 405, "INVALID_REQUEST", "use POST");
 	} else {
 		http_respond_error(wsi, pss, 404, "NOT_FOUND", "no such endpoint");
 	}
@@ -414,8 +415,12 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
 		if (pss->post && !pss->body_over) {
+			int kind = pss->post;
 			pss->post = 0;
-			http_exec_start(srv, wsi, pss);
+			if (kind == HTTP_POST_DECLARATIONS)
+				http_decl_respond(wsi, pss);
+			else
+				http_exec_start(srv, wsi, pss);
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP_WRITEABLE:

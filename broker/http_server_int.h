@@ -61,6 +61,9 @@ struct broker_http {
 	void *stopped_ud;
 };
 
+/* What a POST body being read is for (http_pss.post). */
+enum { HTTP_POST_NONE, HTTP_POST_EXECUTION, HTTP_POST_DECLARATIONS };
+
 /* Per-connection data of the HTTP protocol (protocols[0]). */
 struct http_pss {
 	unsigned char *resp;         /* LWS_PRE + body, or NULL */
@@ -73,6 +76,9 @@ struct http_pss {
 	int body_over;
 	struct exec_req *req;        /* POST /v1/executions running */
 };
+
+/* http_server_decl.c: answers POST /v1/declarations from pss->body */
+void http_decl_respond(struct lws *wsi, struct http_pss *pss);
 
 /* http_server.c */
 void http_reap_schedule(struct broker_http *srv);
@@ -116,7 +122,8 @@ void http_metrics_free(struct http_metrics *m);
 void http_metrics_outcome(struct http_metrics *m, const json_t *outcome);
 void http_metrics_count(struct http_metrics *m, const char *what); /* rejections */
 /* The Prometheus text (new string, free()). */
-char *http_metrics_render(struct http_metrics *m, unsigned in_flight, unsigned sessions,
+char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backend,
+                          unsigned in_flight, unsigned sessions,
                           size_t *len);
 /* One audit line for a finished execution. */
 void http_audit(struct broker_http *srv, const char *id, const char *conversation,

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "http_server_int.h"
+#include "kube_backend.h"
 #include "log.h"
 
 #define MAX_SERIES 64
@@ -153,8 +154,26 @@ static void put_histo(struct out *o, const char *name, const char *help, const s
 	    h->sum, name, h->count);
 }
 
-char *http_metrics_render(struct http_metrics *m, unsigned in_flight, unsigned sessions,
-                          size_t *len)
+/* The Kubernetes backend's pods, by how codepod came to use them. */
+static void put_pods(struct out *o, const struct cp_backend *b)
+{
+	if (!b || strcmp(b->name, "kubernetes") != 0)
+		return;
+	struct k8s_backend_stats st;
+	k8s_backend_get_stats(b, &st);
+	put(o, "# HELP codepod_pods_total Sandbox pods, by how they were acquired or ended.\n"
+	       "# TYPE codepod_pods_total counter\n"
+	       "codepod_pods_total{how=\"found\"} %lu\n"
+	       "codepod_pods_total{how=\"claimed\"} %lu\n"
+	       "codepod_pods_total{how=\"created\"} %lu\n"
+	       "codepod_pods_total{how=\"warm_created\"} %lu\n"
+	       "codepod_pods_total{how=\"replaced\"} %lu\n"
+	       "codepod_pods_total{how=\"reaped\"} %lu\n",
+	    st.found, st.claimed, st.created, st.warm_created, st.replaced, st.reaped);
+}
+
+char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backend,
+                          unsigned in_flight, unsigned sessions, size_t *len)
 {
 	struct out o = { malloc(4096), 0, 4096, 0 };
 	if (!o.buf)
@@ -180,6 +199,7 @@ char *http_metrics_render(struct http_metrics *m, unsigned in_flight, unsigned s
 	        "# TYPE codepod_executions_in_flight gauge\ncodepod_executions_in_flight %u\n"
 	        "# HELP codepod_sessions Open sessions (WebSocket and POST /v1/executions).\n"
 	        "# TYPE codepod_sessions gauge\ncodepod_sessions %u\n", in_flight, sessions);
+	put_pods(&o, backend);
 	if (o.failed) {
 		free(o.buf);
 		return NULL;

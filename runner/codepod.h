@@ -56,6 +56,9 @@ int codepod_new(const struct codepod_config *cfg, struct codepod **out,
 /* Frees the engine. Every execution must have delivered done() first. */
 void codepod_free(struct codepod *cp);
 
+/* The backend the engine was configured with (borrowed). */
+const struct cp_backend *codepod_backend(const struct codepod *cp);
+
 /* Number of executions that have not delivered done() yet. */
 unsigned codepod_running(const struct codepod *cp);
 

@@ -85,6 +85,11 @@ void codepod_free(struct codepod *cp)
 	free(cp);
 }
 
+const struct cp_backend *codepod_backend(const struct codepod *cp)
+{
+	return cp->cfg.backend;
+}
+
 unsigned codepod_running(const struct codepod *cp)
 {
 	return cp->running;
