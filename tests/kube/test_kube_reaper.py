@@ -1,0 +1,113 @@
+"""The reaper: with --idle-ttl, a pod idle past the TTL is deleted (and the
+conversation gets a new one next time); a pod in use is not, by this replica
+or another; codepod killed with SIGKILL and restarted adopts the pods it
+finds and reaps the idle ones. The reaper runs at start and then every tick
+(15 s, not configurable), so these tests take a tick or two."""
+import time
+
+from harness import assert_ok
+from kubehelp import (HOSTNAME_JS, describe, log, new_conv, pod_name, result_of, sigkill,
+                      wait_until)
+
+TICK = 15
+
+
+def ok_run(s, conv, timeout=60):
+    res = result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[]), timeout)
+    assert res["status"] == "succeeded", describe(res, s)
+    return res
+
+
+def uid(fake, conv):
+    pods = fake.conv_pods(conv)
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]["metadata"]["uid"]
+
+
+def wait_reaped(fake, conv, s, timeout=TICK * 2 + 10):
+    try:
+        wait_until(lambda: not fake.conv_pods(conv, live=False), timeout,
+                   f"the idle pod of {conv} to be reaped", interval=0.25)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- codepod log ---\n{log(s)}") from None
+
+
+def test_idle_pod_is_reaped_and_the_conversation_gets_a_new_one(fake, codepods):
+    s = codepods("--idle-ttl", "2")
+    conv = new_conv("idle")
+    ok_run(s, conv)
+    old = uid(fake, conv)
+    wait_reaped(fake, conv, s)
+    assert ok_run(s, conv)["result"] == pod_name(conv)
+    assert uid(fake, conv) != old
+
+
+def test_pod_in_use_is_not_reaped(fake, codepods):
+    s = codepods("--idle-ttl", "2")
+    idle, busy = new_conv("idle"), new_conv("busy")
+    ok_run(s, idle)
+    ok_run(s, busy)
+    busy_uid = uid(fake, busy)
+    eid = s.execute("return await tools.wait({});", conversation=busy, tools=["wait"],
+                    policy={"timeoutMs": 120000})
+    call = s.wait_call(eid, "wait", timeout=30)
+    # make the busy pod look long unused too: only its use may save it
+    fake.set_last_used(pod_name(busy), 3600)
+    wait_reaped(fake, idle, s)          # a reaper pass happened
+    time.sleep(1)
+    assert uid(fake, busy) == busy_uid, "the pod in use was reaped"
+    s.answer(call, "done")
+    res = result_of(s, eid, 30)
+    assert_ok(res), describe(res, s)
+    assert res["result"] == "done"
+
+
+def test_pod_in_use_by_another_replica_is_not_reaped(fake, codepods):
+    a = codepods(name="replica-a")
+    idle, busy = new_conv("idle"), new_conv("busy")
+    ok_run(a, idle)
+    ok_run(a, busy)
+    busy_uid = uid(fake, busy)
+    eid = a.execute("return await tools.wait({});", conversation=busy, tools=["wait"],
+                    policy={"timeoutMs": 120000})
+    call = a.wait_call(eid, "wait", timeout=30)
+    time.sleep(3)  # both pods now look idle for longer than B's TTL
+    b = codepods("--idle-ttl", "2", name="replica-b")
+    wait_reaped(fake, idle, b)          # B's reaper ran
+    time.sleep(1)
+    assert [p["metadata"]["uid"] for p in fake.conv_pods(busy)] == [busy_uid], \
+        f"replica B reaped the pod replica A is running in\n--- B's log ---\n{log(b)}"
+    a.answer(call, "done")
+    res = result_of(a, eid, 30)
+    assert res["status"] == "succeeded" and res["result"] == "done", describe(res, a)
+
+
+def test_restart_after_sigkill_adopts_pods_and_reaps_the_idle_ones(fake, codepods):
+    a = codepods("--idle-ttl", "1000", name="first")
+    stale, fresh = new_conv("stale"), new_conv("fresh")
+    ok_run(a, stale)
+    ok_run(a, fresh)
+    stale_uid, fresh_uid = uid(fake, stale), uid(fake, fresh)
+    sigkill(a)
+    fake.set_last_used(pod_name(stale), 3600)
+    b = codepods("--idle-ttl", "600", name="restarted")
+    # reaped by the pass at start, not a tick later
+    wait_reaped(fake, stale, b, timeout=TICK - 3)
+    # the fresh one is adopted: the conversation keeps its pod
+    assert ok_run(b, fresh)["result"] == pod_name(fresh)
+    assert uid(fake, fresh) == fresh_uid
+    # the reaped conversation starts over in a new pod
+    assert ok_run(b, stale)["result"] == pod_name(stale)
+    assert uid(fake, stale) != stale_uid
+
+
+def test_restart_after_sigkill_reaps_every_idle_pod(fake, codepods):
+    a = codepods("--idle-ttl", "2", name="first")
+    convs = [new_conv(f"k{i}") for i in range(3)]
+    for c in convs:
+        ok_run(a, c)
+    sigkill(a)
+    time.sleep(3)
+    b = codepods("--idle-ttl", "2", name="restarted")
+    for c in convs:
+        wait_reaped(fake, c, b, timeout=TICK - 3)
