@@ -83,7 +83,8 @@ static void finish(struct k8s_http_req *r, const struct k8s_http_resp *resp,
 static void finish_err(struct k8s_http_req *r, enum cp_code code, const char *what)
 {
 	struct cp_err e;
-	cp_err_set(&e, code, "%s %s: %s", r->method, r->url, what);
+	/* The reason first: a long URL must not push it out of the message. */
+	cp_err_set(&e, code, "%s (%s %s)", what, r->method, r->url);
 	finish(r, NULL, &e);
 }
 
@@ -230,8 +231,8 @@ static void on_creds(void *arg, const struct k8s_cred *cred, const struct cp_err
 	struct k8s_http_req *r = arg;
 	if (err || r->cancelled) {
 		struct cp_err e;
-		cp_err_set(&e, err ? err->code : CP_E_CANCELLED, "%s %s: %s", r->method, r->url,
-		           err ? err->msg : "cancelled");
+		cp_err_set(&e, err ? err->code : CP_E_CANCELLED, "%s (%s %s)",
+		           err ? err->msg : "cancelled", r->method, r->url);
 		finish(r, NULL, &e);
 		return;
 	}

@@ -23,6 +23,7 @@ struct step {
 };
 
 static void acquire(struct kconv *c);
+static void patch_annotations(struct kconv *c, json_t *patch /* steals */);
 static void watch_pod(struct kconv *c, const char *name, const char *rv);
 
 /* A step: one REST call of an acquisition. The backend counts them so it is
@@ -62,12 +63,16 @@ static void step_drop(struct step *s)
 	}
 }
 
-void kube_now_rfc3339(char out[32])
+static void rfc3339_at(time_t t, char out[32])
 {
-	time_t t = time(NULL);
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void kube_now_rfc3339(char out[32])
+{
+	rfc3339_at(time(NULL), out);
 }
 
 struct kconv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err)
@@ -326,6 +331,13 @@ static void on_created(void *arg, json_t *obj, const struct k8s_status *st,
 		}
 		return;
 	}
+	if (err && (err->code == CP_E_RETRY || err->code == CP_E_IO) && c->attempts < MAX_ATTEMPTS) {
+		/* A 5xx or a dropped connection: the create may or may not have
+		 * happened, so it is not repeated blindly; the acquisition starts
+		 * over and lists first. */
+		retry(c, err->msg);
+		return;
+	}
 	if (err) {
 		fail(c, "creating the pod failed: %s", err->msg);
 		return;
@@ -411,7 +423,9 @@ static void acquire(struct kconv *c)
 	struct step *s = step_new(c);
 	struct k8s_rest_cb cb = { on_listed, s };
 	struct cp_err err;
-	if (!s || k8s_pod_list(c->k->api, c->k->ns, sel, NULL, NULL, cb, &c->call, &err)) {
+	/* Starting over after a failure waits a little longer each time. */
+	struct k8s_rest_opts o = { .start_delay_ms = 250L * c->attempts };
+	if (!s || k8s_pod_list(c->k->api, c->k->ns, sel, NULL, &o, cb, &c->call, &err)) {
 		step_drop(s);
 		fail(c, "Kubernetes API: cannot list pods");
 	}
@@ -463,18 +477,50 @@ static void on_touched(void *arg, json_t *obj, const struct k8s_status *st,
 	kube_maybe_free(k);
 }
 
-/* The last-used annotation the reaper reads; written at most every 30 s. */
+/* The last-used annotation the reaper reads; written at most every 30 s
+ * (a quarter of the idle TTL when that is shorter). */
 void kube_touch(struct kconv *c)
 {
 	uint64_t now = uv_now(c->k->loop);
-	if (!c->pod || (c->touched_ms && now - c->touched_ms < 30000))
+	uint64_t every = 30000;
+	if (c->k->idle_ttl_s && (uint64_t)c->k->idle_ttl_s * 250 < every)
+		every = (uint64_t)c->k->idle_ttl_s * 250; /* a quarter of the TTL */
+	int becomes_busy = c->running > 0 && !c->busy_marked;
+	if (!c->pod || (!becomes_busy && c->touched_ms && now - c->touched_ms < every))
 		return;
 	c->touched_ms = now;
+	char ts[32], until[32];
+	time_t t = time(NULL);
+	rfc3339_at(t, ts);
+	/* Past the next two touches: a busy pod never looks idle to anyone. */
+	rfc3339_at(t + (time_t)(2 * every / 1000 + 2 * c->k->tick_s + 5), until);
+	json_t *patch = c->running > 0
+		? json_pack("{s:{s:{s:s,s:s}}}", "metadata", "annotations", K8S_ANNOT_LAST_USED, ts,
+		            K8S_ANNOT_IN_USE_UNTIL, until)
+		: json_pack("{s:{s:{s:s}}}", "metadata", "annotations", K8S_ANNOT_LAST_USED, ts);
+	if (c->running > 0)
+		c->busy_marked = 1;
+	patch_annotations(c, patch);
+}
+
+/* The last execution in the pod ended: it is idle from now on. */
+void kube_touch_done(struct kconv *c)
+{
+	if (!c->pod || !c->busy_marked)
+		return;
+	c->busy_marked = 0;
+	c->touched_ms = uv_now(c->k->loop);
 	char ts[32];
 	kube_now_rfc3339(ts);
-	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", K8S_ANNOT_LAST_USED, ts);
+	json_t *patch = json_pack("{s:{s:{s:s,s:n}}}", "metadata", "annotations",
+	                          K8S_ANNOT_LAST_USED, ts, K8S_ANNOT_IN_USE_UNTIL);
+	patch_annotations(c, patch);
+}
+
+static void patch_annotations(struct kconv *c, json_t *patch)
+{
 	struct k8s_rest_cb cb = { on_touched, c->k };
-	if (k8s_pod_patch(c->k->api, c->k->ns, c->pod, patch, NULL, NULL, cb, NULL, NULL) == 0)
+	if (patch && k8s_pod_patch(c->k->api, c->k->ns, c->pod, patch, NULL, NULL, cb, NULL, NULL) == 0)
 		c->k->pending++;
 	json_decref(patch);
 }

@@ -135,8 +135,8 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 {
 	struct cp_proc *p = ud;
 	p->ex = NULL;
-	if (p->conv->running > 0)
-		p->conv->running--;
+	if (p->conv->running > 0 && --p->conv->running == 0)
+		kube_touch_done(p->conv);
 	if (x->ex.unavailable || x->ex.lost)
 		kube_conv_stale(p->conv); /* check the pod again next time */
 	if (try_again(p, x))
@@ -260,6 +260,10 @@ static void kube_kill(struct cp_proc *p)
 				break;
 			}
 		}
+		/* Nobody waits any more: drop the acquisition (its call may hang),
+		 * so the next execution starts a fresh one. */
+		if (!p->conv->waiters && p->conv->state == KC_ACQUIRING)
+			kube_conv_release(p->conv);
 		p->exit.code = -1;
 		p->exit.signal = 9;
 		report_soon(p);
@@ -432,6 +436,10 @@ int k8s_backend_new(const struct k8s_backend_config *cfg, struct cp_backend **ou
 	k->warm_pool = cfg->warm_pool;
 	k->idle_ttl_s = cfg->idle_ttl_s;
 	k->tick_s = cfg->tick_s ? cfg->tick_s : 15;
+	/* Pods in use are touched every tick; the tick must come well inside the
+	 * idle TTL, or another replica could take a busy pod for an idle one. */
+	if (k->idle_ttl_s && k->tick_s > k->idle_ttl_s / 4)
+		k->tick_s = k->idle_ttl_s / 4 ? k->idle_ttl_s / 4 : 1;
 	k->ns = strdup(cfg->ns ? cfg->ns : (cfg->cfg->ns ? cfg->cfg->ns : "default"));
 	k->tmpl = cfg->tmpl ? json_deep_copy(cfg->tmpl) : k8s_template_default();
 	int rc = 0;

@@ -36,6 +36,7 @@ struct kconv {
 	struct k8s_rest_call *call;
 	struct k8s_pod_watch *watch;
 	uint64_t touched_ms;           /* last-used annotation written */
+	int busy_marked;               /* in-use-until written, not cleared yet */
 };
 
 struct kube {
@@ -89,6 +90,7 @@ void kube_conv_want(struct kconv *c);        /* start acquiring if idle */
 void kube_conv_stale(struct kconv *c);       /* the pod is gone: forget it */
 void kube_conv_release(struct kconv *c);     /* stop what is in progress */
 void kube_touch(struct kconv *c);            /* write the last-used annotation */
+void kube_touch_done(struct kconv *c);       /* the last execution ended */
 void kube_now_rfc3339(char out[32]);
 
 /* kube_backend.c: a conversation's pod is ready, or will not be */

@@ -304,8 +304,12 @@ static void reap_one(struct kube *k, const json_t *pod, time_t now)
 	}
 	if (!label(pod, K8S_LABEL_CONVERSATION) || k->idle_ttl_s == 0)
 		return;
-	const char *used = json_string_value(json_object_get(
-		json_object_get(json_object_get(pod, "metadata"), "annotations"), K8S_ANNOT_LAST_USED));
+	const json_t *annots = json_object_get(json_object_get(pod, "metadata"), "annotations");
+	const char *busy = json_string_value(json_object_get(annots, K8S_ANNOT_IN_USE_UNTIL));
+	time_t until = 0;
+	if (busy && k8s_rfc3339_parse(busy, &until) == 0 && until > now)
+		return; /* a replica runs executions in it */
+	const char *used = json_string_value(json_object_get(annots, K8S_ANNOT_LAST_USED));
 	time_t t = 0;
 	if (!used || k8s_rfc3339_parse(used, &t) != 0)
 		return;
@@ -357,6 +361,10 @@ static void reap(struct kube *k)
 static void on_tick(uv_timer_t *t)
 {
 	struct kube *k = t->data;
+	/* Pods running executions stay "used" for every replica's reaper. */
+	for (struct kconv *c = k->convs; c; c = c->next)
+		if (c->running > 0)
+			kube_touch(c);
 	refill(k);
 	reap(k);
 }

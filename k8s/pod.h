@@ -21,6 +21,9 @@
 #define K8S_LABEL_TEMPLATE "codepod.dev/template"
 #define K8S_LABEL_WARM "codepod.dev/warm"
 #define K8S_ANNOT_LAST_USED "codepod.dev/last-used"
+/* Written while executions run: no replica reaps the pod before this time,
+ * whatever its own idle TTL. */
+#define K8S_ANNOT_IN_USE_UNTIL "codepod.dev/in-use-until"
 #define K8S_CONTAINER "node" /* the container codepod execs into */
 
 /* "codepod-" + 24 hex of SHA-256(namespace NUL key): a DNS-1123 label. */

@@ -83,10 +83,13 @@ class Exec:
             return list(command), pod_dir, env
         # /tmp is bound before the pod folder so a state dir under /tmp stays
         # reachable (bwrap creates the mount point inside the pod's /tmp).
-        # Every namespace but the PID one: execs into one container share its
-        # PID namespace on a real node, so a second exec can see (and kill)
-        # what the first one started. Here they share the host's.
-        argv = ["bwrap", "--unshare-user-try", "--unshare-ipc", "--unshare-net",
+        # Every namespace but the PID and user ones: execs into one container
+        # share its PID and user namespaces on a real node, so a second exec
+        # can see, read (/proc/PID/environ) and kill what the first started.
+        # Here they share the host's. (Unprivileged, bwrap makes a user
+        # namespace per exec anyway, and reading another exec's environment
+        # is then refused.)
+        argv = ["bwrap", "--unshare-ipc", "--unshare-net",
                 "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--bind", pod_tmp, "/tmp",
                 "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63], "--", *command]
