@@ -63,7 +63,7 @@ def exec_lines(f):
     bw = f.get("fake_exec_in_bwrap")
     L.append("    round trip `node -e 0`: exec stream open -> exit status back vs spawn -> exit,")
     L.append("    alternating, median of %d runs each (the fake runs execs %s)"
-             % (f["runs"], "in bwrap --unshare-all" if bw else "as plain subprocesses"))
+             % (f["runs"], "in bwrap" if bw else "as plain subprocesses"))
     L.append("    exec %6.1f ms  local %6.1f ms  ratio %.2fx  (+%.1f ms)"
              % (f["exec_node_e0"]["median_ms"], f["local_node_e0"]["median_ms"],
                 f["ratio_exec_vs_local"], f["exec_overhead_ms"]))

@@ -416,9 +416,11 @@ int main(int argc, char **argv)
 	mkdir(pod_dir, 0700);
 	mkdir(pod_tmp, 0700);
 	char *plain0[] = {(char *)node, (char *)"-e", (char *)"0", NULL};
-	char *bwrap0[] = {(char *)"bwrap", (char *)"--unshare-all", (char *)"--die-with-parent",
+	/* as tests/fakekube/fakekube_srv/execws.py builds it */
+	char *bwrap0[] = {(char *)"bwrap", (char *)"--unshare-ipc", (char *)"--unshare-net",
+	                  (char *)"--unshare-uts", (char *)"--unshare-cgroup-try", (char *)"--die-with-parent",
 	                  (char *)"--ro-bind", (char *)"/", (char *)"/", (char *)"--dev", (char *)"/dev",
-	                  (char *)"--proc", (char *)"/proc", (char *)"--bind", pod_tmp, (char *)"/tmp",
+	                  (char *)"--bind", pod_tmp, (char *)"/tmp",
 	                  (char *)"--bind", pod_dir, pod_dir, (char *)"--chdir", pod_dir,
 	                  (char *)"--hostname", (char *)POD, (char *)"--", (char *)node, (char *)"-e",
 	                  (char *)"0", NULL};
