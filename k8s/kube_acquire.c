@@ -54,6 +54,15 @@ static struct kconv *step_take(struct step *s)
 	return current ? c : NULL;
 }
 
+/* The answer to the conversation's call in progress: the call is over. */
+static struct kconv *step_answered(struct step *s)
+{
+	struct kconv *c = step_take(s);
+	if (c)
+		c->call = NULL;
+	return c;
+}
+
 /* A step that failed to start: undo its count. */
 static void step_drop(struct step *s)
 {
@@ -295,10 +304,9 @@ static void on_got_existing(void *arg, json_t *obj, const struct k8s_status *st,
                             const struct cp_err *err)
 {
 	(void)st;
-	struct kconv *c = step_take(arg);
+	struct kconv *c = step_answered(arg);
 	if (!c)
 		return;
-	c->call = NULL;
 	if (err && err->code == CP_E_NOT_FOUND) {
 		retry(c, "deleted after a conflict");
 		return;
@@ -316,10 +324,9 @@ static void on_created(void *arg, json_t *obj, const struct k8s_status *st,
                        const struct cp_err *err)
 {
 	(void)st;
-	struct kconv *c = step_take(arg);
+	struct kconv *c = step_answered(arg);
 	if (!c)
 		return;
-	c->call = NULL;
 	if (err && err->code == CP_E_CONFLICT) {
 		/* a racing replica created it first: use theirs */
 		struct step *s = step_new(c);
@@ -382,10 +389,9 @@ static void on_listed(void *arg, json_t *obj, const struct k8s_status *st,
                       const struct cp_err *err)
 {
 	(void)st;
-	struct kconv *c = step_take(arg);
+	struct kconv *c = step_answered(arg);
 	if (!c)
 		return;
-	c->call = NULL;
 	if (err) {
 		fail(c, "Kubernetes API: %s", err->msg);
 		return;

@@ -51,6 +51,19 @@ static int call_end(struct call *x)
 	return 0;
 }
 
+/* A periodic list answered: its items (new reference), or NULL when it
+ * failed or the backend is closing. The pass it belonged to is over. */
+static json_t *listed(struct call *x, const json_t *obj, const struct cp_err *err, int *busy)
+{
+	json_t *items = err ? NULL : json_incref(json_object_get(obj, "items"));
+	if (call_end(x)) {
+		json_decref(items);
+		return NULL;
+	}
+	*busy = 0;
+	return items;
+}
+
 static const char *meta_str(const json_t *pod, const char *key)
 {
 	return json_string_value(json_object_get(json_object_get(pod, "metadata"), key));
@@ -121,16 +134,9 @@ static void on_warm_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	(void)st;
 	struct call *x = arg;
 	struct kube *k = x->k;
-	json_t *items = json_incref(json_object_get(obj, "items"));
-	if (call_end(x)) {
-		json_decref(items);
+	json_t *items = listed(x, obj, err, &k->pool_busy);
+	if (!items)
 		return;
-	}
-	k->pool_busy = 0;
-	if (err) {
-		json_decref(items);
-		return;
-	}
 	unsigned usable = 0;
 	size_t i;
 	json_t *pod;
@@ -323,19 +329,14 @@ static void on_reap_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	(void)st;
 	struct call *x = arg;
 	struct kube *k = x->k;
-	json_t *items = json_incref(json_object_get(obj, "items"));
-	if (call_end(x)) {
-		json_decref(items);
+	json_t *items = listed(x, obj, err, &k->reap_busy);
+	if (!items)
 		return;
-	}
-	k->reap_busy = 0;
-	if (!err) {
-		time_t now = time(NULL);
-		size_t i;
-		json_t *pod;
-		json_array_foreach(items, i, pod)
-			reap_one(k, pod, now);
-	}
+	time_t now = time(NULL);
+	size_t i;
+	json_t *pod;
+	json_array_foreach(items, i, pod)
+		reap_one(k, pod, now);
 	json_decref(items);
 }
 
