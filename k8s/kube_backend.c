@@ -16,23 +16,29 @@
 
 /*
  * The killer: a second exec, since closing the stream does not end the
- * process (wire.md 3.5). It stops, then kills, the runner's process tree
- * and every process carrying the execution's tag in its environment (the
- * runner sets CODEPOD_TAG before the program runs), so children that left
- * the tree are found too. It needs nothing but node and /proc.
+ * process (wire.md 3.5). It stops, then kills, the runner's process tree,
+ * every process carrying the execution's tag in its environment (the runner
+ * sets CODEPOD_TAG before the program runs), and every orphan (a child of
+ * the pod's PID 1) started after the runner, in a later clock tick, so the
+ * pod's own processes, started before it, are never taken. A daemon that
+ * double-forked with an empty environment is found too. It needs nothing
+ * but node and /proc. (An orphan of another execution running at the same
+ * time is taken as well; it escaped its own execution's end the same way.)
  */
 static const char killer_js[] =
-	"const fs=require('fs'),root=+process.argv[1],tag='CODEPOD_TAG='+process.argv[2];"
+	"const fs=require('fs'),root=+process.argv[1],tag='CODEPOD_TAG='+process.argv[2],"
+	"t0=+process.argv[3]||0;"
+	"function stat(d){const s=fs.readFileSync('/proc/'+d+'/stat','utf8');"
+	"return s.slice(s.lastIndexOf(')')+2).split(' ')}"
 	"function scan(){const kids=new Map(),hit=new Set();"
 	"for(const d of fs.readdirSync('/proc')){if(!/^\\d+$/.test(d))continue;const p=+d;"
 	"if(p===process.pid||p===1)continue;"
-	"try{const s=fs.readFileSync('/proc/'+d+'/stat','utf8');"
-	"const pp=+s.slice(s.lastIndexOf(')')+2).split(' ')[1];"
-	"if(!kids.has(pp))kids.set(pp,[]);kids.get(pp).push(p)}catch(e){}"
+	"try{const f=stat(d),pp=+f[1];if(!kids.has(pp))kids.set(pp,[]);kids.get(pp).push(p);"
+	"if(pp===1&&t0>0&&+f[19]>t0)hit.add(p)}catch(e){}"
 	"try{if(fs.readFileSync('/proc/'+d+'/environ','latin1').split('\\0').includes(tag))hit.add(p)}catch(e){}}"
 	"if(root>1)hit.add(root);const q=[...hit];"
 	"while(q.length){const p=q.pop();for(const c of kids.get(p)||[])if(!hit.has(c)){hit.add(c);q.push(c)}}"
-	"hit.delete(1);return hit}"
+	"hit.delete(1);hit.delete(process.pid);return hit}"
 	"for(let i=0;i<3;i++){const s=scan();if(!s.size)break;"
 	"for(const p of s)try{process.kill(p,'SIGSTOP')}catch(e){}"
 	"for(const p of s)try{process.kill(p,'SIGKILL')}catch(e){}}";
@@ -276,9 +282,10 @@ static void kube_kill(struct cp_proc *p)
 	case KP_DONE:
 		return;
 	}
-	char pid[24];
+	char pid[24], start[24];
 	snprintf(pid, sizeof pid, "%ld", p->pid);
-	const char *argv[] = { "node", "-e", killer_js, pid, p->tag, NULL };
+	snprintf(start, sizeof start, "%llu", p->start);
+	const char *argv[] = { "node", "-e", killer_js, pid, p->tag, start, NULL };
 	struct cp_err err;
 	if (k8s_exec_start(p->k->execs, p->k->ns, p->conv->pod, K8S_CONTAINER, argv,
 	                   &killer_cbs, p, &p->killer, &err)) {
@@ -291,9 +298,10 @@ static void kube_kill(struct cp_proc *p)
 	uv_timer_start(&p->timer, on_kill_grace, KILL_GRACE_MS, 0);
 }
 
-static void kube_note_pid(struct cp_proc *p, long pid)
+static void kube_note_pid(struct cp_proc *p, long pid, unsigned long long start)
 {
 	p->pid = pid;
+	p->start = start;
 }
 
 static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)

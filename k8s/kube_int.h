@@ -76,6 +76,7 @@ struct cp_proc {
 	                                  to replay on a fresh pod */
 	size_t sent_len, sent_cap;
 	long pid;
+	unsigned long long start;      /* the runner's start, ticks since boot */
 	int killed, got_output, retried, reported;
 	uv_timer_t timer;              /* async reports, kill grace */
 	struct cp_proc_exit exit;

@@ -220,9 +220,10 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	const struct cp_backend_ops *ops = e->cp->cfg.backend->ops;
 	json_t *v = ops->note_pid && e->proc ? json_loadb(payload, len, 0, NULL) : NULL;
 	json_int_t pid = json_integer_value(json_object_get(v, "pid"));
+	json_int_t start = json_integer_value(json_object_get(v, "start"));
 	json_decref(v);
 	if (pid > 1)
-		ops->note_pid(e->proc, (long)pid);
+		ops->note_pid(e->proc, (long)pid, start > 0 ? (unsigned long long)start : 0);
 	uv_timer_stop(&e->timer);
 	uv_timer_start(&e->timer, on_deadline, e->pol.timeout_ms, 0);
 }

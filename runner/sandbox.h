@@ -65,9 +65,10 @@ struct cp_backend_ops {
 	/* Kill the process and every process it started; exited() still follows,
 	 * never from inside this call. */
 	void (*kill)(struct cp_proc *p);
-	/* The runner's PID inside the sandbox, once known (may be NULL: the
-	 * local backend kills through bubblewrap and needs none). */
-	void (*note_pid)(struct cp_proc *p, long pid);
+	/* The runner's PID inside the sandbox and its start time in clock ticks
+	 * since boot (0 when unknown), once known (may be NULL: the local
+	 * backend kills through bubblewrap and needs neither). */
+	void (*note_pid)(struct cp_proc *p, long pid, unsigned long long start);
 	/* Start releasing the backend; handles must all have exited first. */
 	void (*destroy)(struct cp_backend *b);
 };

@@ -67,12 +67,6 @@ def test_no_process_left_after_stop(fake, codepods, detached, how):
     check_gone(mark, s)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known limit of the Kubernetes backend: the kill exec finds an execution's "
-    "processes by the runner's tree and the CODEPOD_TAG environment; a child that "
-    "double-forks with an empty environment escapes both (a per-execution PID "
-    "namespace or cgroup inside the pod would close it). strict: fixing it must "
-    "remove this mark."))
 def test_no_process_left_when_the_program_leaves_its_tree_and_environment(fake, codepods):
     """A hostile program: its child double-forks out of the process tree with
     an empty environment (no execution tag)."""

@@ -88,11 +88,16 @@ function assertShape(r, final) {
   assert.equal(r.last.kind, final, 'final frame; got ' + r.kinds + ' ' + r.last.payload);
 }
 
-test('return 1 -> R "1", Y carries the pid', async () => {
+test('return 1 -> R "1", Y carries the pid and start time', async () => {
   const r = await run('return 1');
   assertShape(r, 'R');
   assert.equal(r.last.payload.toString(), '1');
-  assert.deepEqual(json(r.frames[0]), { pid: r.pid });
+  const y = json(r.frames[0]);
+  assert.equal(y.pid, r.pid);
+  // its start in clock ticks since boot, as /proc/PID/stat says
+  const st = readFileSync('/proc/self/stat', 'latin1');
+  assert.ok(Number.isInteger(y.start) && y.start > 0, 'start time missing');
+  assert.ok(y.start >= +st.slice(st.lastIndexOf(')') + 2).split(' ')[19], 'started before its parent');
   assert.equal(r.code, 0);
 });
 

@@ -1,11 +1,12 @@
 """Exec over WebSocket: v5.channel.k8s.io and v4.channel.k8s.io.
 
 The command is a REAL local process. Its cwd is the pod's own folder under
-the state dir (standing for the container's filesystem); where bubblewrap
-works it runs inside bwrap (no network, host read-only, a private /tmp per
-pod) but in the host's PID namespace, so that, as in a real container, one
-exec can see and kill the processes of another; otherwise as a plain
-subprocess.
+the state dir (standing for the container's filesystem). As root, every exec
+of a pod joins (nsenter) the pod's own namespaces, made by bwrap on its first
+exec: one PID namespace whose PID 1 adopts orphans, no network, host
+read-only, a private /tmp; so, as in a real container, one exec can see and
+kill the processes of another. Unprivileged, each exec gets a bwrap of its
+own in the host's PID namespace; without bwrap, a plain subprocess.
 
 Framing (apimachinery wsstream): every message is binary, byte 0 is the
 channel: 0 stdin, 1 stdout, 2 stderr, 3 error/status, 4 resize, 255 close (v5
@@ -20,14 +21,16 @@ drained. Nothing is buffered without bound in either direction.
 
 As on a real node, closing the WebSocket does NOT kill the process (see
 wire.md §3.5): it sees stdin EOF and, once it writes, EPIPE. Pod deletion
-kills every process of the pod (found by its FAKEKUBE_POD environment), and
-server shutdown kills the exec'd commands (bwrap --die-with-parent).
+kills every process of the pod (its PID namespace, and anything found by its
+FAKEKUBE_POD environment), and server shutdown kills the pods' namespaces
+(bwrap --die-with-parent).
 """
 import asyncio
 import json
 import os
 import shutil
 import subprocess
+import time
 
 from aiohttp import web, WSMsgType
 
@@ -63,6 +66,22 @@ def _truthy(v):
     return str(v).lower() in ("1", "true", "yes")
 
 
+def _has_child(pid, comm):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return False
+    for k in kids:
+        try:
+            with open(f"/proc/{k}/comm") as f:
+                if f.read().strip() == comm:
+                    return True
+        except OSError:
+            pass
+    return False
+
+
 class Exec:
     def __init__(self, store, faults, use_bwrap, exec_path=""):
         self.store, self.faults = store, faults
@@ -81,19 +100,58 @@ class Exec:
         if not self.use_bwrap:
             env["TMPDIR"] = pod_tmp
             return list(command), pod_dir, env
-        # /tmp is bound before the pod folder so a state dir under /tmp stays
-        # reachable (bwrap creates the mount point inside the pod's /tmp).
-        # Every namespace but the PID and user ones: execs into one container
-        # share its PID and user namespaces on a real node, so a second exec
-        # can see, read (/proc/PID/environ) and kill what the first started.
-        # Here they share the host's. (Unprivileged, bwrap makes a user
-        # namespace per exec anyway, and reading another exec's environment
-        # is then refused.)
+        if os.geteuid() == 0 and shutil.which("nsenter"):
+            # As in a real container, every exec joins the pod's own
+            # namespaces: one PID namespace per pod, whose PID 1 adopts the
+            # orphans of every exec, and one user namespace (the host's), so
+            # a second exec can see, read and kill what the first started.
+            init = self._pod_sandbox(ns, name, pod_dir, pod_tmp)
+            argv = ["nsenter", "-t", str(init), "-p", "-m", "-n", "-i", "-u",
+                    f"--wd={pod_dir}", "--", *command]
+            return argv, pod_dir, env
+        # Unprivileged: a sandbox per exec in the host's PID namespace (bwrap
+        # then makes a user namespace per exec, and one exec cannot read
+        # another's environment). /tmp is bound before the pod folder so a
+        # state dir under /tmp stays reachable.
         argv = ["bwrap", "--unshare-ipc", "--unshare-net",
                 "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--bind", pod_tmp, "/tmp",
                 "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63], "--", *command]
         return argv, pod_dir, env
+
+    def _pod_sandbox(self, ns, name, pod_dir, pod_tmp):
+        """The pod's namespaces, made on its first exec: a bwrap whose PID 1
+        stands for the container's init, with `sleep infinity` as its main
+        process. Returns the host PID of that init, for nsenter. Deleting the
+        pod kills it, and with it every process in the pod."""
+        box = self.store.pod_sandboxes.get((ns, name))
+        if box is not None and box["proc"].poll() is None:
+            return box["init"]
+        r, w = os.pipe()
+        proc = subprocess.Popen(
+            ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
+             "--unshare-cgroup-try", "--die-with-parent", "--ro-bind", "/", "/",
+             "--dev", "/dev", "--proc", "/proc", "--bind", pod_tmp, "/tmp",
+             "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63],
+             "--info-fd", str(w), "--", "sleep", "infinity"],
+            pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        os.close(w)
+        info = b""
+        with os.fdopen(r, "rb") as f:
+            while b"}" not in info:
+                chunk = f.read1(4096)
+                if not chunk:
+                    break
+                info += chunk
+        init = json.loads(info[:info.index(b"}") + 1])["child-pid"]
+        # bwrap reports its init before the mounts are done: the pod is up
+        # once its main process runs (a child of the init named "sleep").
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not _has_child(init, "sleep"):
+            time.sleep(0.002)
+        self.store.pod_sandboxes[(ns, name)] = {"proc": proc, "init": init}
+        return init
 
     def _validate(self, request, ns, name):
         """Checks the real apiserver makes before any upgrade (HTTP errors)."""

@@ -304,6 +304,7 @@ class Store:
         self.ns_created = now_ts()
         self.tasks = {}                  # (ns, name) -> lifecycle task
         self.exec_procs = {}             # (ns, name) -> set of running exec processes
+        self.pod_sandboxes = {}          # (ns, name) -> {"proc", "init"}: the pod's namespaces
         self.pending_fates = []          # [{"fate":..., "name": regex, "count": n}]
 
     # -- helpers
@@ -550,6 +551,11 @@ class Store:
                 proc.kill()
             except ProcessLookupError:
                 pass
+        box = self.pod_sandboxes.pop((ns, name), None)
+        if box is not None:
+            # its PID 1 dies, and the kernel kills the whole PID namespace
+            box["proc"].kill()
+            box["proc"].wait()
         # Execs share the host's PID namespace (see execws.py), so what they
         # started outlives them: find every process of the pod by the
         # environment each exec starts with, as a container's end would.
