@@ -196,6 +196,8 @@ int k8s_watch_next(struct k8s_watch *w, struct k8s_watch_event *ev,
 	if (w->dead)
 		return fail(w, err);
 	for (;;) {
+		if (!w->buf)
+			return 0; /* nothing fed yet (no buffer: no offset into it) */
 		char *base = w->buf + w->start;
 		size_t avail = w->len - w->start;
 		size_t from = w->scan > w->start ? w->scan - w->start : 0;
