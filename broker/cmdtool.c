@@ -10,6 +10,7 @@
 
 #include "cmdtool.h"
 #include "jsonutil.h"
+#include "logwin.h"
 
 #define MAX_ARGS 32
 
@@ -41,8 +42,7 @@ struct run {
 	char *input;
 	char *obuf;
 	size_t olen, ocap;
-	char etail[512];
-	size_t elen;
+	struct cp_logwin etail; /* the last bytes of its stderr */
 	int overflow, cancelled, exited, out_eof, err_eof, status, handles;
 	uv_write_t wreq;
 };
@@ -179,6 +179,7 @@ static void on_run_closed(uv_handle_t *h)
 {
 	struct run *r = h->data;
 	if (--r->handles == 0) {
+		cp_logwin_free(&r->etail);
 		free(r->input);
 		free(r->obuf);
 		free(r);
@@ -188,15 +189,19 @@ static void on_run_closed(uv_handle_t *h)
 /* The last non-empty line of the command's stderr: its safe message. */
 static void last_line(const struct run *r, char *out, size_t cap)
 {
-	size_t end = r->elen;
-	while (end > 0 && (r->etail[end - 1] == '\n' || r->etail[end - 1] == '\r'))
+	size_t len = 0;
+	char *tail = cp_logwin_take(&r->etail, &len);
+	size_t end = tail ? len : 0;
+	while (end > 0 && (tail[end - 1] == '\n' || tail[end - 1] == '\r'))
 		end--;
 	size_t start = end;
-	while (start > 0 && r->etail[start - 1] != '\n')
+	while (start > 0 && tail[start - 1] != '\n')
 		start--;
 	size_t n = end - start < cap - 1 ? end - start : cap - 1;
-	memcpy(out, r->etail + start, n);
+	if (n)
+		memcpy(out, tail + start, n);
 	out[n] = '\0';
+	free(tail);
 }
 
 static void finish_run(struct run *r)
@@ -259,16 +264,7 @@ static void on_run_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 	size_t len = (size_t)n;
 	if (s == (uv_stream_t *)&r->err) {
-		size_t keep = sizeof r->etail;
-		if (len >= keep) {
-			memcpy(r->etail, buf->base + len - keep, keep);
-			r->elen = keep;
-		} else {
-			size_t old = r->elen + len > keep ? keep - len : r->elen;
-			memmove(r->etail, r->etail + r->elen - old, old);
-			memcpy(r->etail + old, buf->base, len);
-			r->elen = old + len;
-		}
+		cp_logwin_append(&r->etail, buf->base, len);
 		return;
 	}
 	if (r->overflow || r->olen + len > r->set->max_output) {
@@ -328,6 +324,7 @@ static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
 	}
 	r->set = set;
 	r->exec = e;
+	cp_logwin_init(&r->etail, 512, NULL);
 	snprintf(r->call, sizeof r->call, "%s", call);
 	r->input = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
 	uv_pipe_init(set->loop, &r->in, 0);

@@ -196,7 +196,6 @@ int cp_exec_send(struct codepod_exec *e, json_t *msg)
 		return text ? CP_E_STATE : CP_E_NOMEM;
 	}
 	size_t n = strlen(text);
-	text[n] = '\0';
 	struct cp_err err;
 	int rc = e->cp->cfg.backend->ops->write(e->proc, text, n, &err);
 	if (rc == 0)

@@ -39,7 +39,7 @@ struct cp_proc {
 	uv_pipe_t in, out, err;
 	uv_timer_t drain;
 	int pid;
-	int exited, out_eof, err_eof, reported, killed;
+	int exited, out_eof, err_eof, reported;
 	int handles_open;
 	struct cp_proc_exit ex;
 };
@@ -316,7 +316,6 @@ static int local_write(struct cp_proc *p, const char *buf, size_t len, struct cp
 
 static void local_kill(struct cp_proc *p)
 {
-	p->killed = 1;
 	kill_tree(p);
 }
 
