@@ -33,6 +33,9 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/replay/%)
 
+# Keep intermediate objects (tests' .o files): no rebuild on the next make.
+.SECONDARY:
+
 Q = @
 ifeq ($(V),1)
 Q =
@@ -63,11 +66,13 @@ $(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js
 	  echo '0};'; \
 	  echo 'const unsigned long cp_boot_js_len = sizeof cp_boot_js - 1;'; } > $@
 
-$(BUILD)/obj/gen/runner_js.o: $(BUILD)/gen/runner_js.c
+# Every compile waits for the Debian packages (order-only: a fresh machine's
+# `make -j2` must not compile before scripts/deps.sh installed the headers).
+$(BUILD)/obj/gen/runner_js.o: $(BUILD)/gen/runner_js.c | $(BUILD)/.deps-ok
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) -std=c11 $(CFLAGS) $(SAN_CFLAGS) -c -o $@ $<
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(BUILD)/.deps-ok
 	$(Q)mkdir -p $(dir $@)
 	@echo "  CC    $<"
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<

@@ -166,11 +166,19 @@ def test_a_role_without_pods_exec_fails_the_execution(tmp_path):
         f.stop()
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _listen_port(log_path, proc, deadline):
+    """The port `serve --listen 127.0.0.1:0` bound (its serve.listen log line)."""
+    while True:
+        assert proc.poll() is None, log_path.read_text()
+        for line in log_path.read_text(errors="replace").splitlines():
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(m, dict) and m.get("event") == "serve.listen":
+                return m["port"]
+        assert time.monotonic() < deadline, "codepod serve never said where it listens"
+        time.sleep(0.05)
 
 
 @needs_helm
@@ -186,8 +194,7 @@ def test_deployment_args_and_kind_smoke_client_on_the_fake(tmp_path, fake):
     tmpl.write_text(yaml.safe_dump(rendered_pod(objs)))
     token = tmp_path / "token"
     token.write_text("smoke-token\n")
-    port = _free_port()
-    swap = {"--listen": f"127.0.0.1:{port}", "--token-file": str(token), "--pod-template": str(tmpl)}
+    swap = {"--listen": "127.0.0.1:0", "--token-file": str(token), "--pod-template": str(tmpl)}
     args = []
     for a in ctr["args"]:
         k, _, v = a.partition("=")
@@ -201,6 +208,7 @@ def test_deployment_args_and_kind_smoke_client_on_the_fake(tmp_path, fake):
     spec.loader.exec_module(smoke)
     try:
         end = time.monotonic() + 30
+        port = _listen_port(tmp_path / "serve.log", proc, end)
         while True:
             assert proc.poll() is None, (tmp_path / "serve.log").read_text()
             try:

@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -60,6 +61,9 @@ def kube_kubeconfig():
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
     atexit.register(stop)
     _kube["kubeconfig"] = kc
     return kc

