@@ -41,7 +41,7 @@ ifeq ($(V),1)
 Q =
 endif
 
-.PHONY: all deps run test unit replay runner-js e2e e2e-kube fakekube asan fuzz bench lint clean
+.PHONY: all deps run test unit replay runner-js e2e e2e-kube fakekube serve-tests asan fuzz bench lint clean
 all: $(BUILD)/.deps-ok $(BUILD)/codepod
 
 # Installs what the build and the tests need, once per build folder.
@@ -140,7 +140,14 @@ serve-tests: all
 	  --deselect tests/e2e/test_errors.py::test_backend_vanishing_mid_call_is_outcome_unknown \
 	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result
 
-test: unit replay runner-js e2e e2e-kube fakekube decl-typecheck serve-tests chart-tests
+# The test groups: each a target of its own. `make test` runs all of them even
+# when one fails, then fails, its last line `N passed, M failed (test groups)`
+# (scripts/test-groups.sh). A new group is a new target added to this list.
+TEST_GROUPS := lint unit replay runner-js e2e e2e-kube fakekube decl-typecheck serve-tests \
+               chart-tests
+
+test: all
+	$(Q)bash scripts/test-groups.sh "$(MAKE)" $(TEST_GROUPS)
 
 # ASan + UBSan + LSan over the whole suite; any report fails the run.
 asan:

@@ -5,6 +5,12 @@
 #    strcpy, strcat, strtok (strtok_r is fine), atoi, atol, gets, system, and
 #    exit( anywhere but runner/main.c. Comments and string/character literals
 #    are blanked first, so text that merely mentions a call does not count.
+#    Calls that block or add a thread, which the one libuv loop must never
+#    make (DESIGN section 8): curl_easy_perform (libcurl's multi-socket API is
+#    the way), blocking socket calls (connect, accept, recv*, send*, select,
+#    poll, getaddrinfo, gethostbyname), sleeps, and threads (pthread_create,
+#    uv_thread_create, uv_queue_work). Code that runs before the loop starts
+#    is allowed by name in .lint-allow, with the reason beside it.
 # 2. Runs shellcheck over scripts/*.sh, tests/example/*.sh and .ci/run when
 #    it is installed (scripts/deps.sh installs it); otherwise prints a note.
 #
@@ -21,7 +27,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 dirs=(runner k8s broker)
-banned='sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|exit'
+unsafe='sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|exit'
+blocking='curl_easy_perform|connect|accept|accept4|recv|recvfrom|recvmsg|send|sendto|sendmsg|select|poll|ppoll|getaddrinfo|gethostbyname|sleep|usleep|nanosleep|pthread_create|uv_thread_create|uv_queue_work'
+banned="$unsafe|$blocking"
 findings=0
 
 # Prints FILE:LINE:CALL:TEXT for every banned call in FILE, with comments and
@@ -68,7 +76,7 @@ allowed() {
 	return 1
 }
 
-echo "lint: banned calls in ${dirs[*]}"
+echo "lint: banned and loop-blocking calls in ${dirs[*]}"
 for d in "${dirs[@]}"; do
 	[ -d "$d" ] || continue
 	while IFS= read -r -d '' file; do
@@ -79,7 +87,11 @@ for d in "${dirs[@]}"; do
 			if allowed "$f" "$call"; then
 				continue
 			fi
-			echo "$f:$line: banned call $call(): $text"
+			if [[ $call =~ ^($blocking)$ ]]; then
+				echo "$f:$line: $call() blocks the event loop or adds a thread: $text"
+			else
+				echo "$f:$line: banned call $call(): $text"
+			fi
 			findings=$((findings + 1))
 		done < <(scan "$file")
 	done < <(find "$d" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z)
@@ -99,7 +111,7 @@ for d in "${dirs[@]}"; do
 done
 
 shell_files=()
-for f in scripts/*.sh tests/example/*.sh .ci/run; do
+for f in scripts/*.sh tests/example/*.sh tests/fresh-machine/*.sh .ci/run; do
 	[ -f "$f" ] && shell_files+=("$f")
 done
 if command -v shellcheck >/dev/null; then
