@@ -28,7 +28,9 @@ return 42;
 """
     res = assert_ok(session.run(js, timeout=120))
     assert res["result"] == 42
-    assert res["logsTruncated"] in (True, False)
+    # The subprocess's 100000 bytes are captured as logs (DESIGN 2.6 allows
+    # it), so the 32 KiB window dropped the start, and says so.
+    assert res["logsTruncated"] is True
     assert session.of("forged", "result") == []
     again = assert_ok(session.run("console.log('clean');\nreturn 'still works';"))
     assert again["result"] == "still works" and again["logs"] == "clean\n"
@@ -45,20 +47,20 @@ for (let i = 0; i < 2000; i++) {
 }
 return 'survived';
 """
-    res = session.run(js, timeout=120)
-    # codepod may treat the flood as raw output (success) or fail this execution; never more.
-    if res["status"] == "failed":
-        assert res["error"]["code"] in ("PROCESS_EXITED", "INTERNAL", "SCRIPT_ERROR"), res
-    else:
-        assert res["result"] == "survived"
+    # Headers without the execution's nonce are the program's own output: kept
+    # as logs (their volume overflows the window), and the program returns.
+    res = assert_ok(session.run(js, timeout=120))
+    assert res["result"] == "survived"
+    assert res["logsTruncated"] is True and "cp1" in res["logs"]
     assert assert_ok(session.wait_result(other))["result"] == {"ok": 1}
 
 
 def test_program_closing_its_stdout_cannot_hang_codepod(session):
     res = session.run("require('node:fs').closeSync(1);\nreturn 'closed';", timeout=60)
-    # Closing fd 1 cuts the channel: a clear failure (or success if codepod copes) — no hang.
-    if res["status"] == "failed":
-        assert res["error"]["code"] in ("PROCESS_EXITED", "INTERNAL", "SCRIPT_ERROR"), res
+    # Closing fd 1 cuts the channel: the runner cannot report, and the
+    # execution fails saying its process ended before the program returned.
+    err = assert_failed(res, "PROCESS_EXITED")
+    assert "exited" in err["message"], err
     assert_ok(session.run("return 1;"))
 
 

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from harness import (NO_ANSWER, ToolError, assert_failed, assert_ok, processes_with_marker,
-                     tool_decl)
+                     local_backend_only, tool_decl)
 
 
 def echo(inp):
@@ -155,6 +155,7 @@ def test_workspace_invisible_to_another_conversation(session):
     assert res["result"] == [False, 0]
 
 
+@local_backend_only  # on Kubernetes each conversation is its own pod (tests/kube)
 def test_workspace_of_another_conversation_unreachable_by_host_path(session):
     """With isolation on, conversation B cannot read A's files even by the host path."""
     conv_a = f"conv-a-{uuid.uuid4().hex[:8]}"
@@ -162,21 +163,24 @@ def test_workspace_of_another_conversation_unreachable_by_host_path(session):
     name = f"secret-{uuid.uuid4().hex}.txt"
     assert_ok(session.run(f"require('node:fs').writeFileSync('{name}', 'top secret'); return 1;",
                           conversation=conv_a))
+    mine = f"mine-{uuid.uuid4().hex}.txt"
     res = assert_ok(session.run(
         "const fs = require('node:fs'); const path = require('node:path');\n"
+        f"fs.writeFileSync('{mine}', 'own');\n"
         "const found = [];\n"
         "function walk(dir, depth) {\n"
         "  if (depth > 6) return;\n"
         "  let entries; try { entries = fs.readdirSync(dir, { withFileTypes: true }); } catch { return; }\n"
         "  for (const e of entries) {\n"
         "    const p = path.join(dir, e.name);\n"
-        f"    if (e.name === '{name}') {{ try {{ found.push(fs.readFileSync(p, 'utf8')); }} catch {{ }} }}\n"
+        f"    if (e.name === '{name}' || e.name === '{mine}') {{ try {{ found.push(fs.readFileSync(p, 'utf8')); }} catch {{ }} }}\n"
         "    else if (e.isDirectory()) walk(p, depth + 1);\n"
         "  }\n"
         "}\n"
         f"walk({json.dumps(session.state_dir)}, 0);\n"
         "return found;", conversation=conv_b))
-    assert res["result"] == [], "conversation B read conversation A's workspace file"
+    # The walk does reach B's own workspace by its host path, and only that.
+    assert res["result"] == ["own"], "conversation B read conversation A's workspace file"
 
 
 def test_javascript_variables_do_not_survive(session):
@@ -311,6 +315,7 @@ def test_grandchild_processes_end_with_the_execution(session):
     assert left == [], f"grandchildren survived their execution: {left}"
 
 
+@local_backend_only  # on Kubernetes a key only names a pod, by its hash (tests/kube)
 def test_conversation_key_cannot_escape_the_state_dir(session, tmp_path):
     for conv in ("../escape", "/tmp", "..", "a/../../b"):
         res = assert_ok(session.run(
@@ -320,6 +325,8 @@ def test_conversation_key_cannot_escape_the_state_dir(session, tmp_path):
     outside = [p for p in tmp_path.rglob("escaped.txt") if state not in p.resolve().parents]
     outside += [p for p in (Path("/tmp/escaped.txt"), state.parent / "escaped.txt") if p.exists()]
     assert outside == [], f"a conversation key wrote outside --state-dir: {outside}"
+    inside = list(state.rglob("escaped.txt"))
+    assert len(inside) == 4, f"each key has its own workspace under --state-dir: {inside}"
     res = assert_ok(session.run("return require('node:fs').existsSync('escaped.txt');",
                                 conversation=f"fresh-{uuid.uuid4().hex[:8]}"))
     assert res["result"] is False
