@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cmdtool.h"
-#include "jsonutil.h"
 #include "logwin.h"
+#include "tool_answer.h"
 
 #define MAX_ARGS 32
 
@@ -186,46 +186,22 @@ static void on_run_closed(uv_handle_t *h)
 	}
 }
 
-/* The last non-empty line of the command's stderr: its safe message. */
-static void last_line(const struct run *r, char *out, size_t cap)
-{
-	size_t len = 0;
-	char *tail = cp_logwin_take(&r->etail, &len);
-	size_t end = tail ? len : 0;
-	while (end > 0 && (tail[end - 1] == '\n' || tail[end - 1] == '\r'))
-		end--;
-	size_t start = end;
-	while (start > 0 && tail[start - 1] != '\n')
-		start--;
-	size_t n = end - start < cap - 1 ? end - start : cap - 1;
-	if (n)
-		memcpy(out, tail + start, n);
-	out[n] = '\0';
-	free(tail);
-}
-
 static void finish_run(struct run *r)
 {
 	if (!r->exited || !r->out_eof || !r->err_eof)
 		return;
 	unlink_run(r);
 	if (!r->cancelled) {
-		struct cp_err err;
 		char msg[300];
 		json_t *v = NULL;
-		if (r->overflow) {
-			snprintf(msg, sizeof msg, "The tool printed more than %zu bytes.", r->set->max_output);
-		} else if (r->status != 0) {
-			last_line(r, msg, sizeof msg);
-			if (!msg[0])
-				snprintf(msg, sizeof msg, "The tool failed (exit status %d).", r->status);
-		} else if (!(v = cp_json_load(r->obuf ? r->obuf : "", r->olen, &err))) {
-			snprintf(msg, sizeof msg, "The tool did not print JSON.");
-		}
-		if (v)
+		size_t elen = 0;
+		char *etail = cp_logwin_take(&r->etail, &elen);
+		if (broker_cmdtool_answer(r->status, r->overflow, r->set->max_output, r->obuf, r->olen,
+		                          etail, elen, &v, msg, sizeof msg) == 0)
 			codepod_tool_result(r->exec, r->call, v, NULL);
 		else
 			codepod_tool_error(r->exec, r->call, msg, NULL);
+		free(etail);
 		json_decref(v);
 	}
 	uv_close((uv_handle_t *)&r->proc, on_run_closed);

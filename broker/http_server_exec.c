@@ -17,6 +17,7 @@
 #include "http_server_int.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "tool_answer.h"
 
 #define MAX_BROKER_ANSWER ((size_t)16 << 20)
 
@@ -99,24 +100,13 @@ static void unlink_pending(struct pending *p)
 static void on_broker_answer(struct exec_req *r, const char *eid, const char *call, long status,
                              const char *body, size_t len)
 {
-	char msg[200];
-	if (status < 200 || status > 299) {
-		snprintf(msg, sizeof msg, "the tool broker answered HTTP %ld", status);
-		tool_error(r, eid, call, msg);
-		return;
-	}
-	json_t *v = cp_json_load(body, len, NULL);
-	const json_t *out = json_object_get(v, "output");
-	const char *e = json_string_value(json_object_get(v, "error"));
-	if (json_is_object(v) && out)
-		feed(r, json_pack("{s:s,s:s,s:s,s:O}", "type", "tool_result", "id", eid, "call", call,
+	char msg[4097]; /* the engine keeps 4096 bytes of a tool's error message */
+	json_t *out = NULL;
+	if (broker_webhook_answer(status, body, len, &out, msg, sizeof msg) == 0)
+		feed(r, json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_result", "id", eid, "call", call,
 		                  "output", out));
-	else if (json_is_object(v) && e)
-		tool_error(r, eid, call, e);
 	else
-		tool_error(r, eid, call, "the tool broker answered with something other than "
-		                         "{\"output\": ...} or {\"error\": \"...\"}");
-	json_decref(v);
+		tool_error(r, eid, call, msg);
 }
 
 static void on_webhook_done(void *ud, long status, const char *body, size_t len,

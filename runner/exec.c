@@ -208,6 +208,16 @@ int cp_exec_send(struct codepod_exec *e, json_t *msg)
 
 /* ---- frames from the runner ---- */
 
+/* The Node.js the runner reports ("v22.12.0"): 1 when codepod can use it
+ * (22.13 or later: type stripping), 0 when too old, -1 when unreadable. */
+static int node_version_ok(const char *v)
+{
+	unsigned major = 0, minor = 0;
+	if (!v || sscanf(v, "v%3u.%3u", &major, &minor) != 2)
+		return -1;
+	return major > 22 || (major == 22 && minor >= 13);
+}
+
 static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 {
 	if (e->state != CP_ST_STARTING) {
@@ -217,11 +227,28 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	e->state = CP_ST_RUNNING;
 	e->t_ready_ms = cp_exec_now_ms();
 	const struct cp_backend_ops *ops = e->cp->cfg.backend->ops;
-	json_t *v = ops->note_pid && e->proc ? json_loadb(payload, len, 0, NULL) : NULL;
+	json_t *v = json_loadb(payload, len, 0, NULL);
 	json_int_t pid = json_integer_value(json_object_get(v, "pid"));
 	json_int_t start = json_integer_value(json_object_get(v, "start"));
+	/* A sandbox image's Node older than 22.13 runs plain JavaScript but not
+	 * TypeScript: refuse it for every program, naming both versions. */
+	const char *node = json_string_value(json_object_get(v, "node"));
+	int node_ok = node ? node_version_ok(node) : 1;
+	char found[16];
+	snprintf(found, sizeof found, "%s", node_ok == 0 ? node : "");
 	json_decref(v);
-	if (pid > 1)
+	if (node_ok == 0) {
+		cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
+		               "The sandbox's Node.js is %s; codepod needs 22.13 or later.", found);
+		return;
+	}
+	if (node_ok < 0) {
+		cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
+		               "The sandbox's Node.js reports no readable version; codepod needs "
+		               "22.13 or later.");
+		return;
+	}
+	if (pid > 1 && ops->note_pid && e->proc)
 		ops->note_pid(e->proc, (long)pid, start > 0 ? (unsigned long long)start : 0);
 	uv_timer_stop(&e->timer);
 	uv_timer_start(&e->timer, on_deadline, e->pol.timeout_ms, 0);

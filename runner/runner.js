@@ -307,7 +307,9 @@
       err = compileError(e, file);
     }
 
-    frame('Y', '{"pid":' + process.pid + ',"start":' + startTicks() + '}');
+    // codepod checks the version: a sandbox image's Node may be too old.
+    frame('Y', '{"pid":' + process.pid + ',"start":' + startTicks() +
+      ',"node":' + JSON.stringify(process.version) + '}');
     if (err) return finish('T', stringify(err));
 
     let p;

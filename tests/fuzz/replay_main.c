@@ -3,6 +3,8 @@
  * `make test` replays every corpus file with gcc or clang and no libFuzzer.
  * Usage: fuzz_<name> DIR|FILE...   Runs LLVMFuzzerTestOneInput over every
  * regular file (directories are read one level deep) and prints the count.
+ * Fails (exit 1) when an argument is missing or gives no input at all, so a
+ * lost or empty corpus cannot pass as a replay.
  */
 #include <dirent.h>
 #include <stddef.h>
@@ -68,18 +70,31 @@ int main(int argc, char **argv)
 {
 	long count = 0;
 	int rc = 0;
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s DIR|FILE...\n", argc > 0 ? argv[0] : "replay");
+		return 1;
+	}
 	for (int i = 1; i < argc; i++) {
 		struct stat st;
+		long before = count;
 		if (stat(argv[i], &st) != 0) {
 			perror(argv[i]);
 			rc = 1;
-		} else if (S_ISDIR(st.st_mode)) {
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
 			if (run_dir(argv[i], &count) < 0)
 				rc = 1;
-		} else if (run_file(argv[i]) < 0) {
-			rc = 1;
 		} else {
-			count++;
+			int r = run_file(argv[i]);
+			if (r < 0)
+				rc = 1;
+			else
+				count += r;
+		}
+		if (count == before) {
+			fprintf(stderr, "%s: no input to replay (empty corpus?)\n", argv[i]);
+			rc = 1;
 		}
 	}
 	printf("%s: replayed %ld input(s)\n", argc > 0 ? argv[0] : "replay", count);
