@@ -1,0 +1,420 @@
+// Codepod: one session with `codepod serve`, over a WebSocket or a child's
+// stdio, multiplexing any number of executions (session protocol v1.1 of
+// DESIGN section 5, degrading to v1 where a server does not answer with the
+// additions).
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { prepareTools, toJsonText, type RunnableTool } from "./tools.js";
+import {
+  CodepodConnectError, openWebSocket, spawnStdio, type Link, type LinkEvents, type SpawnOptions,
+} from "./transport.js";
+import type { Outcome, OutcomeError, Policy, ToolContext, ToolDeclaration, Tools } from "./types.js";
+
+export interface ConnectOptions {
+  /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  token: string;
+  headers?: Record<string, string>;
+  /** How long to keep trying to reconnect and re-attach after the WebSocket dropped (default 25000 ms, inside the server's 30 s grace). */
+  reconnectMs?: number;
+  /** Sees every protocol message, sent ("out") and received ("in"), as its JSON text: for debugging. */
+  trace?: Trace;
+}
+
+export type Trace = (direction: "in" | "out", text: string) => void;
+
+export interface RunOptions {
+  /** The scope key: executions with the same one share a sandbox and its workspace. */
+  conversation: string;
+  js: string;
+  tools?: Tools;
+  policy?: Policy;
+  /** A short label for the user (the `code` tool's `reason`). */
+  reason?: string;
+  /** Aborting it stops the execution (the outcome is then CANCELLED). */
+  signal?: AbortSignal;
+  /** Live output while the program runs (asks codepod to stream it). */
+  onLog?: (stream: "stdout" | "stderr", text: string) => void;
+  /** The execution id; a fresh UUID by default. */
+  id?: string;
+}
+
+type Msg = { [k: string]: unknown; type?: unknown; id?: unknown };
+
+interface Call {
+  abort: AbortController;
+  /** The answer's message text once the tool finished: sent again if codepod asks again after a reattach. */
+  answer?: string;
+}
+
+interface Exec {
+  id: string;
+  conversation: string;
+  tools: Map<string, RunnableTool>;
+  onLog: RunOptions["onLog"];
+  accepted: boolean;
+  sawCall: boolean;
+  stopWanted: boolean;
+  calls: Map<string, Call>;
+  finish(o: Outcome): void;
+}
+
+const MAX_TOOL_ERROR = 2000;
+
+function lost(id: string, code: string, message: string): Outcome {
+  return { executionId: id, status: "failed", logs: "", logsTruncated: false, calls: [], error: { code, message } };
+}
+
+export class Codepod {
+  private link: Link | null = null;
+  private readonly execs = new Map<string, Exec>();
+  private readonly declWaiters = new Map<string, { resolve(s: string): void; reject(e: Error): void }>();
+  private closing = false;
+  private reconnecting: Promise<boolean> | null = null;
+  private declSeq = 0;
+
+  private constructor(
+    private readonly opener: (ev: LinkEvents) => Promise<Link>,
+    private readonly trace: Trace | undefined,
+    private readonly cliDeclarations?: (decls: ToolDeclaration[]) => Promise<string>,
+    private readonly http?: { url: string; token: string; headers: Record<string, string>; reconnectMs: number },
+  ) {}
+
+  /** A session over `codepod serve --listen`'s WebSocket. */
+  static async connect(opts: ConnectOptions): Promise<Codepod> {
+    const headers = opts.headers ?? {};
+    const cp = new Codepod((ev) => openWebSocket(opts.url, opts.token, ev, headers), opts.trace, undefined,
+      { url: opts.url, token: opts.token, headers, reconnectMs: opts.reconnectMs ?? 25_000 });
+    cp.link = await cp.opener(cp.events());
+    return cp;
+  }
+
+  /** A session with a `codepod serve --stdio` child process (args default to `["serve", "--stdio"]`). */
+  static async spawn(opts: SpawnOptions & { trace?: Trace }): Promise<Codepod> {
+    const cp = new Codepod((ev) => spawnStdio(opts, ev), opts.trace, (d) => cliDeclarations(opts, d));
+    cp.link = await cp.opener(cp.events());
+    return cp;
+  }
+
+  /** Runs one program; resolves with its outcome (it never rejects for what the program or a tool did). */
+  async run(opts: RunOptions): Promise<Outcome> {
+    if (this.closing) throw new Error("this Codepod session is closed");
+    const tools = await prepareTools(opts.tools);
+    const id = opts.id ?? randomUUID();
+    if (this.execs.has(id)) throw new Error(`execution id ${id} is already running on this session`);
+    const msg: Msg = {
+      type: "execute", id, conversation: opts.conversation, js: opts.js,
+      tools: [...tools.values()].map((t) => t.decl),
+    };
+    if (opts.reason !== undefined) msg.reason = opts.reason;
+    if (opts.policy) msg.policy = opts.policy;
+    if (opts.onLog) msg.stream = true;
+    if (!this.link && !(await this.reconnect())) {
+      return lost(id, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run");
+    }
+    return new Promise<Outcome>((resolve) => {
+      const onAbort = () => this.stop(id);
+      const ex: Exec = {
+        id, conversation: opts.conversation, tools, onLog: opts.onLog,
+        accepted: false, sawCall: false, stopWanted: false, calls: new Map(),
+        finish: (o) => {
+          if (this.execs.get(id) !== ex) return;
+          this.execs.delete(id);
+          opts.signal?.removeEventListener("abort", onAbort);
+          for (const c of ex.calls.values()) c.abort.abort(new Error("the execution ended"));
+          resolve(o);
+        },
+      };
+      this.execs.set(id, ex);
+      this.send(msg);
+      if (opts.signal?.aborted) onAbort();
+      else opts.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Asks codepod to stop a running execution (its outcome then says CANCELLED). */
+  stop(id: string): void {
+    const ex = this.execs.get(id);
+    if (!ex) return;
+    ex.stopWanted = true;
+    this.send({ type: "stop", id });
+  }
+
+  /** The TypeScript declarations codepod renders for these tools (what a model reads). */
+  async declarations(tools: Tools | ToolDeclaration[]): Promise<string> {
+    const decls = Array.isArray(tools) ? tools : [...(await prepareTools(tools)).values()].map((t) => t.decl);
+    const id = `declarations-${++this.declSeq}`;
+    try {
+      return await new Promise<string>((resolve, reject) => {
+        this.declWaiters.set(id, { resolve, reject });
+        if (!this.send({ type: "declarations", id, tools: decls })) {
+          this.declWaiters.delete(id);
+          reject(new Error("codepod is not connected"));
+        }
+      });
+    } catch (e) {
+      // A v1 server has no declarations message: its HTTP endpoint has, and so has its command.
+      if (this.http) return this.httpDeclarations(decls);
+      if (this.cliDeclarations) return this.cliDeclarations(decls);
+      throw e;
+    }
+  }
+
+  /** The stored outcome of an execution (GET /v1/executions/{id}; WebSocket sessions only), or undefined when unknown or expired. */
+  async getExecution(id: string): Promise<Outcome | undefined> {
+    if (!this.http) throw new Error("getExecution needs a WebSocket session (Codepod.connect)");
+    const u = new URL(`v1/executions/${encodeURIComponent(id)}`, this.http.url.replace(/\/?$/, "/"));
+    const res = await fetch(u, { headers: { ...this.http.headers, Authorization: `Bearer ${this.http.token}` } });
+    if (res.status === 404) return undefined;
+    if (!res.ok) throw new CodepodConnectError("INTERNAL", `GET /v1/executions: HTTP ${res.status}`);
+    const o = (await res.json()) as Outcome & { id?: string; type?: string };
+    const { type: _t, id: _i, ...rest } = o;
+    return { ...rest, executionId: o.executionId ?? id };
+  }
+
+  /** Ends the session: running executions are stopped by codepod, their outcomes delivered first on stdio. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const link = this.link;
+    if (link) await link.close();
+    this.link = null;
+    for (const ex of [...this.execs.values()]) {
+      ex.finish(lost(ex.id, "OUTCOME_UNKNOWN", "the session was closed before the outcome arrived"));
+    }
+    for (const w of this.declWaiters.values()) w.reject(new Error("the session was closed"));
+    this.declWaiters.clear();
+  }
+
+  private async httpDeclarations(decls: ToolDeclaration[]): Promise<string> {
+    const h = this.http!;
+    const u = new URL("v1/declarations", h.url.replace(/\/?$/, "/"));
+    const res = await fetch(u, {
+      method: "POST", body: JSON.stringify({ tools: decls }),
+      headers: { ...h.headers, Authorization: `Bearer ${h.token}`, "Content-Type": "application/json" },
+    });
+    const body = (await res.json()) as { declarations?: string; error?: { message?: string } };
+    if (!res.ok || typeof body.declarations !== "string") {
+      throw new Error(`codepod could not render the declarations: ${body.error?.message ?? res.status}`);
+    }
+    return body.declarations;
+  }
+
+  private send(msg: Msg): boolean {
+    return this.sendText(JSON.stringify(msg));
+  }
+
+  private sendText(text: string): boolean {
+    this.trace?.("out", text);
+    return this.link?.send(text) ?? false;
+  }
+
+  private events(): LinkEvents {
+    const self = this;
+    let current = true;
+    return {
+      message(text) {
+        if (current) self.onMessage(text);
+      },
+      closed(reason) {
+        if (!current) return;
+        current = false;
+        self.onLinkDown(reason);
+      },
+    };
+  }
+
+  private onLinkDown(reason: string): void {
+    this.link = null;
+    if (this.closing) return;
+    for (const w of this.declWaiters.values()) w.reject(new Error(reason));
+    this.declWaiters.clear();
+    if (!this.http) {
+      // A child process that is gone takes its executions with it.
+      for (const ex of [...this.execs.values()]) {
+        ex.finish(lost(ex.id, "OUTCOME_UNKNOWN", `codepod went away before the outcome arrived (${reason})`));
+      }
+      return;
+    }
+    if (this.execs.size) void this.reconnect();
+  }
+
+  /** WebSocket only: reconnect, then take the running executions over again (attach). */
+  private reconnect(): Promise<boolean> {
+    if (!this.http || this.closing) return Promise.resolve(false);
+    this.reconnecting ??= (async () => {
+      const deadline = Date.now() + this.http!.reconnectMs;
+      let delay = 50;
+      while (!this.closing) {
+        try {
+          this.link = await this.opener(this.events());
+          break;
+        } catch (e) {
+          const code = e instanceof CodepodConnectError ? e.code : "";
+          if (code === "UNAUTHORIZED" || Date.now() + delay > deadline) {
+            for (const ex of [...this.execs.values()]) {
+              ex.finish(lost(ex.id, "OUTCOME_UNKNOWN", "the connection to codepod dropped and could not be re-established"));
+            }
+            return false;
+          }
+          await new Promise((r) => setTimeout(r, delay));
+          delay = Math.min(delay * 2, 1000);
+        }
+      }
+      if (this.closing) return false;
+      for (const ex of this.execs.values()) {
+        this.send({ type: "attach", id: ex.id });
+        if (ex.stopWanted) this.send({ type: "stop", id: ex.id });
+      }
+      return true;
+    })().finally(() => { this.reconnecting = null; });
+    return this.reconnecting;
+  }
+
+  private onMessage(text: string): void {
+    this.trace?.("in", text);
+    let m: Msg;
+    try {
+      m = JSON.parse(text) as Msg;
+    } catch {
+      return;
+    }
+    if (m === null || typeof m !== "object") return;
+    const id = typeof m.id === "string" ? m.id : undefined;
+    if (m.type === "declarations") {
+      const w = id !== undefined ? this.declWaiters.get(id) : this.declWaiters.values().next().value;
+      const key = id ?? this.declWaiters.keys().next().value;
+      if (w && key !== undefined && typeof m.declarations === "string") {
+        this.declWaiters.delete(key);
+        w.resolve(m.declarations);
+      }
+      return;
+    }
+    if (m.type === "error" && id !== undefined && this.declWaiters.has(id)) {
+      const w = this.declWaiters.get(id)!;
+      this.declWaiters.delete(id);
+      w.reject(new Error(String((m.error as OutcomeError | undefined)?.message ?? "declarations refused")));
+      return;
+    }
+    const ex = id !== undefined ? this.execs.get(id) : undefined;
+    if (!ex) return;
+    switch (m.type) {
+      case "accepted":
+        ex.accepted = true;
+        return;
+      case "tool_call":
+        ex.accepted = true;
+        ex.sawCall = true;
+        this.onToolCall(ex, m);
+        return;
+      case "cancel_call": {
+        const c = ex.calls.get(String(m.call));
+        c?.abort.abort(new Error("codepod cancelled the call"));
+        return;
+      }
+      case "log":
+        ex.accepted = true;
+        if (m.stream === "stdout" || m.stream === "stderr") {
+          try {
+            ex.onLog?.(m.stream, String(m.text ?? ""));
+          } catch {
+            // a throwing onLog must not end the session
+          }
+        }
+        return;
+      case "result": {
+        const { type: _t, id: _i, ...rest } = m;
+        ex.finish({ ...(rest as unknown as Outcome), executionId: ex.id });
+        return;
+      }
+      case "error":
+        this.onError(ex, m);
+        return;
+      default:
+    }
+  }
+
+  private onError(ex: Exec, m: Msg): void {
+    const err = (m.error ?? {}) as OutcomeError;
+    const inReplyTo = m.inReplyTo;
+    // v1.1 says what the error answers; a v1 server does not, but before the
+    // first tool call nothing but the execute can have been answered.
+    const refusesExecute = inReplyTo === "execute" ||
+      (inReplyTo === undefined && !ex.accepted && !ex.sawCall && !ex.stopWanted);
+    if (refusesExecute) {
+      ex.finish(lost(ex.id, String(err.code ?? "INTERNAL"), String(err.message ?? "codepod refused the execution")));
+      return;
+    }
+    if (inReplyTo === "attach") void this.recover(ex);
+  }
+
+  /** An attach was refused: the execution ended while we were away. Its stored outcome, if codepod kept it. */
+  private async recover(ex: Exec): Promise<void> {
+    let o: Outcome | undefined;
+    try {
+      o = await this.getExecution(ex.id);
+    } catch {
+      o = undefined;
+    }
+    ex.finish(o ?? lost(ex.id, "OUTCOME_UNKNOWN", "the connection to codepod dropped and the execution could not be re-attached"));
+  }
+
+  private onToolCall(ex: Exec, m: Msg): void {
+    const call = typeof m.call === "string" ? m.call : undefined;
+    if (call === undefined) return;
+    const known = ex.calls.get(call);
+    if (known) {
+      // Sent again after a reattach: answer again if the tool is done, else the answer follows.
+      if (known.answer !== undefined) this.sendText(known.answer);
+      return;
+    }
+    const c: Call = { abort: new AbortController() };
+    ex.calls.set(call, c);
+    const name = String(m.tool);
+    void this.answer(ex, call, name, m.input, c.abort.signal).then((text) => {
+      c.answer = text;
+      if (!c.abort.signal.aborted) this.sendText(text);
+    });
+  }
+
+  /** Runs one tool call; always resolves with the answer's message text. */
+  private async answer(ex: Exec, call: string, name: string, input: unknown, signal: AbortSignal): Promise<string> {
+    const fail = (message: string) =>
+      JSON.stringify({ type: "tool_error", id: ex.id, call, message: message.slice(0, MAX_TOOL_ERROR) });
+    const tool = ex.tools.get(name);
+    if (!tool) return fail(`Unknown tool: ${name}`);
+    try {
+      const chk = await tool.check(input);
+      if (!chk.ok) return fail(`Invalid input for tool ${name}: ${chk.message}`);
+      const ctx: ToolContext = {
+        signal, abortSignal: signal, conversation: ex.conversation, executionId: ex.id, callId: call,
+        toolCallId: call, messages: [], context: undefined, experimental_context: undefined,
+      };
+      const out = await tool.execute(input, ctx);
+      const json = toJsonText(out);
+      if (!json.ok) return fail(`Tool ${name} returned a value that is not JSON: ${json.why}`);
+      return `{"type":"tool_result","id":${JSON.stringify(ex.id)},"call":${JSON.stringify(call)},"output":${json.text}}`;
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : typeof e === "string" ? e : "";
+      return fail(msg || `Tool ${name} failed`);
+    }
+  }
+}
+
+/** `codepod declarations FILE`, for a stdio server older than the declarations message. */
+async function cliDeclarations(opts: SpawnOptions, decls: ToolDeclaration[]): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "codepod-decl-"));
+  try {
+    const file = join(dir, "tools.json");
+    await writeFile(file, JSON.stringify({ tools: decls }));
+    return await new Promise<string>((resolve, reject) => {
+      execFile(opts.command, ["declarations", file], { env: opts.env ?? process.env, maxBuffer: 16 << 20 },
+        (err, stdout) => (err ? reject(new Error(`codepod declarations failed: ${err.message}`)) : resolve(stdout)));
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,8 @@
+// @codepod/client: run model-written programs in codepod with your tools.
+export { Codepod } from "./client.js";
+export type { ConnectOptions, RunOptions } from "./client.js";
+export { CodepodConnectError } from "./transport.js";
+export type { SpawnOptions } from "./transport.js";
+export { codeDescription, outputForModel, CODE_INPUT_SCHEMA } from "./model.js";
+export type { CodeInput, CodeOutput } from "./model.js";
+export type * from "./types.js";

@@ -1,0 +1,72 @@
+// What a model reads about the `code` tool: the script rules (DESIGN section
+// 2, with this execution policy's limits) followed by the declarations codepod
+// renders, its input schema, and the outcome turned into its output. The
+// Python package (sdk/python/codepod/model.py) says the same words.
+import type { Outcome, Policy } from "./types.js";
+
+export const CODE_INPUT_SCHEMA = {
+  type: "object",
+  properties: {
+    reason: { type: "string", description: "A short label for the user saying what this program does, e.g. \"Totalling August invoices\"." },
+    js: { type: "string", description: "The whole program: the body of an async function (JavaScript or TypeScript)." },
+  },
+  required: ["reason", "js"],
+  additionalProperties: false,
+} as const;
+
+export interface CodeInput {
+  reason: string;
+  js: string;
+}
+
+const DEFAULTS = { timeoutMs: 30_000, maxResultBytes: 32_768, maxBridgeRequests: 256 };
+
+function bytes(n: number): string {
+  return n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`;
+}
+
+/** The rules a model must know to write a program, with the policy's limits, then the declarations. */
+export function codeDescription(declarations: string, policy: Policy = {}): string {
+  const timeout = policy.timeoutMs ?? DEFAULTS.timeoutMs;
+  const budget = policy.maxResultBytes ?? DEFAULTS.maxResultBytes;
+  const calls = policy.maxBridgeRequests ?? DEFAULTS.maxBridgeRequests;
+  return [
+    "Run a JavaScript or TypeScript program in a fresh Node.js 22 process in this conversation's sandbox. " +
+      "Use it to combine several tool calls, compute over their results, or work with files; only what the program returns and prints comes back.",
+    "",
+    "- `js` is the body of an async function: top-level `await` and `return` work. TypeScript annotations are stripped without type checking; syntax that needs transformation, such as `enum`, fails.",
+    "- Call the tools declared below as `await tools.name(input)`; each takes and returns JSON. A call that fails throws an Error whose message says why; you can catch it.",
+    "- Use `require(...)` or `await import(...)` for Node built-ins and installed packages; static `import` declarations are not allowed.",
+    "- The working directory is the conversation's workspace: files written there persist across calls, JavaScript variables do not.",
+    `- \`return\` a small JSON value; it comes back as \`result\` (a Map or Set becomes {}). Output of console.* and process.stdout/stderr comes back as \`logs\` (the last ${bytes(budget)}).`,
+    `- Limits: ${timeout / 1000} s per program, waiting on tools included; ${calls} tool calls; a result over ${bytes(budget)} fails the program, so return a summary or save the full output to a workspace file.`,
+    "- `reason` is a short label shown to the user.",
+    "",
+    declarations.trimEnd(),
+  ].join("\n");
+}
+
+/** The outcome as the model should read it: result and logs, or the code, the safe message and the program's own error. */
+export type CodeOutput =
+  | { status: "succeeded"; result?: unknown; logs: string; logsTruncated?: true }
+  | {
+    status: "failed";
+    error: { code: string; message: string; programError?: { name: string; message: string; stack: string } };
+    logs: string;
+    logsTruncated?: true;
+  };
+
+export function outputForModel(o: Outcome): CodeOutput {
+  const trunc = o.logsTruncated ? { logsTruncated: true as const } : {};
+  if (o.status === "succeeded") {
+    const out: CodeOutput = { status: "succeeded", logs: o.logs, ...trunc };
+    if ("result" in o) out.result = o.result;
+    return out;
+  }
+  const error: Extract<CodeOutput, { status: "failed" }>["error"] = {
+    code: String(o.error?.code ?? "INTERNAL"),
+    message: String(o.error?.message ?? "the program failed"),
+  };
+  if (o.error?.programError) error.programError = o.error.programError;
+  return { status: "failed", error, logs: o.logs, ...trunc };
+}

@@ -1,0 +1,168 @@
+// The two ways to reach `codepod serve`: a WebSocket (`--listen`, GET
+// /v1/session, subprotocol codepod.v1, a bearer token) and a child process
+// (`--stdio`, one JSON object per line). Both carry text messages; the
+// session logic above them is the same.
+import { spawn as spawnChild, type ChildProcess, type StdioOptions } from "node:child_process";
+import WebSocket from "ws";
+
+export interface Link {
+  /** Sends one message; false when the link is down (the message is dropped). */
+  send(text: string): boolean;
+  close(): Promise<void>;
+}
+
+export interface LinkEvents {
+  message(text: string): void;
+  /** The link went down without close() being called (or close() finished). */
+  closed(reason: string): void;
+}
+
+export class CodepodConnectError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.name = "CodepodConnectError";
+    this.code = code;
+  }
+}
+
+/** `http://host:port` (or ws://, https://, wss://) to the session's WebSocket URL. */
+export function sessionUrl(base: string): string {
+  const u = new URL(base);
+  if (u.protocol === "http:") u.protocol = "ws:";
+  else if (u.protocol === "https:") u.protocol = "wss:";
+  if (!u.pathname.endsWith("/v1/session")) u.pathname = u.pathname.replace(/\/$/, "") + "/v1/session";
+  return u.toString();
+}
+
+export function openWebSocket(url: string, token: string, ev: LinkEvents,
+  headers: Record<string, string> = {}): Promise<Link> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(sessionUrl(url), "codepod.v1", {
+      headers: { ...headers, Authorization: `Bearer ${token}` },
+      maxPayload: 64 << 20,
+      perMessageDeflate: false,
+    });
+    let open = false;
+    let done = false;
+    const finish = (reason: string) => {
+      if (done) return;
+      done = true;
+      ev.closed(reason);
+    };
+    ws.on("unexpected-response", (_req, res) => {
+      const code = res.statusCode === 401 ? "UNAUTHORIZED"
+        : res.statusCode === 503 ? "SHUTTING_DOWN" : "INTERNAL";
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => { if (body.length < 4096) body += c; });
+      res.on("end", () => {
+        let msg = `codepod refused the session: HTTP ${res.statusCode}`;
+        try {
+          const e = JSON.parse(body) as { error?: { code?: string; message?: string } };
+          if (e.error?.message) msg = `codepod refused the session: ${e.error.message}`;
+          ws.terminate();
+          reject(new CodepodConnectError(e.error?.code ?? code, msg));
+          return;
+        } catch {
+          // not JSON
+        }
+        ws.terminate();
+        reject(new CodepodConnectError(code, msg));
+      });
+    });
+    ws.on("open", () => {
+      open = true;
+      resolve({
+        send(text) {
+          if (ws.readyState !== WebSocket.OPEN) return false;
+          ws.send(text);
+          return true;
+        },
+        close() {
+          return new Promise<void>((res) => {
+            if (ws.readyState === WebSocket.CLOSED) return res();
+            ws.once("close", () => res());
+            ws.close(1000);
+            // A server that never answers the close handshake: do not wait forever.
+            setTimeout(() => { ws.terminate(); }, 2000).unref();
+          });
+        },
+      });
+    });
+    ws.on("message", (data, isBinary) => {
+      if (isBinary) return;
+      ev.message(Array.isArray(data) ? Buffer.concat(data).toString("utf8") : data.toString());
+    });
+    ws.on("error", (err) => {
+      if (!open) reject(new CodepodConnectError("INTERNAL", `cannot reach codepod: ${err.message}`));
+    });
+    ws.on("close", (code) => {
+      if (open) finish(`the WebSocket closed (${code})`);
+    });
+  });
+}
+
+export interface SpawnOptions {
+  command: string;
+  args?: string[];
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** Where codepod's operational logs (JSON lines on stderr) go (default "inherit"). */
+  stderr?: "inherit" | "ignore" | "pipe";
+}
+
+/** A `codepod serve --stdio` child; lines of any length (no line limit). */
+export function spawnStdio(opts: SpawnOptions, ev: LinkEvents): Promise<Link & { child: ChildProcess }> {
+  return new Promise((resolve, reject) => {
+    const stdio: StdioOptions = ["pipe", "pipe", opts.stderr ?? "inherit"];
+    const child = spawnChild(opts.command, opts.args ?? ["serve", "--stdio"], {
+      stdio, env: opts.env ?? process.env, cwd: opts.cwd,
+    });
+    let parts: Buffer[] = [];
+    let started = false;
+    let done = false;
+    const finish = (reason: string) => {
+      if (done) return;
+      done = true;
+      ev.closed(reason);
+    };
+    child.stdout!.on("data", (chunk: Buffer) => {
+      let start = 0;
+      for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, start)) {
+        parts.push(chunk.subarray(start, nl));
+        const line = parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts).toString("utf8");
+        parts = [];
+        start = nl + 1;
+        if (line.trim()) ev.message(line);
+      }
+      if (start < chunk.length) parts.push(chunk.subarray(start));
+    });
+    child.stdin!.on("error", () => { /* EPIPE once codepod exited: reported by "exit" */ });
+    child.on("error", (err) => {
+      if (!started) reject(new CodepodConnectError("INTERNAL", `cannot start ${opts.command}: ${err.message}`));
+      else finish(`codepod failed: ${err.message}`);
+    });
+    child.on("spawn", () => {
+      started = true;
+      resolve({
+        child,
+        send(text) {
+          if (done || !child.stdin!.writable) return false;
+          child.stdin!.write(text + "\n");
+          return true;
+        },
+        close() {
+          return new Promise<void>((res) => {
+            if (child.exitCode !== null || child.signalCode !== null) return res();
+            child.once("close", () => res());
+            child.stdin!.end();
+          });
+        },
+      });
+    });
+    child.on("close", (code, signal) => {
+      finish(signal ? `codepod ended by ${signal}` : `codepod exited with status ${code}`);
+    });
+  });
+}

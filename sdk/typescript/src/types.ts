@@ -1,0 +1,130 @@
+// The public types: the execution policy (DESIGN section 3), the outcome
+// (section 4) and the tools a backend hands to codepod.
+
+/** Per-execution limits; every key is optional and falls back to the server's default. */
+export interface Policy {
+  /** The program's deadline, waiting on tools included (default 30000). */
+  timeoutMs?: number;
+  /** Acquiring the sandbox and starting the runner (default 120000). */
+  startupTimeoutMs?: number;
+  maxSourceBytes?: number;
+  /** The result's budget, and the log window (default 32768). */
+  maxResultBytes?: number;
+  /** Tool requests per execution (default 256). */
+  maxBridgeRequests?: number;
+  maxInFlightBridgeRequests?: number;
+  maxToolInputBytes?: number;
+  maxToolOutputBytes?: number;
+  maxMemoryMb?: number;
+}
+
+export type ErrorCode =
+  | "INVALID_REQUEST"
+  | "SOURCE_TOO_LARGE"
+  | "SANDBOX_UNAVAILABLE"
+  | "STARTUP_TIMEOUT"
+  | "TIMEOUT"
+  | "SCRIPT_ERROR"
+  | "RESULT_TOO_LARGE"
+  | "PROCESS_EXITED"
+  | "NEVER_SETTLES"
+  | "CANCELLED"
+  | "OUTCOME_UNKNOWN"
+  | "INTERNAL"
+  | "TOO_MANY_EXECUTIONS"
+  | "TOO_MANY_SESSIONS"
+  | "SHUTTING_DOWN"
+  | "UNAUTHORIZED"
+  | (string & {});
+
+/** The program's own error: its text, to show the model so it can fix the program. */
+export interface ProgramError {
+  name: string;
+  message: string;
+  stack: string;
+}
+
+export interface OutcomeError {
+  code: ErrorCode;
+  /** Written by codepod; never holds program text or tool data. */
+  message: string;
+  programError?: ProgramError;
+}
+
+export interface CallRecord {
+  id: string;
+  tool: string;
+  status: "ok" | "error" | "denied" | "cancelled";
+  ms: number;
+}
+
+export interface Usage {
+  bridgeRequests: number;
+  startupMs: number;
+  runMs: number;
+  sandbox: string;
+  /** SHA-256 over the source, the tool declarations and the policy. */
+  digest: string;
+}
+
+/** What an execution ended with (DESIGN section 4). */
+export interface Outcome {
+  executionId: string;
+  status: "succeeded" | "failed";
+  /** The program's return value; absent when it returned nothing or failed. */
+  result?: unknown;
+  logs: string;
+  logsTruncated: boolean;
+  error?: OutcomeError;
+  calls: CallRecord[];
+  /** Absent only when codepod refused the execution before it existed, or when
+   * the connection was lost and the outcome could not be recovered. */
+  usage?: Usage;
+}
+
+/** A JSON Schema, as a plain object. */
+export type JsonSchema = { [key: string]: unknown } | boolean;
+
+/** What a tool's `execute` receives besides its input. */
+export interface ToolContext {
+  /** Aborted when codepod cancels the call (`cancel_call`): the program
+   * returned, the deadline passed, or the execution was stopped. */
+  signal: AbortSignal;
+  conversation: string;
+  executionId: string;
+  callId: string;
+  /** The same values under the names the Vercel AI SDK's tools read. */
+  abortSignal: AbortSignal;
+  toolCallId: string;
+  messages: unknown[];
+  context: unknown;
+  experimental_context: unknown;
+}
+
+/** A tool as plain data: a JSON Schema for its input and a function. */
+export interface PlainTool<I = any, O = unknown> {
+  description?: string;
+  inputSchema: JsonSchema;
+  outputSchema?: JsonSchema;
+  /** false: left out of the declarations, and calling it throws `Tool is disabled: NAME`. */
+  enabled?: boolean;
+  execute(input: I, ctx: ToolContext): O | PromiseLike<O> | AsyncIterable<O>;
+}
+
+/**
+ * A tool: a plain one, or a Vercel AI SDK `tool()` object (zod, `jsonSchema()`
+ * or any schema the AI SDK accepts; converted with the AI SDK's own helpers).
+ */
+export type AnyTool = PlainTool | { inputSchema: unknown; description?: unknown; execute?: unknown; [k: string]: unknown };
+
+/** Tools by the name a program calls them with. */
+export type Tools = Record<string, AnyTool>;
+
+/** A tool as the session protocol declares it. */
+export interface ToolDeclaration {
+  name: string;
+  description?: string;
+  inputSchema: JsonSchema;
+  outputSchema?: JsonSchema;
+  enabled?: boolean;
+}
