@@ -140,11 +140,18 @@ serve-tests: all
 	  --deselect tests/e2e/test_errors.py::test_backend_vanishing_mid_call_is_outcome_unknown \
 	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result
 
+# The client libraries (sdk/): each package's tests against this tree's
+# codepod serve on both transports; the TypeScript one also tsc --strict, npm
+# pack, and the packed tarball with ai 6 (sdk/typescript/test.sh).
+.PHONY: sdk-tests
+sdk-tests: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) bash sdk/typescript/test.sh $(abspath $(BUILD))/sdk-typescript
+
 # The test groups: each a target of its own. `make test` runs all of them even
 # when one fails, then fails, its last line `N passed, M failed (test groups)`
 # (scripts/test-groups.sh). A new group is a new target added to this list.
 TEST_GROUPS := lint unit replay runner-js e2e e2e-kube fakekube decl-typecheck serve-tests \
-               chart-tests
+               chart-tests sdk-tests
 
 test: all
 	$(Q)bash scripts/test-groups.sh "$(MAKE)" $(TEST_GROUPS)

@@ -42,6 +42,8 @@ export interface RunOptions {
   id?: string;
 }
 
+interface HttpSide { url: string; token: string; headers: Record<string, string>; reconnectMs: number }
+
 type Msg = { [k: string]: unknown; type?: unknown; id?: unknown };
 
 interface Call {
@@ -58,6 +60,8 @@ interface Exec {
   accepted: boolean;
   sawCall: boolean;
   stopWanted: boolean;
+  /** An attach was sent and nothing has answered it yet. */
+  attaching: boolean;
   calls: Map<string, Call>;
   finish(o: Outcome): void;
 }
@@ -76,12 +80,18 @@ export class Codepod {
   private reconnecting: Promise<boolean> | null = null;
   private declSeq = 0;
 
-  private constructor(
-    private readonly opener: (ev: LinkEvents) => Promise<Link>,
-    private readonly trace: Trace | undefined,
-    private readonly cliDeclarations?: (decls: ToolDeclaration[]) => Promise<string>,
-    private readonly http?: { url: string; token: string; headers: Record<string, string>; reconnectMs: number },
-  ) {}
+  private readonly opener: (ev: LinkEvents) => Promise<Link>;
+  private readonly trace: Trace | undefined;
+  private readonly cliDeclarations: ((decls: ToolDeclaration[]) => Promise<string>) | undefined;
+  private readonly http: HttpSide | undefined;
+
+  private constructor(opener: (ev: LinkEvents) => Promise<Link>, trace: Trace | undefined,
+    cliDeclarations: ((decls: ToolDeclaration[]) => Promise<string>) | undefined, http: HttpSide | undefined) {
+    this.opener = opener;
+    this.trace = trace;
+    this.cliDeclarations = cliDeclarations;
+    this.http = http;
+  }
 
   /** A session over `codepod serve --listen`'s WebSocket. */
   static async connect(opts: ConnectOptions): Promise<Codepod> {
@@ -94,7 +104,7 @@ export class Codepod {
 
   /** A session with a `codepod serve --stdio` child process (args default to `["serve", "--stdio"]`). */
   static async spawn(opts: SpawnOptions & { trace?: Trace }): Promise<Codepod> {
-    const cp = new Codepod((ev) => spawnStdio(opts, ev), opts.trace, (d) => cliDeclarations(opts, d));
+    const cp = new Codepod((ev) => spawnStdio(opts, ev), opts.trace, (d) => cliDeclarations(opts, d), undefined);
     cp.link = await cp.opener(cp.events());
     return cp;
   }
@@ -119,7 +129,7 @@ export class Codepod {
       const onAbort = () => this.stop(id);
       const ex: Exec = {
         id, conversation: opts.conversation, tools, onLog: opts.onLog,
-        accepted: false, sawCall: false, stopWanted: false, calls: new Map(),
+        accepted: false, sawCall: false, stopWanted: false, attaching: false, calls: new Map(),
         finish: (o) => {
           if (this.execs.get(id) !== ex) return;
           this.execs.delete(id);
@@ -266,6 +276,7 @@ export class Codepod {
       }
       if (this.closing) return false;
       for (const ex of this.execs.values()) {
+        ex.attaching = true;
         this.send({ type: "attach", id: ex.id });
         if (ex.stopWanted) this.send({ type: "stop", id: ex.id });
       }
@@ -301,6 +312,7 @@ export class Codepod {
     }
     const ex = id !== undefined ? this.execs.get(id) : undefined;
     if (!ex) return;
+    if (m.type !== "error") ex.attaching = false;
     switch (m.type) {
       case "accepted":
         ex.accepted = true;
@@ -348,7 +360,11 @@ export class Codepod {
       ex.finish(lost(ex.id, String(err.code ?? "INTERNAL"), String(err.message ?? "codepod refused the execution")));
       return;
     }
-    if (inReplyTo === "attach") void this.recover(ex);
+    // A v1 server does not know attach: its error says nothing of what it answers.
+    if (inReplyTo === "attach" || (inReplyTo === undefined && ex.attaching)) {
+      ex.attaching = false;
+      void this.recover(ex);
+    }
   }
 
   /** An attach was refused: the execution ended while we were away. Its stored outcome, if codepod kept it. */

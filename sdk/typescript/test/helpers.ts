@@ -12,7 +12,7 @@ import type { ValidateFunction } from "ajv";
 import { Codepod } from "@codepod/client";
 
 const here = dirname(fileURLToPath(import.meta.url));
-export const REPO = resolve(here, "../../..");
+export const REPO = process.env.CODEPOD_REPO ?? resolve(here, "../../..");
 export const BIN = process.env.CODEPOD_BIN ?? join(REPO, "build", "codepod");
 export const EXAMPLE = join(REPO, "tests", "example");
 
@@ -49,7 +49,7 @@ export class SchemaLog {
     const v = validators.get(String(msg.type));
     if (!v) {
       this.bad.push(`${dir} ${String(msg.type)}: no schema for this message type`);
-    } else if (!v(msg)) {
+    } else if (!(v(msg) as boolean)) {
       this.bad.push(`${dir} ${String(msg.type)}: ${JSON.stringify(v.errors?.slice(0, 3))} in ${text.slice(0, 300)}`);
     }
   };

