@@ -142,10 +142,12 @@ serve-tests: all
 
 # The client libraries (sdk/): each package's tests against this tree's
 # codepod serve on both transports; the TypeScript one also tsc --strict, npm
-# pack, and the packed tarball with ai 6 (sdk/typescript/test.sh).
+# pack, and the packed tarball with ai 6 (sdk/typescript/test.sh); the Python
+# one also an offline pip install.
 .PHONY: sdk-tests
 sdk-tests: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) bash sdk/typescript/test.sh $(abspath $(BUILD))/sdk-typescript
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider sdk/python/tests
 
 # The test groups: each a target of its own. `make test` runs all of them even
 # when one fails, then fails, its last line `N passed, M failed (test groups)`

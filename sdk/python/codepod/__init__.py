@@ -1,0 +1,18 @@
+"""codepod: run model-written programs in codepod with your tools.
+
+    from codepod import Codepod, Tool
+    cp = await Codepod.spawn(["codepod", "serve", "--stdio"])   # or: await Codepod.connect(url, token)
+    outcome = await cp.run(conversation="thread-42", js="return 1")
+    code = await cp.code_tool(conversation="thread-42", tools={...})
+    text = await code(arguments)
+    await cp.close()
+"""
+
+from .client import Codepod
+from .model import CODE_INPUT_SCHEMA, CodeTool, code_description, output_for_model
+from .tools import Tool, ToolContext
+from .transport import ConnectError
+
+__all__ = ["Codepod", "Tool", "ToolContext", "CodeTool", "ConnectError", "CODE_INPUT_SCHEMA",
+           "code_description", "output_for_model"]
+__version__ = "0.1.0"

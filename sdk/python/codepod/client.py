@@ -1,0 +1,439 @@
+"""Codepod: one session with `codepod serve`, over a WebSocket or a child's
+stdio, multiplexing any number of executions (session protocol v1.1 of
+DESIGN section 5, degrading to v1 where a server lacks the additions)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from . import model
+from .tools import Runnable, Tool, ToolContext, prepare, to_json_text
+from .transport import ConnectError, StdioLink, WebSocketLink, http_json
+
+Trace = Callable[[str, str], None]
+OnLog = Callable[[str, str], None]
+MAX_TOOL_ERROR = 2000
+
+
+def _lost(eid: str, code: str, message: str) -> dict:
+    return {"executionId": eid, "status": "failed", "logs": "", "logsTruncated": False,
+            "calls": [], "error": {"code": code, "message": message}}
+
+
+@dataclass
+class _Call:
+    task: asyncio.Task | None = None
+    ctx: ToolContext | None = None
+    answer: str | None = None   # sent again if codepod asks again after a reattach
+
+
+@dataclass
+class _Exec:
+    id: str
+    conversation: str
+    tools: dict[str, Runnable]
+    on_log: OnLog | None
+    future: asyncio.Future
+    accepted: bool = False
+    saw_call: bool = False
+    stop_wanted: bool = False
+    attaching: bool = False
+    calls: dict[str, _Call] = field(default_factory=dict)
+
+
+class Codepod:
+    """A session with codepod. Make one with ``await Codepod.spawn([...])`` or
+    ``await Codepod.connect(url, token)``; end it with ``await cp.close()``."""
+
+    def __init__(self, opener, *, http=None, argv=None, env=None, trace: Trace | None = None):
+        self._opener = opener
+        self._http = http          # (url, token, headers, reconnect_s) for WebSocket sessions
+        self._argv = argv          # the stdio command, for `codepod declarations`
+        self._env = env
+        self._trace = trace
+        self._link = None
+        self._execs: dict[str, _Exec] = {}
+        self._decl: dict[str, asyncio.Future] = {}
+        self._decl_seq = 0
+        self._closing = False
+        self._reconnecting: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # ---- making a session ---------------------------------------------------
+
+    @classmethod
+    async def spawn(cls, argv: Sequence[str] = ("codepod", "serve", "--stdio"), *, env=None, cwd=None,
+                    stderr=None, trace: Trace | None = None) -> "Codepod":
+        """A `codepod serve --stdio` child. ``stderr``: where its JSON-line logs
+        go (None: inherited; ``subprocess.DEVNULL`` to drop them)."""
+        argv = list(argv)
+        cp = cls(None, argv=argv, env=env, trace=trace)
+        cp._opener = lambda on_msg, on_closed: StdioLink.start(argv, on_msg, on_closed, env=env, cwd=cwd,
+                                                               stderr=stderr)
+        await cp._open()
+        return cp
+
+    @classmethod
+    async def connect(cls, url: str, token: str, *, headers: Mapping[str, str] | None = None,
+                      reconnect_s: float = 25.0, trace: Trace | None = None) -> "Codepod":
+        """A WebSocket session with `codepod serve --listen` at ``url``
+        (``http://host:port``). A dropped connection is reconnected and its
+        executions re-attached for up to ``reconnect_s`` seconds."""
+        hdrs = dict(headers or {})
+        cp = cls(lambda on_msg, on_closed: WebSocketLink.open(url, token, on_msg, on_closed, hdrs),
+                 http=(url, token, hdrs, reconnect_s), trace=trace)
+        await cp._open()
+        return cp
+
+    async def _open(self):
+        state = {"current": True}
+
+        def on_msg(text):
+            if state["current"]:
+                self._on_message(text)
+
+        def on_closed(reason):
+            if state["current"]:
+                state["current"] = False
+                self._on_link_down(reason)
+
+        self._link = await self._opener(on_msg, on_closed)
+
+    # ---- the public calls -----------------------------------------------------
+
+    async def run(self, *, conversation: str, js: str, tools: Mapping[str, Tool] | None = None,
+                  policy: Mapping[str, Any] | None = None, reason: str | None = None,
+                  on_log: OnLog | None = None, stop: asyncio.Event | None = None,
+                  id: str | None = None) -> dict:
+        """Runs one program and returns its outcome (DESIGN section 4) as a dict.
+
+        ``on_log(stream, text)`` receives the program's output live. Setting
+        ``stop`` stops the execution (the outcome then says CANCELLED); so does
+        cancelling the task awaiting run(), which then raises CancelledError."""
+        if self._closing:
+            raise RuntimeError("this Codepod session is closed")
+        runnable = prepare(tools)
+        eid = id or str(uuid.uuid4())
+        if eid in self._execs:
+            raise ValueError(f"execution id {eid} is already running on this session")
+        msg: dict[str, Any] = {"type": "execute", "id": eid, "conversation": conversation, "js": js,
+                               "tools": [r.decl for r in runnable.values()]}
+        if reason is not None:
+            msg["reason"] = reason
+        if policy:
+            msg["policy"] = dict(policy)
+        if on_log:
+            msg["stream"] = True
+        if self._link is None and not await self._reconnect():
+            return _lost(eid, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run")
+        ex = _Exec(eid, conversation, runnable, on_log, asyncio.get_running_loop().create_future())
+        self._execs[eid] = ex
+        self._send(msg)
+        watcher = None
+        if stop is not None:
+            watcher = asyncio.ensure_future(self._stop_when(stop, eid))
+        try:
+            return await asyncio.shield(ex.future)
+        except asyncio.CancelledError:
+            self.stop(eid)
+            raise
+        finally:
+            if watcher:
+                watcher.cancel()
+
+    def stop(self, execution_id: str) -> None:
+        """Asks codepod to stop a running execution (its outcome says CANCELLED)."""
+        ex = self._execs.get(execution_id)
+        if ex:
+            ex.stop_wanted = True
+            self._send({"type": "stop", "id": execution_id})
+
+    async def declarations(self, tools: Mapping[str, Tool] | Sequence[dict]) -> str:
+        """The TypeScript declarations codepod renders for these tools."""
+        decls = list(tools) if not isinstance(tools, Mapping) else [r.decl for r in prepare(tools).values()]
+        self._decl_seq += 1
+        rid = f"declarations-{self._decl_seq}"
+        fut = asyncio.get_running_loop().create_future()
+        self._decl[rid] = fut
+        try:
+            if not self._send({"type": "declarations", "id": rid, "tools": decls}):
+                raise ConnectError("INTERNAL", "codepod is not connected")
+            return await fut
+        except (RuntimeError, ConnectError):
+            # A v1 server has no declarations message: its HTTP endpoint has, and so has its command.
+            if self._http:
+                url, token, hdrs, _ = self._http
+                status, body = await http_json("POST", url, "/v1/declarations", token, {"tools": decls}, hdrs)
+                if status == 200 and isinstance(body, dict) and isinstance(body.get("declarations"), str):
+                    return body["declarations"]
+                raise RuntimeError(f"codepod could not render the declarations (HTTP {status})")
+            return await self._cli_declarations(decls)
+        finally:
+            self._decl.pop(rid, None)
+
+    async def get_execution(self, execution_id: str) -> dict | None:
+        """GET /v1/executions/{id} (WebSocket sessions): the stored outcome, or None."""
+        if not self._http:
+            raise RuntimeError("get_execution needs a WebSocket session (Codepod.connect)")
+        url, token, hdrs, _ = self._http
+        from urllib.parse import quote
+        status, body = await http_json("GET", url, f"/v1/executions/{quote(execution_id, safe='')}", token,
+                                       headers=hdrs)
+        if status != 200 or not isinstance(body, dict):
+            return None
+        body.pop("type", None)
+        body.pop("id", None)
+        body.setdefault("executionId", execution_id)
+        return body
+
+    async def code_tool(self, *, conversation: str, tools: Mapping[str, Tool],
+                        policy: Mapping[str, Any] | None = None, on_log: OnLog | None = None,
+                        name: str = "code") -> "model.CodeTool":
+        """The `code` tool for a model: ``.definition`` is an OpenAI-style
+        function tool (its description holds the script rules and codepod's
+        declarations of ``tools``); ``await tool(arguments)`` runs the program
+        and returns the text the model should read."""
+        decl = await self.declarations(tools)
+        return model.CodeTool(self, conversation, dict(tools), dict(policy or {}), decl, on_log, name)
+
+    async def close(self) -> None:
+        """Ends the session. On stdio, codepod stops what still runs and
+        delivers those outcomes first."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._reconnecting:
+            self._reconnecting.cancel()
+        link, self._link = self._link, None
+        if link:
+            await link.close()
+        for ex in list(self._execs.values()):
+            self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN", "the session was closed before the outcome arrived"))
+        for t in list(self._tasks):
+            t.cancel()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    # ---- internals --------------------------------------------------------------
+
+    async def _stop_when(self, ev: asyncio.Event, eid: str):
+        await ev.wait()
+        self.stop(eid)
+
+    def _send(self, msg: dict) -> bool:
+        return self._send_text(json.dumps(msg, separators=(",", ":"), ensure_ascii=False))
+
+    def _send_text(self, text: str) -> bool:
+        if self._trace:
+            self._trace("out", text)
+        return self._link.send(text) if self._link else False
+
+    def _spawn_task(self, coro) -> asyncio.Task:
+        t = asyncio.ensure_future(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        return t
+
+    def _finish(self, ex: _Exec, outcome: dict) -> None:
+        if self._execs.get(ex.id) is not ex:
+            return
+        del self._execs[ex.id]
+        for c in ex.calls.values():
+            if c.task and not c.task.done():
+                c.task.cancel()
+        if not ex.future.done():
+            ex.future.set_result(outcome)
+
+    def _on_link_down(self, reason: str) -> None:
+        self._link = None
+        if self._closing:
+            return
+        for fut in self._decl.values():
+            if not fut.done():
+                fut.set_exception(ConnectError("INTERNAL", reason))
+        if not self._http:
+            # A child process that is gone takes its executions with it.
+            for ex in list(self._execs.values()):
+                self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN",
+                                       f"codepod went away before the outcome arrived ({reason})"))
+            return
+        if self._execs:
+            self._spawn_task(self._reconnect())
+
+    async def _reconnect(self) -> bool:
+        if not self._http or self._closing:
+            return False
+        if self._reconnecting is None:
+            self._reconnecting = asyncio.ensure_future(self._reconnect_loop())
+        try:
+            return await asyncio.shield(self._reconnecting)
+        finally:
+            if self._reconnecting is not None and self._reconnecting.done():
+                self._reconnecting = None
+
+    async def _reconnect_loop(self) -> bool:
+        deadline = time.monotonic() + self._http[3]
+        delay = 0.05
+        while not self._closing:
+            try:
+                await self._open()
+                break
+            except ConnectError as e:
+                if e.code == "UNAUTHORIZED" or time.monotonic() + delay > deadline:
+                    for ex in list(self._execs.values()):
+                        self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN",
+                                               "the connection to codepod dropped and could not be re-established"))
+                    return False
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        if self._closing:
+            return False
+        for ex in self._execs.values():
+            ex.attaching = True
+            self._send({"type": "attach", "id": ex.id})
+            if ex.stop_wanted:
+                self._send({"type": "stop", "id": ex.id})
+        return True
+
+    def _on_message(self, text: str) -> None:
+        if self._trace:
+            self._trace("in", text)
+        try:
+            m = json.loads(text)
+        except ValueError:
+            return
+        if not isinstance(m, dict):
+            return
+        mid = m.get("id") if isinstance(m.get("id"), str) else None
+        typ = m.get("type")
+        if typ == "declarations":
+            fut = self._decl.get(mid) if mid else next(iter(self._decl.values()), None)
+            if fut and not fut.done() and isinstance(m.get("declarations"), str):
+                fut.set_result(m["declarations"])
+            return
+        if typ == "error" and mid in self._decl:
+            fut = self._decl[mid]
+            if not fut.done():
+                fut.set_exception(RuntimeError(str((m.get("error") or {}).get("message", "refused"))))
+            return
+        ex = self._execs.get(mid) if mid else None
+        if ex is None:
+            return
+        if typ != "error":
+            ex.attaching = False
+        if typ == "accepted":
+            ex.accepted = True
+        elif typ == "tool_call":
+            ex.accepted = ex.saw_call = True
+            self._on_tool_call(ex, m)
+        elif typ == "cancel_call":
+            c = ex.calls.get(str(m.get("call")))
+            if c:
+                if c.ctx:
+                    c.ctx.cancelled.set()
+                if c.task and not c.task.done():
+                    c.task.cancel()
+        elif typ == "log":
+            ex.accepted = True
+            if ex.on_log and m.get("stream") in ("stdout", "stderr"):
+                try:
+                    ex.on_log(m["stream"], str(m.get("text", "")))
+                except Exception:  # noqa: BLE001 - a failing on_log must not end the session
+                    pass
+        elif typ == "result":
+            out = {k: v for k, v in m.items() if k not in ("type", "id")}
+            out["executionId"] = ex.id
+            self._finish(ex, out)
+        elif typ == "error":
+            self._on_error(ex, m)
+
+    def _on_error(self, ex: _Exec, m: dict) -> None:
+        err = m.get("error") or {}
+        in_reply_to = m.get("inReplyTo")
+        # v1.1 says what an error answers; a v1 server does not, but before the
+        # first tool call nothing but the execute can have been answered.
+        if in_reply_to == "execute" or (in_reply_to is None and not ex.accepted and not ex.saw_call
+                                        and not ex.stop_wanted):
+            self._finish(ex, _lost(ex.id, str(err.get("code", "INTERNAL")),
+                                   str(err.get("message", "codepod refused the execution"))))
+        elif in_reply_to == "attach" or (in_reply_to is None and ex.attaching):
+            ex.attaching = False
+            self._spawn_task(self._recover(ex))
+
+    async def _recover(self, ex: _Exec) -> None:
+        try:
+            o = await self.get_execution(ex.id)
+        except Exception:  # noqa: BLE001 - no stored outcome to be had
+            o = None
+        self._finish(ex, o or _lost(ex.id, "OUTCOME_UNKNOWN",
+                                    "the connection to codepod dropped and the execution could not be re-attached"))
+
+    def _on_tool_call(self, ex: _Exec, m: dict) -> None:
+        call = m.get("call")
+        if not isinstance(call, str):
+            return
+        known = ex.calls.get(call)
+        if known:
+            # Sent again after a reattach: answer again if done, else the answer follows.
+            if known.answer is not None:
+                self._send_text(known.answer)
+            return
+        c = _Call()
+        ex.calls[call] = c
+        c.ctx = ToolContext(conversation=ex.conversation, execution_id=ex.id, call_id=call)
+        c.task = self._spawn_task(self._answer(ex, c, call, str(m.get("tool")), m.get("input")))
+
+    async def _answer(self, ex: _Exec, c: _Call, call: str, name: str, value: Any) -> None:
+        def fail(message: str) -> str:
+            return json.dumps({"type": "tool_error", "id": ex.id, "call": call,
+                               "message": message[:MAX_TOOL_ERROR]}, ensure_ascii=False)
+
+        tool = ex.tools.get(name)
+        if tool is None:
+            text = fail(f"Unknown tool: {name}")
+        else:
+            why = tool.check(value)
+            if why is not None:
+                text = fail(f"Invalid input for tool {name}: {why}")
+            else:
+                try:
+                    out = await tool.call(value, c.ctx)
+                except asyncio.CancelledError:
+                    return  # codepod cancelled the call: it wants no answer
+                except Exception as e:  # noqa: BLE001 - a tool's failure is the program's to handle
+                    text = fail(str(e) or f"Tool {name} failed")
+                else:
+                    body, why = to_json_text(out)
+                    if body is None:
+                        text = fail(f"Tool {name} returned a value that is not JSON: {why}")
+                    else:
+                        text = ('{"type":"tool_result","id":' + json.dumps(ex.id) + ',"call":' +
+                                json.dumps(call) + ',"output":' + body + '}')
+        c.answer = text
+        if not (c.ctx and c.ctx.cancelled.is_set()):
+            self._send_text(text)
+
+    async def _cli_declarations(self, decls: list) -> str:
+        """`codepod declarations FILE`, for a stdio server older than the declarations message."""
+        with tempfile.TemporaryDirectory(prefix="codepod-decl-") as d:
+            path = os.path.join(d, "tools.json")
+            with open(path, "w") as f:
+                json.dump({"tools": decls}, f)
+            proc = await asyncio.create_subprocess_exec(
+                self._argv[0], "declarations", path, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL, env=self._env)
+            out, _ = await proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError(f"codepod declarations failed (status {proc.returncode})")
+            return out.decode()

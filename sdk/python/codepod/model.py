@@ -1,0 +1,120 @@
+"""What a model reads about the `code` tool: the script rules (DESIGN section
+2, with this policy's limits) followed by the declarations codepod renders,
+its input schema, and the outcome turned into text. The TypeScript package
+(sdk/typescript/src/model.ts) says the same words."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from .client import Codepod, OnLog
+    from .tools import Tool
+
+CODE_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string", "description": "A short label for the user saying what this program does, "
+                                                    "e.g. \"Totalling August invoices\"."},
+        "js": {"type": "string",
+               "description": "The whole program: the body of an async function (JavaScript or TypeScript)."},
+    },
+    "required": ["reason", "js"],
+    "additionalProperties": False,
+}
+
+DEFAULTS = {"timeoutMs": 30000, "maxResultBytes": 32768, "maxBridgeRequests": 256}
+
+
+def _bytes(n: int) -> str:
+    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n} bytes"
+
+
+def _seconds(ms: int) -> str:
+    s = ms / 1000
+    return str(int(s)) if s == int(s) else str(s)
+
+
+def code_description(declarations: str, policy: Mapping[str, Any] | None = None) -> str:
+    policy = policy or {}
+    timeout = policy.get("timeoutMs", DEFAULTS["timeoutMs"])
+    budget = policy.get("maxResultBytes", DEFAULTS["maxResultBytes"])
+    calls = policy.get("maxBridgeRequests", DEFAULTS["maxBridgeRequests"])
+    return "\n".join([
+        "Run a JavaScript or TypeScript program in a fresh Node.js 22 process in this conversation's sandbox. "
+        "Use it to combine several tool calls, compute over their results, or work with files; "
+        "only what the program returns and prints comes back.",
+        "",
+        "- `js` is the body of an async function: top-level `await` and `return` work. TypeScript annotations "
+        "are stripped without type checking; syntax that needs transformation, such as `enum`, fails.",
+        "- Call the tools declared below as `await tools.name(input)`; each takes and returns JSON. A call that "
+        "fails throws an Error whose message says why; you can catch it.",
+        "- Use `require(...)` or `await import(...)` for Node built-ins and installed packages; static `import` "
+        "declarations are not allowed.",
+        "- The working directory is the conversation's workspace: files written there persist across calls, "
+        "JavaScript variables do not.",
+        f"- `return` a small JSON value; it comes back as `result` (a Map or Set becomes {{}}). Output of "
+        f"console.* and process.stdout/stderr comes back as `logs` (the last {_bytes(budget)}).",
+        f"- Limits: {_seconds(timeout)} s per program, waiting on tools included; {calls} tool calls; a result "
+        f"over {_bytes(budget)} fails the program, so return a summary or save the full output to a workspace file.",
+        "- `reason` is a short label shown to the user.",
+        "",
+        declarations.rstrip(),
+    ])
+
+
+def output_for_model(outcome: Mapping[str, Any]) -> dict:
+    """Result and logs, or the code, the safe message and the program's own error."""
+    trunc = {"logsTruncated": True} if outcome.get("logsTruncated") else {}
+    if outcome.get("status") == "succeeded":
+        out: dict[str, Any] = {"status": "succeeded"}
+        if "result" in outcome:
+            out["result"] = outcome["result"]
+        out["logs"] = outcome.get("logs", "")
+        out.update(trunc)
+        return out
+    err = outcome.get("error") or {}
+    e: dict[str, Any] = {"code": str(err.get("code", "INTERNAL")),
+                         "message": str(err.get("message", "the program failed"))}
+    if err.get("programError"):
+        e["programError"] = err["programError"]
+    return {"status": "failed", "error": e, "logs": outcome.get("logs", ""), **trunc}
+
+
+class CodeTool:
+    """The `code` tool: ``definition`` for the model's tool list, and
+    ``await code(arguments)`` (the model's arguments: a JSON string or a dict)
+    for the text the model reads back. Also ``await code.run(reason, js)``
+    for the outcome itself."""
+
+    def __init__(self, cp: "Codepod", conversation: str, tools: Mapping[str, "Tool"], policy: dict,
+                 declarations: str, on_log: "OnLog | None", name: str = "code"):
+        self.codepod = cp
+        self.conversation = conversation
+        self.tools = tools
+        self.policy = policy
+        self.on_log = on_log
+        self.name = name
+        self.description = code_description(declarations, policy)
+        self.definition = {
+            "type": "function",
+            "function": {"name": name, "description": self.description, "parameters": CODE_INPUT_SCHEMA},
+        }
+
+    async def run(self, reason: str, js: str, stop=None) -> dict:
+        return await self.codepod.run(conversation=self.conversation, js=js, reason=reason, tools=self.tools,
+                                      policy=self.policy or None, on_log=self.on_log, stop=stop)
+
+    async def __call__(self, arguments: str | Mapping[str, Any], stop=None) -> str:
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        except (ValueError, TypeError):
+            args = None
+        if not isinstance(args, dict) or not isinstance(args.get("js"), str):
+            return json.dumps({"status": "failed", "error": {
+                "code": "INVALID_REQUEST",
+                "message": "the arguments must be a JSON object with a string `js` (and a string `reason`)"},
+                "logs": ""})
+        outcome = await self.run(str(args.get("reason", "")), args["js"], stop=stop)
+        return json.dumps(output_for_model(outcome), ensure_ascii=False)

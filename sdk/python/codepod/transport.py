@@ -1,0 +1,179 @@
+"""The two ways to reach `codepod serve`: a WebSocket (``--listen``, GET
+/v1/session, subprotocol codepod.v1, a bearer token) and a child process
+(``--stdio``, one JSON object per line, lines of any length)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from typing import Callable, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+OnMessage = Callable[[str], None]
+OnClosed = Callable[[str], None]
+
+
+class ConnectError(Exception):
+    """codepod could not be reached, or refused the session (``code`` says why)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def session_url(base: str) -> str:
+    u = urlsplit(base)
+    scheme = {"http": "ws", "https": "wss"}.get(u.scheme, u.scheme)
+    path = u.path if u.path.endswith("/v1/session") else u.path.rstrip("/") + "/v1/session"
+    return urlunsplit((scheme, u.netloc, path, u.query, ""))
+
+
+class StdioLink:
+    """A `codepod serve --stdio` child process."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, on_message: OnMessage, on_closed: OnClosed):
+        self.proc = proc
+        self._on_message = on_message
+        self._on_closed = on_closed
+        self._reader = asyncio.ensure_future(self._read())
+        self._down = False
+
+    @classmethod
+    async def start(cls, argv: Sequence[str], on_message: OnMessage, on_closed: OnClosed,
+                    env=None, cwd=None, stderr=None) -> "StdioLink":
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd)
+        except OSError as e:
+            raise ConnectError("INTERNAL", f"cannot start {argv[0]}: {e.strerror or e}") from e
+        return cls(proc, on_message, on_closed)
+
+    async def _read(self):
+        # Chunks, split by hand: StreamReader.readline() stops at 64 KiB, and a
+        # tool_call's input or a result may be megabytes long.
+        out = self.proc.stdout
+        pending: list[bytes] = []
+        try:
+            while True:
+                chunk = await out.read(1 << 16)
+                if not chunk:
+                    break
+                start = 0
+                while True:
+                    nl = chunk.find(b"\n", start)
+                    if nl < 0:
+                        break
+                    pending.append(chunk[start:nl])
+                    line = b"".join(pending)
+                    pending = []
+                    start = nl + 1
+                    if line.strip():
+                        self._on_message(line.decode("utf-8", "replace"))
+                if start < len(chunk):
+                    pending.append(chunk[start:])
+        finally:
+            code = await self.proc.wait()
+            self._down = True
+            self._on_closed(f"codepod exited with status {code}")
+
+    def send(self, text: str) -> bool:
+        if self._down or self.proc.stdin is None or self.proc.stdin.is_closing():
+            return False
+        try:
+            self.proc.stdin.write(text.encode() + b"\n")
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
+
+    async def close(self):
+        if self.proc.stdin and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        try:
+            await self._reader
+        except asyncio.CancelledError:
+            pass
+
+
+class WebSocketLink:
+    """One WebSocket session with `codepod serve --listen`."""
+
+    def __init__(self, http, ws, on_message: OnMessage, on_closed: OnClosed):
+        self._http = http
+        self._ws = ws
+        self._on_message = on_message
+        self._on_closed = on_closed
+        self._out: asyncio.Queue[str] = asyncio.Queue()
+        self._writer = asyncio.ensure_future(self._write())
+        self._reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def open(cls, url: str, token: str, on_message: OnMessage, on_closed: OnClosed,
+                   headers=None) -> "WebSocketLink":
+        import aiohttp
+        http = aiohttp.ClientSession()
+        try:
+            ws = await http.ws_connect(
+                session_url(url), protocols=("codepod.v1",), max_msg_size=64 << 20,
+                headers={**(headers or {}), "Authorization": f"Bearer {token}"}, autoping=True)
+        except aiohttp.WSServerHandshakeError as e:
+            await http.close()
+            code = {401: "UNAUTHORIZED", 503: "SHUTTING_DOWN"}.get(e.status, "INTERNAL")
+            raise ConnectError(code, f"codepod refused the session: HTTP {e.status}") from e
+        except (aiohttp.ClientError, OSError) as e:
+            await http.close()
+            raise ConnectError("INTERNAL", f"cannot reach codepod: {e}") from e
+        return cls(http, ws, on_message, on_closed)
+
+    async def _read(self):
+        import aiohttp
+        try:
+            async for msg in self._ws:
+                if msg.type == aiohttp.WSMsgType.TEXT:
+                    self._on_message(msg.data)
+                elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE):
+                    break
+        except (aiohttp.ClientError, OSError):
+            pass
+        finally:
+            code = self._ws.close_code
+            self._writer.cancel()
+            await self._http.close()
+            self._on_closed(f"the WebSocket closed ({code})")
+
+    def send(self, text: str) -> bool:
+        if self._ws.closed or self._writer.done():
+            return False
+        self._out.put_nowait(text)
+        return True
+
+    async def _write(self):
+        # One writer, so messages leave in the order they were sent.
+        while True:
+            text = await self._out.get()
+            try:
+                await self._ws.send_str(text)
+            except (ConnectionError, RuntimeError, OSError):
+                return  # the reader reports the drop
+
+    async def close(self):
+        await self._ws.close()
+        try:
+            await self._reader
+        except asyncio.CancelledError:
+            pass
+
+
+async def http_json(method: str, base: str, path: str, token: str, body=None, headers=None):
+    """(status, parsed JSON or None) for one request to the server's HTTP API."""
+    import aiohttp
+    u = urlsplit(base)
+    url = urlunsplit((u.scheme, u.netloc, u.path.rstrip("/") + path, "", ""))
+    async with aiohttp.ClientSession() as http:
+        async with http.request(method, url, json=body,
+                                headers={**(headers or {}), "Authorization": f"Bearer {token}"}) as r:
+            try:
+                data = json.loads(await r.text())
+            except ValueError:
+                data = None
+            return r.status, data
