@@ -352,4 +352,4 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	set->on_done(set->ud, outcome);
 }
 
-const struct codepod_host broker_cmdtools_host = { on_tool_call, on_cancel_call, on_done };
+const struct codepod_host broker_cmdtools_host = { on_tool_call, on_cancel_call, on_done, NULL };

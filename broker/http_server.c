@@ -33,6 +33,7 @@ void broker_http_config_defaults(struct broker_http_config *cfg)
 	cfg->header_timeout_s = 10;
 	cfg->idle_timeout_s = 300;
 	cfg->webhook_timeout_ms = 30000;
+	broker_hub_config_defaults(&cfg->hub);
 }
 
 static uint64_t now_ms(struct broker_http *srv)
@@ -117,8 +118,7 @@ void http_reap_schedule(struct broker_http *srv)
 static int hook_admit(void *ud, const json_t *execute, const char **code, char *msg)
 {
 	(void)execute;
-	struct sess_base *b = ud;
-	struct broker_http *srv = b->srv;
+	struct broker_http *srv = ud;
 	if (srv->draining) {
 		*code = "SHUTTING_DOWN";
 		snprintf(msg, CP_ERR_MSG_MAX, "the server is shutting down; retry on another replica");
@@ -138,8 +138,7 @@ static int hook_admit(void *ud, const json_t *execute, const char **code, char *
 static void hook_outcome(void *ud, const char *id, const char *conversation,
                          const json_t *outcome)
 {
-	struct sess_base *b = ud;
-	struct broker_http *srv = b->srv;
+	struct broker_http *srv = ud;
 	http_metrics_outcome(srv->metrics, outcome);
 	http_audit(srv, id, conversation, outcome);
 	if (srv->draining)
@@ -333,6 +332,31 @@ static void serve_probe(struct broker_http *srv, struct lws *wsi, struct http_ps
 	json_decref(body);
 }
 
+#define EXECUTIONS_PREFIX "/v1/executions/"
+
+/* GET /v1/executions/{id}: 200 with the kept outcome, 202 while it runs,
+ * 404 when this replica does not know it (never ran here, or expired). */
+static void serve_execution(struct broker_http *srv, struct lws *wsi, struct http_pss *pss,
+                            const char *id)
+{
+	const json_t *outcome = NULL;
+	switch (*id ? broker_hub_lookup(srv->hub, id, &outcome) : BROKER_HUB_UNKNOWN) {
+	case BROKER_HUB_FINISHED:
+		http_respond_json(wsi, pss, 200, outcome);
+		return;
+	case BROKER_HUB_RUNNING: {
+		json_t *b = json_pack("{s:s,s:s}", "executionId", id, "status", "running");
+		http_respond_json(wsi, pss, 202, b);
+		json_decref(b);
+		return;
+	}
+	default:
+		http_respond_error(wsi, pss, 404, "UNKNOWN_EXECUTION",
+		                   "no running or kept execution with this id here: unknown, "
+		                   "expired, or run by another replica");
+	}
+}
+
 static int on_http(struct broker_http *srv, struct lws *wsi, struct http_pss *pss,
                    const char *uri)
 {
@@ -347,6 +371,8 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct http_pss *ps
 	if (!authorized(srv, wsi)) {
 		http_metrics_count(srv->metrics, "unauthorized");
 		http_respond_error(wsi, pss, 401, "UNAUTHORIZED", unauthorized_msg);
+	} else if (get && !strncmp(uri, EXECUTIONS_PREFIX, sizeof EXECUTIONS_PREFIX - 1)) {
+		serve_execution(srv, wsi, pss, uri + sizeof EXECUTIONS_PREFIX - 1);
 	} else if (srv->draining) {
 		http_respond_error(wsi, pss, 503, "SHUTTING_DOWN", "the server is shutting down");
 	} else if (!strcmp(uri, "/v1/session")) {
@@ -553,6 +579,13 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 		rc = cp_err_errno(err, CP_E_IO, errno, "--audit-file %s", srv->audit_file);
 		goto fail;
 	}
+	struct broker_hub_config hc = cfg->hub;
+	hc.loop = srv->loop;
+	srv->hub = broker_hub_new(&hc);
+	if (!srv->hub) {
+		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+		goto fail;
+	}
 	srv->webhook = broker_webhook_new(srv->loop, err);
 	if (!srv->webhook) {
 		rc = CP_E_NOMEM;
@@ -635,8 +668,8 @@ static void stop_rest(struct broker_http *srv)
 	srv->stopped_rest = 1;
 	cp_log(CP_LOG_INFO, "serve.drain_deadline", "running",
 	       json_integer(codepod_running(srv->cfg.cp)), NULL);
-	for (struct sess_base *b = srv->sessions; b; b = b->next)
-		broker_session_stop_all(b->session);
+	broker_hub_stop_all(srv->hub, "The execution was stopped by the server: it is shutting "
+	                    "down and its drain period (--drain-seconds) ended.");
 }
 
 static void on_drain_deadline(uv_timer_t *t)
@@ -648,6 +681,7 @@ static void on_sweep(uv_timer_t *t)
 {
 	struct broker_http *srv = t->data;
 	uint64_t now = now_ms(srv);
+	broker_hub_sweep(srv->hub);
 	for (struct sess_base *b = srv->sessions, *next = NULL; b; b = next) {
 		next = b->next;
 		if (b->kind == SESS_WS)
@@ -690,6 +724,7 @@ void broker_http_free(struct broker_http *srv)
 		free_sess(b);
 	}
 	broker_webhook_free(srv->webhook);
+	broker_hub_free(srv->hub);
 	http_auth_free(srv->auth);
 	http_metrics_free(srv->metrics);
 	if (srv->audit)

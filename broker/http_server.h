@@ -7,6 +7,7 @@
  *   POST /v1/executions  the execute message plus broker {url, headers}; tool
  *                        calls are POSTed to the broker (webhook.h); the
  *                        answer is the outcome JSON
+ *   GET  /v1/executions/{id}  a kept outcome (200), 202 while it runs, 404
  *   GET  /healthz, /readyz, /metrics (Prometheus text format), no auth
  *
  * Every other endpoint needs `Authorization: Bearer TOKEN` (the token file is
@@ -39,6 +40,7 @@
 #include <uv.h>
 
 #include "codepod.h"
+#include "hub.h"
 #include "idset.h"
 
 struct broker_http;
@@ -59,6 +61,7 @@ struct broker_http_config {
 	unsigned header_timeout_s;   /* headers, and a request body, must arrive within */
 	unsigned idle_timeout_s;     /* a session with nothing running and no traffic */
 	unsigned webhook_timeout_ms; /* one tool call POSTed to a broker */
+	struct broker_hub_config hub; /* reattach grace, outcome retention (loop: ours) */
 };
 
 /* Defaults for every limit (listen, token_file and the pointers left NULL). */

@@ -1,7 +1,7 @@
 /*
  * http_server_exec.c - POST /v1/executions: the execute message plus
  * `broker: {url, headers}`. A one-execution broker_session whose tool calls
- * are POSTed to the broker URL ({"id","call","tool","input"} in;
+ * are POSTed to the broker URL ({"id","conversation","call","tool","input"} in;
  * {"output": ...} or {"error": "safe message"} out); the answer is the
  * outcome JSON (200), or the `error` that refused the execute (400, 429 for
  * TOO_MANY_EXECUTIONS, 503 for SHUTTING_DOWN).
@@ -9,7 +9,8 @@
  * Each call has a timeout of min(webhook_timeout_ms, the policy's
  * timeoutMs); a broker that fails, hangs or answers garbage turns into a
  * tool error the program sees. A cancel_call aborts the POST. A client that
- * goes away abandons the execution.
+ * goes away leaves the execution running to its end; its outcome is kept for
+ * GET /v1/executions/{id}.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ struct exec_req {
 	struct lws *wsi;       /* NULL once detached */
 	struct http_pss *pss;
 	char *url;
+	char *conversation;
 	json_t *headers;
 	long call_timeout_ms;
 	struct pending *calls;
@@ -135,7 +137,8 @@ static void send_call(struct exec_req *r, const json_t *msg)
 {
 	const char *eid = json_string_value(json_object_get(msg, "id"));
 	const char *call = json_string_value(json_object_get(msg, "call"));
-	json_t *body = json_pack("{s:O,s:O,s:O,s:O}", "id", json_object_get(msg, "id"), "call",
+	json_t *body = json_pack("{s:O,s:s,s:O,s:O,s:O}", "id", json_object_get(msg, "id"),
+	                         "conversation", r->conversation, "call",
 	                         json_object_get(msg, "call"), "tool", json_object_get(msg, "tool"),
 	                         "input", json_object_get(msg, "input"));
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -224,17 +227,20 @@ void http_exec_free(struct sess_base *b)
 	json_decref(r->headers);
 	json_decref(r->err_body);
 	free(r->url);
+	free(r->conversation);
 	free(r);
 }
 
+/* The caller's connection dropped. Its tool calls go to the broker URL, not
+ * to the connection, so the execution runs on to its end; the outcome is
+ * kept (hub.h) for GET /v1/executions/{id}. */
 void http_exec_detach(struct exec_req *r)
 {
 	r->wsi = NULL;
 	r->pss = NULL;
-	if (r->base.gone)
-		return;
-	r->base.gone = 1;
-	broker_session_close(r->base.session, 0); /* abandons; drained may come from inside */
+	if (!r->answered)
+		cp_log(CP_LOG_INFO, "exec.caller_gone", "running",
+		       json_integer(broker_session_running(r->base.session)), NULL);
 }
 
 /* The execute message from the body, the broker's URL and headers. */
@@ -253,7 +259,9 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 		*why = NULL;
 	if (*why)
 		return -1;
+	const char *conv = json_string_value(json_object_get(req, "conversation"));
 	r->url = strdup(url);
+	r->conversation = strdup(conv ? conv : "");
 	r->headers = headers ? json_deep_copy(headers) : json_object();
 	json_int_t t = json_integer_value(json_object_get(json_object_get(req, "policy"), "timeoutMs"));
 	r->call_timeout_ms = (long)r->base.srv->cfg.webhook_timeout_ms;
@@ -261,7 +269,7 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 		r->call_timeout_ms = (long)t;
 	json_object_del(req, "broker");
 	json_object_set_new(req, "type", json_string("execute"));
-	return r->url && r->headers ? 0 : -1;
+	return r->url && r->conversation && r->headers ? 0 : -1;
 }
 
 void http_exec_start(struct broker_http *srv, struct lws *wsi, struct http_pss *pss)
@@ -288,13 +296,15 @@ void http_exec_start(struct broker_http *srv, struct lws *wsi, struct http_pss *
 	}
 	r->base.srv = srv;
 	if (parse_request(r, req, &why) ||
-	    !(r->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, &exec_io, r))) {
+	    !(r->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, srv->hub, &exec_io,
+	                                           r))) {
 		json_decref(req);
 		http_exec_free(&r->base);
 		http_respond_error(wsi, pss, 400, "INVALID_REQUEST", why ? why : "out of memory");
 		return;
 	}
-	broker_session_set_hooks(r->base.session, &http_session_hooks, r);
+	broker_session_set_hooks(r->base.session, &http_session_hooks, srv);
+	broker_session_set_webhook(r->base.session);
 	http_sess_link(srv, &r->base, SESS_EXEC);
 	r->wsi = wsi;
 	r->pss = pss;

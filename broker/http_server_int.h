@@ -47,6 +47,7 @@ struct broker_http {
 	struct http_auth *auth;
 	struct http_metrics *metrics;
 	struct broker_webhook *webhook;
+	struct broker_hub *hub;     /* every execution of every session, kept outcomes */
 	FILE *audit;
 	struct sess_base *sessions; /* open: counted in nsessions */
 	struct sess_base *reap;     /* drained and closed: freed by the reaper */

@@ -51,10 +51,11 @@ static void kill_conn(struct ws_conn *c, const char *why)
 	lws_cancel_service(lws_get_context(c->wsi));
 }
 
-static void queue_text(struct ws_conn *c, const char *text, size_t n, int is_json,
-                       const json_t *msg)
+static void io_send(void *ud, const json_t *msg)
 {
-	if (!c->wsi)
+	struct ws_conn *c = ud;
+	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	if (!n || !c->wsi)
 		return;
 	if (c->queued + n > c->base.srv->cfg.max_queue) {
 		kill_conn(c, "the client does not read its messages");
@@ -63,10 +64,7 @@ static void queue_text(struct ws_conn *c, const char *text, size_t n, int is_jso
 	struct out_msg *m = malloc(sizeof *m + LWS_PRE + n);
 	if (!m)
 		return;
-	if (is_json)
-		json_dumpb(msg, (char *)m->buf + LWS_PRE, n, JSON_COMPACT);
-	else
-		memcpy(m->buf + LWS_PRE, text, n);
+	json_dumpb(msg, (char *)m->buf + LWS_PRE, n, JSON_COMPACT);
 	m->len = n;
 	m->next = NULL;
 	if (c->tail)
@@ -76,13 +74,6 @@ static void queue_text(struct ws_conn *c, const char *text, size_t n, int is_jso
 	c->tail = m;
 	c->queued += n;
 	lws_callback_on_writable(c->wsi);
-}
-
-static void io_send(void *ud, const json_t *msg)
-{
-	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
-	if (n)
-		queue_text(ud, NULL, n, 1, msg);
 }
 
 static void io_drained(void *ud)
@@ -120,12 +111,12 @@ static int on_established(struct broker_http *srv, struct lws *wsi, struct ws_co
 	struct ws_conn *c = calloc(1, sizeof *c);
 	if (!c)
 		return -1;
-	c->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, &ws_io, c);
+	c->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, srv->hub, &ws_io, c);
 	if (!c->base.session) {
 		free(c);
 		return -1;
 	}
-	broker_session_set_hooks(c->base.session, &http_session_hooks, c);
+	broker_session_set_hooks(c->base.session, &http_session_hooks, srv);
 	c->wsi = wsi;
 	http_sess_link(srv, &c->base, SESS_WS);
 	touch(c);
@@ -141,18 +132,16 @@ static void on_closed(struct ws_conn *c)
 	free_queue(c);
 	cp_log(CP_LOG_DEBUG, "ws.close", "running", json_integer(broker_session_running(c->base.session)),
 	       NULL);
-	/* Running executions are abandoned; drained() (and so the retirement
-	 * to the reaper) may come from inside this call. */
+	/* Running executions are detached for the grace period (or abandoned
+	 * without one); drained() (and so the retirement to the reaper) may come
+	 * from inside this call. */
 	broker_session_close(c->base.session, 0);
 }
 
 static void deliver(struct ws_conn *c)
 {
 	if (c->rx_binary) {
-		static const char msg[] =
-		        "{\"type\":\"error\",\"error\":{\"code\":\"INVALID_REQUEST\","
-		        "\"message\":\"binary messages are not part of the protocol; send text\"}}";
-		queue_text(c, msg, sizeof msg - 1, 0, NULL);
+		broker_session_not_text(c->base.session);
 	} else if (c->rx_over) {
 		broker_session_oversize(c->base.session, c->rx_total, c->base.srv->cfg.max_message);
 	} else {

@@ -68,6 +68,8 @@ static int parse(int argc, char **argv, struct broker_http_config *cfg, const ch
 		{ "header-timeout", required_argument, NULL, 'H' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "webhook-timeout-ms", required_argument, NULL, 'W' },
+		{ "reattach-grace", required_argument, NULL, 'G' },
+		{ "outcome-retention", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -91,6 +93,8 @@ static int parse(int argc, char **argv, struct broker_http_config *cfg, const ch
 		case 'H': if (parse_uint("--header-timeout", optarg, 3600, &v) || !v) return -1; cfg->header_timeout_s = (unsigned)v; break;
 		case 'I': if (parse_uint("--idle-timeout", optarg, 86400, &v) || !v) return -1; cfg->idle_timeout_s = (unsigned)v; break;
 		case 'W': if (parse_uint("--webhook-timeout-ms", optarg, 3600000, &v) || !v) return -1; cfg->webhook_timeout_ms = (unsigned)v; break;
+		case 'G': if (parse_uint("--reattach-grace", optarg, 86400, &v)) return -1; cfg->hub.grace_s = (unsigned)v; break;
+		case 'R': if (parse_uint("--outcome-retention", optarg, 86400, &v)) return -1; cfg->hub.retention_s = (unsigned)v; break;
 		default: break;
 		}
 	}

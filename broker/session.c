@@ -1,86 +1,108 @@
 /*
- * session.c - the session protocol v1 over any message transport.
+ * session.c - the session protocol v1.1 over any message transport
+ * (broker/SESSION.md is the reference).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "decl.h"
 #include "jsonutil.h"
 #include "log.h"
-#include "session.h"
+#include "session_int.h"
 
-/* One execution of this session. Linear lists: a session holds at most a few
- * hundred executions, and every lookup is by an id the backend sent. */
-struct entry {
-	struct entry *next;
-	struct broker_session *s;
-	struct codepod_exec *exec;
-	char *id;
-	char *conversation; /* for the on_outcome hook */
-};
-
-struct broker_session {
-	struct codepod *cp;
-	struct cp_idset *ids;
-	const struct broker_session_io *io;
-	void *ud;
-	const struct broker_session_hooks *hooks;
-	void *hooks_ud;
-	struct entry *entries;
-	unsigned running;
-	int closed, can_send, drained;
-};
+/* Live output ("stream": true): at most one flush per LOG_FLUSH_MS per
+ * execution, each at most LOG_MAX_BYTES in LOG_MAX_SEGMENTS messages. */
+#define LOG_FLUSH_MS 100
+#define LOG_MAX_BYTES 65536
+#define LOG_MAX_SEGMENTS 64
 
 static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
                          const char *tool, const json_t *input);
 static void on_cancel_call(void *ud, struct codepod_exec *e, const char *call);
 static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome);
-static const struct codepod_host host = { on_tool_call, on_cancel_call, on_done };
+static void on_output(void *ud, struct codepod_exec *e, int is_stderr, const char *buf,
+                      size_t len);
+static const struct codepod_host host = { on_tool_call, on_cancel_call, on_done, on_output };
 
 struct broker_session *broker_session_new(struct codepod *cp, struct cp_idset *ids,
+                                          struct broker_hub *hub,
                                           const struct broker_session_io *io, void *ud)
 {
 	struct broker_session *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
+	if (!hub) {
+		struct broker_hub_config hc;
+		broker_hub_config_defaults(&hc);
+		hc.loop = codepod_loop(cp);
+		hc.grace_s = 0;
+		hc.retention_s = 0;
+		hub = broker_hub_new(&hc);
+		s->own_hub = 1;
+		if (!hub) {
+			free(s);
+			return NULL;
+		}
+	}
 	s->cp = cp;
 	s->ids = ids;
+	s->hub = hub;
 	s->io = io;
 	s->ud = ud;
 	s->can_send = 1;
 	return s;
 }
 
-static void send_msg(struct broker_session *s, json_t *msg /* steals */)
+void broker_session_set_webhook(struct broker_session *s)
 {
-	if (msg && s->can_send)
+	s->webhook = 1;
+}
+
+static void send_to(struct broker_session *s, json_t *msg /* steals */)
+{
+	if (msg && s && s->can_send)
 		s->io->send(s->ud, msg);
 	json_decref(msg);
 }
 
-static void send_error_named(struct broker_session *s, const char *id, const char *code,
-                             const char *msg)
+/* Messages about an execution go to the session holding it, if any. */
+static void entry_send(struct entry *en, json_t *msg /* steals */)
 {
-	json_t *m = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "code",
+	send_to(en->s, msg);
+}
+
+/* The error message: inReplyTo is the type it answers (null when none
+ * could be read), id and call where there are. */
+static void send_error_named(struct broker_session *s, const char *id, const char *reply_to,
+                             const char *call, const char *code, const char *msg)
+{
+	json_t *m = json_pack("{s:s,s:o,s:{s:s,s:s}}", "type", "error", "inReplyTo",
+	                      reply_to ? json_string(reply_to) : json_null(), "error", "code",
 	                      code, "message", msg);
 	if (m && id)
 		json_object_set_new(m, "id", json_string(id));
-	send_msg(s, m);
+	if (m && call)
+		json_object_set_new(m, "call", json_string(call));
+	send_to(s, m);
 }
 
-static void send_error(struct broker_session *s, const char *id, enum cp_code code,
-                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void send_error(struct broker_session *s, const char *id, enum cp_code code,
-                       const char *fmt, ...)
+static void send_error(struct broker_session *s, const char *id, const char *reply_to,
+                       const char *call, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+static void send_error(struct broker_session *s, const char *id, const char *reply_to,
+                       const char *call, const char *code, const char *fmt, ...)
 {
 	char msg[CP_ERR_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	send_error_named(s, id, cp_code_name(code), msg);
+	send_error_named(s, id, reply_to, call, code, msg);
 }
+
+#define INVALID "INVALID_REQUEST"
 
 /* A string field, or NULL when absent, not a string, or holding a NUL: such
  * a value would name something else once read as a C string. */
@@ -92,13 +114,75 @@ static const char *text_field(const json_t *msg, const char *key)
 	return json_string_value(v);
 }
 
-static struct entry *find(struct broker_session *s, const char *id)
+/* ---- unanswered tool calls ---- */
+
+static void pending_add(struct entry *en, const json_t *msg)
 {
-	for (struct entry *en = s->entries; en; en = en->next)
-		if (strcmp(en->id, id) == 0)
-			return en;
-	return NULL;
+	struct pending_call *p = calloc(1, sizeof *p);
+	if (!p)
+		return; /* it is not sent again on attach; the call still works */
+	p->msg = json_incref((json_t *)msg);
+	struct pending_call **pp = &en->calls;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = p;
 }
+
+static void pending_remove(struct entry *en, const char *call)
+{
+	for (struct pending_call **pp = &en->calls; *pp; pp = &(*pp)->next) {
+		struct pending_call *p = *pp;
+		if (strcmp(json_string_value(json_object_get(p->msg, "call")), call) == 0) {
+			*pp = p->next;
+			json_decref(p->msg);
+			free(p);
+			return;
+		}
+	}
+}
+
+/* ---- live output ---- */
+
+static void emit_log(void *ud, int is_stderr, const char *text, size_t len,
+                     unsigned long long dropped)
+{
+	struct entry *en = ud;
+	json_t *m = json_pack("{s:s,s:s,s:s,s:s%}", "type", "log", "id", en->id, "stream",
+	                      is_stderr ? "stderr" : "stdout", "text", text, len);
+	if (m && dropped)
+		json_object_set_new(m, "dropped", json_integer((json_int_t)dropped));
+	entry_send(en, m);
+}
+
+static void flush_logs(struct entry *en)
+{
+	if (en->ls && broker_logstream_pending(en->ls))
+		broker_logstream_flush(en->ls, emit_log, en);
+}
+
+static void on_flush_timer(uv_timer_t *t)
+{
+	flush_logs(t->data);
+}
+
+static void on_output(void *ud, struct codepod_exec *e, int is_stderr, const char *buf,
+                      size_t len)
+{
+	(void)e;
+	struct entry *en = ud;
+	if (!en->ls || !en->s)
+		return; /* not asked for, or detached: the result's logs keep the tail */
+	broker_logstream_feed(en->ls, is_stderr, buf, len);
+	if (!uv_is_active((uv_handle_t *)en->flush))
+		uv_timer_start(en->flush, on_flush_timer, LOG_FLUSH_MS, 0);
+}
+
+static void on_flush_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+/* ---- engine callbacks ---- */
 
 static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
                          const char *tool, const json_t *input)
@@ -106,14 +190,45 @@ static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
 	struct entry *en = ud;
 	json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:O}", "type", "tool_call", "id",
 	                      codepod_exec_id(e), "call", call, "tool", tool, "input", input);
-	send_msg(en->s, m);
+	if (!m)
+		return;
+	flush_logs(en); /* output printed before the call comes before it */
+	pending_add(en, m);
+	entry_send(en, m);
 }
 
 static void on_cancel_call(void *ud, struct codepod_exec *e, const char *call)
 {
 	struct entry *en = ud;
-	send_msg(en->s, json_pack("{s:s,s:s,s:s}", "type", "cancel_call", "id",
-	                          codepod_exec_id(e), "call", call));
+	pending_remove(en, call);
+	entry_send(en, json_pack("{s:s,s:s,s:s}", "type", "cancel_call", "id",
+	                         codepod_exec_id(e), "call", call));
+}
+
+static void entry_free(struct entry *en)
+{
+	while (en->calls) {
+		struct pending_call *p = en->calls;
+		en->calls = p->next;
+		json_decref(p->msg);
+		free(p);
+	}
+	if (en->flush) {
+		uv_timer_stop(en->flush);
+		uv_close((uv_handle_t *)en->flush, on_flush_closed);
+	}
+	broker_logstream_free(en->ls);
+	free(en->conversation);
+	free(en->id);
+	free(en);
+}
+
+static void check_drained(struct broker_session *s)
+{
+	if (s->closed && s->running == 0 && !s->drained) {
+		s->drained = 1;
+		s->io->drained(s->ud);
+	}
 }
 
 static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
@@ -121,80 +236,111 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	(void)e;
 	struct entry *en = ud;
 	struct broker_session *s = en->s;
+	flush_logs(en); /* every log message comes before the result */
 	json_t *m = json_pack("{s:s,s:s}", "type", "result", "id", en->id);
 	if (m && json_object_update(m, (json_t *)outcome)) {
 		json_decref(m);
 		m = NULL;
 	}
-	send_msg(s, m);
-	if (s->hooks && s->hooks->on_outcome)
-		s->hooks->on_outcome(s->hooks_ud, en->id, en->conversation, outcome);
-	for (struct entry **pp = &s->entries; *pp; pp = &(*pp)->next) {
-		if (*pp == en) {
-			*pp = en->next;
-			break;
-		}
-	}
-	free(en->conversation);
-	free(en->id);
-	free(en);
-	s->running--;
-	if (s->closed && s->running == 0 && !s->drained) {
-		s->drained = 1;
-		s->io->drained(s->ud);
+	int delivered = m && s && s->can_send;
+	send_to(s, m);
+	if (!s)
+		cp_log(CP_LOG_INFO, "exec.kept", "id", json_string(en->id), NULL);
+	hub_retain(en->hub, en->id, outcome, delivered);
+	if (en->hooks && en->hooks->on_outcome)
+		en->hooks->on_outcome(en->hooks_ud, en->id, en->conversation, outcome);
+	hub_remove(en->hub, en);
+	entry_free(en);
+	if (s) {
+		s->running--;
+		check_drained(s);
 	}
 }
 
-static void do_execute(struct broker_session *s, const json_t *msg, const char *id)
+/* ---- execute ---- */
+
+static struct entry *new_entry(struct broker_session *s, const char *id, const json_t *msg)
 {
-	if (!id) {
-		send_error(s, NULL, CP_E_INVALID_REQUEST, "execute: missing field: id");
-		return;
-	}
-	if (cp_idset_has(s->ids, id)) {
-		send_error(s, id, CP_E_INVALID_REQUEST,
-		           "execution id %.64s is already running or was used recently", id);
-		return;
-	}
-	if (s->hooks && s->hooks->admit) {
-		const char *code = "INTERNAL";
-		char why[CP_ERR_MSG_MAX] = "refused";
-		if (s->hooks->admit(s->hooks_ud, msg, &code, why)) {
-			send_error_named(s, id, code, why);
-			return;
-		}
-	}
 	const char *conv = json_string_value(json_object_get(msg, "conversation"));
 	struct entry *en = calloc(1, sizeof *en);
 	if (!en || !(en->id = strdup(id)) || !(en->conversation = strdup(conv ? conv : ""))) {
 		if (en)
 			free(en->id);
 		free(en);
-		send_error(s, id, CP_E_INTERNAL, "out of memory");
+		return NULL;
+	}
+	en->hooks = s->hooks;
+	en->hooks_ud = s->hooks_ud;
+	en->webhook = s->webhook;
+	if (json_is_true(json_object_get(msg, "stream"))) {
+		en->ls = broker_logstream_new(LOG_MAX_BYTES, LOG_MAX_SEGMENTS);
+		en->flush = malloc(sizeof *en->flush);
+		if (!en->ls || !en->flush) {
+			free(en->flush);
+			en->flush = NULL;
+			entry_free(en);
+			return NULL;
+		}
+		uv_timer_init(codepod_loop(s->cp), en->flush);
+		en->flush->data = en;
+	}
+	return en;
+}
+
+static void do_execute(struct broker_session *s, const json_t *msg, const char *id)
+{
+	static const char type[] = "execute";
+	const json_t *stream = json_object_get(msg, "stream");
+	if (!id) {
+		send_error(s, NULL, type, NULL, INVALID, "execute: missing field: id");
 		return;
 	}
-	en->s = s;
+	if (cp_idset_has(s->ids, id)) {
+		send_error(s, id, type, NULL, INVALID,
+		           "execution id %.64s is already running or was used recently", id);
+		return;
+	}
+	if (stream && !json_is_boolean(stream)) {
+		send_error(s, id, type, NULL, INVALID, "stream must be a boolean");
+		return;
+	}
+	if (s->hooks && s->hooks->admit) {
+		const char *code = "INTERNAL";
+		char why[CP_ERR_MSG_MAX] = "refused";
+		if (s->hooks->admit(s->hooks_ud, msg, &code, why)) {
+			send_error_named(s, id, type, NULL, code, why);
+			return;
+		}
+	}
+	struct entry *en = new_entry(s, id, msg);
+	if (!en) {
+		send_error(s, id, type, NULL, "INTERNAL", "out of memory");
+		return;
+	}
 	struct cp_err err;
 	if (codepod_submit(s->cp, msg, &host, en, &en->exec, &err)) {
-		send_error(s, id, err.code == CP_E_INVALID_REQUEST ? CP_E_INVALID_REQUEST : CP_E_INTERNAL,
+		send_error(s, id, type, NULL, err.code == CP_E_INVALID_REQUEST ? INVALID : "INTERNAL",
 		           "execute: %s", err.msg);
-		free(en->conversation);
-		free(en->id);
-		free(en);
+		entry_free(en);
 		return;
 	}
 	cp_idset_add(s->ids, id, NULL);
-	en->next = s->entries;
-	s->entries = en;
+	hub_add(s->hub, en);
+	en->s = s;
 	s->running++;
+	/* Nothing else about it can have been sent: every engine callback
+	 * comes on a later loop turn. */
+	send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", id, "inReplyTo", type));
 }
+
+/* ---- answers, stop ---- */
 
 static void do_answer(struct broker_session *s, const json_t *msg, const char *type,
                       struct entry *en)
 {
-	const json_t *call = json_object_get(msg, "call");
-	if (!text_field(msg, "call")) {
-		send_error(s, en->id, CP_E_INVALID_REQUEST, "%s: missing field: call", type);
+	const char *call = text_field(msg, "call");
+	if (!call) {
+		send_error(s, en->id, type, NULL, INVALID, "%s: missing field: call", type);
 		return;
 	}
 	struct cp_err err;
@@ -202,20 +348,136 @@ static void do_answer(struct broker_session *s, const json_t *msg, const char *t
 	if (strcmp(type, "tool_result") == 0) {
 		const json_t *out = json_object_get(msg, "output");
 		if (!out) {
-			send_error(s, en->id, CP_E_INVALID_REQUEST, "tool_result: missing field: output");
+			send_error(s, en->id, type, call, INVALID, "tool_result: missing field: output");
 			return;
 		}
-		rc = codepod_tool_result(en->exec, json_string_value(call), out, &err);
+		rc = codepod_tool_result(en->exec, call, out, &err);
 	} else {
 		const json_t *m = json_object_get(msg, "message");
 		if (!json_is_string(m)) {
-			send_error(s, en->id, CP_E_INVALID_REQUEST, "tool_error: missing field: message");
+			send_error(s, en->id, type, call, INVALID, "tool_error: missing field: message");
 			return;
 		}
-		rc = codepod_tool_error(en->exec, json_string_value(call), json_string_value(m), &err);
+		rc = codepod_tool_error(en->exec, call, json_string_value(m), &err);
 	}
 	if (rc)
-		send_error(s, en->id, CP_E_INVALID_REQUEST, "%s: %s", type, err.msg);
+		send_error(s, en->id, type, call, INVALID, "%s: %s", type, err.msg);
+	else
+		pending_remove(en, call);
+}
+
+/* tool_result, tool_error, stop: for an execution this session holds. */
+static void do_about(struct broker_session *s, const json_t *msg, const char *type,
+                     const char *id)
+{
+	struct entry *en = id ? hub_find(s->hub, id) : NULL;
+	if (!id)
+		send_error(s, NULL, type, text_field(msg, "call"), INVALID, "%s: missing field: id", type);
+	else if (!en || en->s != s)
+		send_error(s, id, type, text_field(msg, "call"), INVALID,
+		           "%s: no running execution with id %.64s on this session", type, id);
+	else if (strcmp(type, "stop") == 0)
+		codepod_stop(en->exec);
+	else
+		do_answer(s, msg, type, en);
+}
+
+/* ---- attach ---- */
+
+static void take_over(struct broker_session *s, struct entry *en)
+{
+	if (en->s != s) {
+		if (en->s) { /* a session that is still open loses it */
+			en->s->running--;
+			check_drained(en->s);
+		}
+		en->s = s;
+		s->running++;
+		en->detached_ms = 0;
+	}
+	json_int_t n = 0;
+	for (struct pending_call *p = en->calls; p; p = p->next)
+		n++;
+	cp_log(CP_LOG_INFO, "exec.attached", "id", json_string(en->id), "calls", json_integer(n),
+	       NULL);
+	send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", en->id, "inReplyTo",
+	                     "attach"));
+	for (struct pending_call *p = en->calls; p; p = p->next)
+		send_to(s, json_incref(p->msg));
+}
+
+static void do_attach(struct broker_session *s, const char *id)
+{
+	static const char type[] = "attach";
+	if (!id) {
+		send_error(s, NULL, type, NULL, INVALID, "attach: missing field: id");
+		return;
+	}
+	struct entry *en = hub_find(s->hub, id);
+	if (en && (en->webhook || s->webhook)) {
+		send_error(s, id, type, NULL, INVALID,
+		           "execution %.64s is brokered by a webhook; GET /v1/executions/%.64s "
+		           "returns its outcome once it ended", id, id);
+		return;
+	}
+	if (en) { /* also one ending after its grace period: its result follows */
+		take_over(s, en);
+		return;
+	}
+	const json_t *outcome = hub_take_outcome(s->hub, id);
+	if (!outcome) {
+		send_error(s, id, type, NULL, "UNKNOWN_EXECUTION",
+		           "no running or kept execution %.64s here: unknown, expired, or run "
+		           "by another replica", id);
+		return;
+	}
+	send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", id, "inReplyTo", type));
+	json_t *m = json_pack("{s:s,s:s}", "type", "result", "id", id);
+	if (m && json_object_update(m, (json_t *)outcome)) {
+		json_decref(m);
+		m = NULL;
+	}
+	send_to(s, m);
+}
+
+/* ---- declarations ---- */
+
+static void do_declarations(struct broker_session *s, const json_t *msg, const char *id)
+{
+	static const char type[] = "declarations";
+	const json_t *tools = json_object_get(msg, "tools");
+	if (!tools) {
+		send_error(s, id, type, NULL, INVALID, "declarations: missing field: tools");
+		return;
+	}
+	char *text = NULL;
+	struct cp_err err;
+	int rc = broker_decl_render(tools, &text, &err);
+	if (rc) {
+		send_error(s, id, type, NULL, rc == CP_E_NOMEM ? "INTERNAL" : INVALID,
+		           "declarations: %s", err.msg);
+		return;
+	}
+	json_t *m = json_pack("{s:s,s:s}", "type", "declarations", "declarations", text);
+	free(text);
+	if (m && id)
+		json_object_set_new(m, "id", json_string(id));
+	if (!m)
+		send_error(s, id, type, NULL, "INTERNAL", "out of memory");
+	send_to(s, m);
+}
+
+/* ---- dispatch ---- */
+
+static const char *const known_types[] = { "execute", "tool_result", "tool_error", "stop",
+	                                   "attach", "declarations" };
+
+static const char *known_type(const char *type)
+{
+	for (size_t i = 0; type && i < sizeof known_types / sizeof known_types[0]; i++)
+		if (strcmp(type, known_types[i]) == 0)
+			return known_types[i];
+	return NULL;
 }
 
 void broker_session_message(struct broker_session *s, const char *text, size_t len)
@@ -223,42 +485,43 @@ void broker_session_message(struct broker_session *s, const char *text, size_t l
 	struct cp_err err;
 	json_t *msg = cp_json_load(text, len, &err);
 	if (!msg) {
-		send_error(s, NULL, CP_E_INVALID_REQUEST, "malformed JSON: %s", err.msg);
+		send_error(s, NULL, NULL, NULL, INVALID, "malformed JSON: %s", err.msg);
 		return;
 	}
 	const char *id = text_field(msg, "id");
-	const char *type = text_field(msg, "type");
+	const char *raw = text_field(msg, "type");
+	const char *type = known_type(raw);
 	if (!json_is_object(msg))
-		send_error(s, NULL, CP_E_INVALID_REQUEST, "a message must be a JSON object");
+		send_error(s, NULL, NULL, NULL, INVALID, "a message must be a JSON object");
+	else if (!raw)
+		send_error(s, id, NULL, NULL, INVALID, "missing field: type");
 	else if (!type)
-		send_error(s, id, CP_E_INVALID_REQUEST, "missing field: type");
+		send_error(s, id, NULL, NULL, INVALID, "unknown message type: %.64s", raw);
 	else if (s->closed)
-		send_error(s, id, CP_E_INVALID_REQUEST, "the session is closing");
+		send_error(s, id, type, NULL, INVALID, "the session is closing");
 	else if (strcmp(type, "execute") == 0)
 		do_execute(s, msg, id);
-	else if (strcmp(type, "tool_result") && strcmp(type, "tool_error") && strcmp(type, "stop"))
-		send_error(s, id, CP_E_INVALID_REQUEST, "unknown message type: %.64s", type);
-	else if (!id)
-		send_error(s, NULL, CP_E_INVALID_REQUEST, "%s: missing field: id", type);
-	else {
-		struct entry *en = find(s, id);
-		if (!en)
-			send_error(s, id, CP_E_INVALID_REQUEST, "%s: no running execution with id %.64s",
-			           type, id);
-		else if (strcmp(type, "stop") == 0)
-			codepod_stop(en->exec);
-		else
-			do_answer(s, msg, type, en);
-	}
+	else if (strcmp(type, "attach") == 0)
+		do_attach(s, id);
+	else if (strcmp(type, "declarations") == 0)
+		do_declarations(s, msg, id);
+	else
+		do_about(s, msg, type, id);
 	json_decref(msg);
 }
 
 void broker_session_oversize(struct broker_session *s, unsigned long long len,
                              unsigned long long limit)
 {
-	send_error(s, NULL, CP_E_INVALID_REQUEST,
+	send_error(s, NULL, NULL, NULL, INVALID,
 	           "message of %llu bytes is over the limit of %llu bytes; it was discarded",
 	           len, limit);
+}
+
+void broker_session_not_text(struct broker_session *s)
+{
+	send_error(s, NULL, NULL, NULL, INVALID,
+	           "binary messages are not part of the protocol; send text");
 }
 
 void broker_session_close(struct broker_session *s, int can_send)
@@ -267,12 +530,22 @@ void broker_session_close(struct broker_session *s, int can_send)
 		return;
 	s->closed = 1;
 	s->can_send = can_send;
-	for (struct entry *en = s->entries; en; en = en->next)
-		codepod_abandon(en->exec);
-	if (s->running == 0 && !s->drained) {
-		s->drained = 1;
-		s->io->drained(s->ud);
+	int detach = !can_send && hub_grace_s(s->hub) > 0 && !s->webhook;
+	uint64_t now = hub_now_ms(s->hub);
+	for (struct entry *en = hub_entries(s->hub); en; en = en->next) {
+		if (en->s != s)
+			continue;
+		if (detach) {
+			en->s = NULL;
+			en->detached_ms = now;
+			s->running--;
+			cp_log(CP_LOG_INFO, "exec.detached", "id", json_string(en->id), "graceS",
+			       json_integer(hub_grace_s(s->hub)), NULL);
+		} else {
+			codepod_abandon(en->exec);
+		}
 	}
+	check_drained(s);
 }
 
 unsigned broker_session_running(const struct broker_session *s)
@@ -287,13 +560,11 @@ void broker_session_set_hooks(struct broker_session *s, const struct broker_sess
 	s->hooks_ud = ud;
 }
 
-void broker_session_stop_all(struct broker_session *s)
-{
-	for (struct entry *en = s->entries; en; en = en->next)
-		codepod_stop(en->exec);
-}
-
 void broker_session_free(struct broker_session *s)
 {
+	if (!s)
+		return;
+	if (s->own_hub)
+		broker_hub_free(s->hub);
 	free(s);
 }

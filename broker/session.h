@@ -1,18 +1,26 @@
 /*
- * session.h - the session protocol v1 of DESIGN.md section 5, independent of
- * its transport: JSON messages in (execute, tool_result, tool_error, stop),
- * JSON messages out (tool_call, cancel_call, result, error). Used by
- * `codepod serve --stdio` (JSON lines) and the WebSocket session.
+ * session.h - the session protocol v1.1 (broker/SESSION.md), independent of
+ * its transport: JSON messages in (execute, tool_result, tool_error, stop,
+ * attach, declarations), JSON messages out (accepted, tool_call,
+ * cancel_call, log, result, error, declarations). Used by `codepod serve
+ * --stdio` (JSON lines), the WebSocket session and POST /v1/executions.
  *
  * Many executions multiplex on one session; tool calls may be answered in
- * any order. A message that cannot be acted on gets an `error` message and
- * nothing else changes: other executions go on.
+ * any order. A message that cannot be acted on gets an `error` message
+ * (with inReplyTo and, where there is one, call) and nothing else changes:
+ * other executions go on.
+ *
+ * Executions are registered in a hub (hub.h): sessions of one server share
+ * it, so a session that drops leaves its executions for another to attach.
+ * A session made without a hub gets a private one (no grace, no kept
+ * outcomes): closing it abandons its executions, as stdio does on EOF.
  *
  * Loop context: the loop thread only.
  *
  * Ownership: messages given to io->send are borrowed for the call. The
- * engine and the id set are borrowed and must outlive the session. Lines fed
- * in are borrowed for the call.
+ * engine, the id set and the hub are borrowed and must outlive the session
+ * (the hub: until every execution registered in it ended). Lines fed in are
+ * borrowed for the call.
  */
 #ifndef BROKER_SESSION_H
 #define BROKER_SESSION_H
@@ -20,6 +28,7 @@
 #include <jansson.h>
 
 #include "codepod.h"
+#include "hub.h"
 #include "idset.h"
 
 struct broker_session;
@@ -28,14 +37,20 @@ struct broker_session_io {
 	/* Send one message to the backend. After broker_session_close this is
 	 * called no more. */
 	void (*send)(void *ud, const json_t *msg);
-	/* Called once when the session was closed and its last execution ended:
-	 * the transport may free the session now (not from inside this call's
-	 * caller chain: it is called from the engine's done callback). */
+	/* Called once when the session was closed and holds no execution any
+	 * more: the transport may free the session now (not from inside this
+	 * call's caller chain: it may come from the engine's done callback). */
 	void (*drained)(void *ud);
 };
 
+/* @hub: shared by the server's sessions, or NULL for a private one. */
 struct broker_session *broker_session_new(struct codepod *cp, struct cp_idset *ids,
+                                          struct broker_hub *hub,
                                           const struct broker_session_io *io, void *ud);
+
+/* This session brokers through a webhook (POST /v1/executions): its
+ * executions cannot be attached from another session while they run. */
+void broker_session_set_webhook(struct broker_session *s);
 
 /* One complete message (a line or a WebSocket text message). */
 void broker_session_message(struct broker_session *s, const char *text, size_t len);
@@ -44,45 +59,49 @@ void broker_session_message(struct broker_session *s, const char *text, size_t l
 void broker_session_oversize(struct broker_session *s, unsigned long long len,
                              unsigned long long limit);
 
+/* A message that is not text (a binary WebSocket message) was discarded. */
+void broker_session_not_text(struct broker_session *s);
+
 /*
  * broker_session_close - the backend side is done.
  * @can_send: 1 if results may still be sent (stdin closed but stdout open),
  *            0 if the transport is gone (a closed WebSocket).
- * Running executions are abandoned (OUTCOME_UNKNOWN when a tool call was in
- * flight, else CANCELLED). drained() follows once none is left, possibly
- * before this returns when none was running.
+ * With @can_send 0 and a hub with a grace period, the session's executions
+ * are detached: they go on, and another session may attach them. Otherwise
+ * they are abandoned (OUTCOME_UNKNOWN when a tool call was in flight, else
+ * CANCELLED). drained() follows once the session holds none, possibly
+ * before this returns.
  */
 void broker_session_close(struct broker_session *s, int can_send);
 
+/* Executions this session holds. */
 unsigned broker_session_running(const struct broker_session *s);
 
 /*
  * Optional hooks for a server that shares one engine among many sessions
- * (http_server.c: admission caps, metrics, audit). Both may be NULL.
+ * (http_server.c: admission caps, metrics, audit; stdio_serve.c: the cap).
  */
 struct broker_session_hooks {
 	/* Before an execute is submitted (id already checked against the id
 	 * set). Return 0 to go on, or nonzero after setting *code (a static
 	 * string such as "TOO_MANY_EXECUTIONS") and msg (NUL-terminated, at
 	 * most CP_ERR_MSG_MAX bytes): the execute is answered with an `error`
-	 * of that code and nothing runs. */
+	 * of that code and nothing runs. May be NULL. */
 	int (*admit)(void *ud, const json_t *execute, const char **code, char *msg);
-	/* Once per execution, right after its `result` was sent (or would have
-	 * been, on a closed transport): the request's conversation key and the
-	 * outcome, both borrowed for the call. Not called for refused executes. */
+	/* Once per execution, right after its `result` was sent (or kept, when
+	 * no session held it): the request's conversation key and the outcome,
+	 * both borrowed for the call. Not called for refused executes. May be
+	 * NULL. */
 	void (*on_outcome)(void *ud, const char *id, const char *conversation,
 	                   const json_t *outcome);
 };
 
-/* Set the hooks (borrowed; must outlive the session) and their @ud. */
+/* Set the hooks (borrowed) and their @ud; both must outlive every
+ * execution the session starts (they go with a detached execution). */
 void broker_session_set_hooks(struct broker_session *s, const struct broker_session_hooks *h,
                               void *ud);
 
-/* Stop every running execution (each ends CANCELLED unless it has already
- * ended); the session stays open. For a server's drain deadline. */
-void broker_session_stop_all(struct broker_session *s);
-
-/* Frees the session; only after drained(). */
+/* Frees the session; only after drained(). A private hub is freed with it. */
 void broker_session_free(struct broker_session *s);
 
 #endif

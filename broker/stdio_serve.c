@@ -2,6 +2,7 @@
  * stdio_serve.c - JSON lines on stdin/stdout for the session protocol.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +16,8 @@ struct broker_stdio {
 	struct broker_session *session;
 	struct broker_lines *lines;
 	size_t max_message;
+	unsigned max_executions;
+	struct codepod *cp;
 	uv_pipe_t in;
 	uv_pipe_t out;
 	int in_open, out_is_stream, closing_handles;
@@ -94,6 +97,22 @@ static void on_oversize(void *ud, unsigned long long len)
 
 static const struct broker_lines_sink lines_sink = { on_line, on_oversize };
 
+/* The same cap as serve --listen's (issue 9: 60 executions at once were 60
+ * Node processes and 2.7 GB). */
+static int admit(void *ud, const json_t *execute, const char **code, char *msg)
+{
+	(void)execute;
+	struct broker_stdio *t = ud;
+	if (codepod_running(t->cp) < t->max_executions)
+		return 0;
+	*code = "TOO_MANY_EXECUTIONS";
+	snprintf(msg, CP_ERR_MSG_MAX, "%u executions are running, the most this server takes "
+	         "(--max-executions); retry when one has ended", t->max_executions);
+	return -1;
+}
+
+static const struct broker_session_hooks hooks = { admit, NULL };
+
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	(void)h;
@@ -122,7 +141,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 }
 
 int broker_stdio_start(uv_loop_t *loop, struct codepod *cp, struct cp_idset *ids,
-                       size_t max_message, void (*done)(void *ud), void *ud,
+                       size_t max_message, unsigned max_executions, void (*done)(void *ud),
+                       void *ud,
                        struct broker_stdio **out, struct cp_err *err)
 {
 	uv_handle_type in_type = uv_guess_handle(STDIN_FILENO);
@@ -135,12 +155,15 @@ int broker_stdio_start(uv_loop_t *loop, struct codepod *cp, struct cp_idset *ids
 	t->done = done;
 	t->ud = ud;
 	t->max_message = max_message;
+	t->max_executions = max_executions;
+	t->cp = cp;
 	t->lines = broker_lines_new(max_message);
-	t->session = broker_session_new(cp, ids, &session_io, t);
+	t->session = broker_session_new(cp, ids, NULL, &session_io, t);
 	if (!t->lines || !t->session) {
 		broker_stdio_free(t);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}
+	broker_session_set_hooks(t->session, &hooks, t);
 	uv_handle_type out_type = uv_guess_handle(STDOUT_FILENO);
 	if (out_type == UV_NAMED_PIPE || out_type == UV_TTY) {
 		uv_pipe_init(loop, &t->out, 0);

@@ -17,9 +17,11 @@
 
 struct broker_stdio;
 
+/* @max_executions: running at once (across this engine); an execute over it
+ * is refused with TOO_MANY_EXECUTIONS. */
 int broker_stdio_start(uv_loop_t *loop, struct codepod *cp, struct cp_idset *ids,
-                       size_t max_message, void (*done)(void *ud), void *ud,
-                       struct broker_stdio **out, struct cp_err *err);
+                       size_t max_message, unsigned max_executions, void (*done)(void *ud),
+                       void *ud, struct broker_stdio **out, struct cp_err *err);
 
 /* Close the session as if stdin had ended (for SIGTERM/SIGINT). */
 void broker_stdio_shutdown(struct broker_stdio *t);

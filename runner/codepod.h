@@ -47,6 +47,11 @@ struct codepod_host {
 	                  const char *tool, const json_t *input);
 	void (*cancel_call)(void *ud, struct codepod_exec *e, const char *call_id);
 	void (*done)(void *ud, struct codepod_exec *e, const json_t *outcome);
+	/* Optional (may be NULL): live output as it arrives, before done(); the
+	 * bytes (borrowed, not NUL-terminated, not necessarily valid UTF-8) are
+	 * also kept in the outcome's log window. @is_stderr: 0 stdout, 1 stderr. */
+	void (*output)(void *ud, struct codepod_exec *e, int is_stderr, const char *buf,
+	               size_t len);
 };
 
 /* A new engine (free with codepod_free). */
@@ -87,6 +92,13 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
 
 /* Stop the execution: it ends CANCELLED (if it has not ended already). */
 void codepod_stop(struct codepod_exec *e);
+
+/* Stop the execution with @message (copied; codepod's words, never program
+ * text) as its CANCELLED outcome's message: e.g. a server's drain. */
+void codepod_cancel(struct codepod_exec *e, const char *message);
+
+/* The loop the engine runs on (borrowed). */
+uv_loop_t *codepod_loop(const struct codepod *cp);
 
 /* The host is gone: OUTCOME_UNKNOWN when a tool call was in flight (its fate
  * is unknown, so the program's return value is not trusted), else CANCELLED. */

@@ -22,6 +22,14 @@
 #define FRAME_SLACK 65536
 
 static void on_out(void *ud, const char *buf, size_t len);
+
+/* Live output for a host that asked for it (codepod_host.output). */
+static void output(struct codepod_exec *e, int is_stderr, const char *buf, size_t len)
+{
+	if (e->host->output && len && !e->delivered)
+		e->host->output(e->ud, e, is_stderr, buf, len);
+}
+
 static int says_oom(const char *buf, size_t len)
 {
 	static const char *const marks[] = { "heap out of memory", "Reached heap limit",
@@ -38,6 +46,7 @@ static void on_err(void *ud, const char *buf, size_t len)
 {
 	struct codepod_exec *e = ud;
 	cp_logwin_append(&e->logs, buf, len);
+	output(e, 1, buf, len);
 	if (e->oom_seen)
 		return;
 	char scan[sizeof e->err_tail + 4096];
@@ -335,20 +344,21 @@ static void sink_raw(void *ud, const char *buf, size_t len)
 {
 	struct codepod_exec *e = ud;
 	cp_logwin_append(&e->logs, buf, len);
+	output(e, 0, buf, len);
 }
 
 static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 {
 	struct codepod_exec *e = ud;
-	if (e->state >= CP_ST_FINISHING) {
-		if (kind == 'O' || kind == 'E')
-			cp_logwin_append(&e->logs, payload, len);
-		return; /* nothing else counts after the end */
+	if (kind == 'O' || kind == 'E') {
+		cp_logwin_append(&e->logs, payload, len);
+		output(e, kind == 'E', payload, len);
+		return;
 	}
+	if (e->state >= CP_ST_FINISHING)
+		return; /* nothing else counts after the end */
 	switch (kind) {
 	case 'Y': on_ready(e, payload, len); break;
-	case 'O':
-	case 'E': cp_logwin_append(&e->logs, payload, len); break;
 	case 'C':
 		if (e->state != CP_ST_RUNNING)
 			cp_exec_finish(e, CP_E_INTERNAL, "control channel: tool call before ready");
@@ -452,6 +462,12 @@ static int parse_tools(const json_t *tools, json_t **out, struct cp_err *err)
 			                  "tools[%zu].name must be a string of 1 to 128 characters", i);
 		if (en && !json_is_boolean(en))
 			return cp_err_set(err, CP_E_INVALID_REQUEST, "tools[%zu].enabled must be a boolean", i);
+		for (size_t j = 0; j < i; j++) /* at most 1000 tools: quadratic is fine */
+			if (strcmp(json_string_value(json_object_get(json_array_get(tools, j), "name")),
+			           json_string_value(name)) == 0)
+				return cp_err_set(err, CP_E_INVALID_REQUEST,
+				                  "tools[%zu].name: duplicate tool name %s (also tools[%zu])",
+				                  i, json_string_value(name), j);
 	}
 	*out = json_deep_copy(tools);
 	return *out ? 0 : cp_err_set(err, CP_E_NOMEM, "out of memory");
@@ -621,6 +637,16 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 void codepod_stop(struct codepod_exec *e)
 {
 	cp_exec_finish(e, CP_E_CANCELLED, "The execution was stopped by the backend.");
+}
+
+void codepod_cancel(struct codepod_exec *e, const char *message)
+{
+	cp_exec_finish(e, CP_E_CANCELLED, "%s", message);
+}
+
+uv_loop_t *codepod_loop(const struct codepod *cp)
+{
+	return cp->cfg.loop;
 }
 
 void codepod_abandon(struct codepod_exec *e)

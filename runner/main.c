@@ -29,6 +29,7 @@ struct opts {
 	const char *node;
 	int no_isolation;
 	int stdio;
+	unsigned max_executions; /* serve --stdio */
 	int listen; /* serve --listen: broker/serve_cmd.c parses its own options */
 	const char *tools;
 	const char *conversation;
@@ -41,10 +42,13 @@ static void usage(FILE *f)
 	fputs("usage:\n"
 	      "  codepod serve --stdio [--backend local] [--state-dir DIR] [--node PATH]\n"
 	      "                [--no-isolation] [--log-level debug|info|warn|error]\n"
+	      "                [--max-executions N]\n"
 	      "  codepod serve --listen HOST:PORT [--listen ...] --token-file FILE\n"
 	      "                [--drain-seconds N] [--max-sessions N] [--max-executions N]\n"
 	      "                [--audit-file FILE] [--header-timeout S] [--idle-timeout S]\n"
-	      "                [--webhook-timeout-ms N] (and the backend options above)\n"
+	      "                [--webhook-timeout-ms N] [--reattach-grace S]\n"
+	      "                [--outcome-retention S] [--webhook-secret-file FILE]\n"
+	      "                (and the backend options above)\n"
 	      "  codepod run FILE --tools TOOLS.json [--conversation KEY] [--policy JSON]\n"
 	      "                [--state-dir DIR] [--node PATH] [--no-isolation]\n"
 	      "  codepod declarations TOOLS.json\n"
@@ -90,10 +94,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "audit-file", required_argument, NULL, 'x' },
 		{ "drain-seconds", required_argument, NULL, 'x' },
 		{ "max-sessions", required_argument, NULL, 'x' },
-		{ "max-executions", required_argument, NULL, 'x' },
+		{ "max-executions", required_argument, NULL, 'E' },
 		{ "header-timeout", required_argument, NULL, 'x' },
 		{ "idle-timeout", required_argument, NULL, 'x' },
 		{ "webhook-timeout-ms", required_argument, NULL, 'x' },
+		{ "reattach-grace", required_argument, NULL, 'x' },
+		{ "outcome-retention", required_argument, NULL, 'x' },
+		{ "webhook-secret-file", required_argument, NULL, 'x' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -135,6 +142,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				o->kube.warm_pool = (unsigned)v;
 			else
 				o->kube.idle_ttl_s = (unsigned)v;
+			break;
+		}
+		case 'E': { /* serve --stdio reads it here; serve --listen in serve_cmd.c */
+			char *end = NULL;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || v == 0 || v > 100000) {
+				fprintf(stderr, "codepod: --max-executions must be a number from 1 to 100000\n");
+				return -1;
+			}
+			o->max_executions = (unsigned)v;
 			break;
 		}
 		case 'x': break;
@@ -266,7 +283,8 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **arg
 	struct serve_state st = { .backend = &b };
 	struct cp_err err;
 	size_t max_message = (size_t)(16u << 20) + (1u << 20);
-	int rc = ids ? broker_stdio_start(loop, cp, ids, max_message, on_serve_done, &st,
+	unsigned max_exec = o->max_executions ? o->max_executions : 256;
+	int rc = ids ? broker_stdio_start(loop, cp, ids, max_message, max_exec, on_serve_done, &st,
 	                                  &st.stdio, &err)
 	             : cp_err_set(&err, CP_E_NOMEM, "out of memory");
 	if (rc) {

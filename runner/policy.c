@@ -1,6 +1,7 @@
 #include "policy.h"
 
 #include <stddef.h>
+#include <string.h>
 
 struct field {
 	const char *name;
@@ -60,6 +61,19 @@ int cp_policy_apply(struct cp_policy *out, const json_t *obj,
 		return 0;
 	if (!json_is_object(obj))
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "policy must be an object");
+	const char *key;
+	const json_t *val;
+	json_object_foreach((json_t *)obj, key, val) {
+		size_t i = 0;
+		while (i < NFIELDS && strcmp(key, fields[i].name) != 0)
+			i++;
+		if (i == NFIELDS) /* a misspelling would otherwise run under the default */
+			return cp_err_set(err, CP_E_INVALID_REQUEST,
+			                  "policy.%.64s is not a policy field (known: timeoutMs, "
+			                  "startupTimeoutMs, maxSourceBytes, maxResultBytes, "
+			                  "maxBridgeRequests, maxInFlightBridgeRequests, "
+			                  "maxToolInputBytes, maxToolOutputBytes, maxMemoryMb)", key);
+	}
 	struct cp_policy c = *ceiling;
 	for (size_t i = 0; i < NFIELDS; i++) {
 		const json_t *v = json_object_get(obj, fields[i].name);

@@ -42,9 +42,10 @@ void cp_policy_ceiling_defaults(struct cp_policy *p);
 /*
  * cp_policy_apply - overlay the fields of a request's "policy" object.
  * @out: starts as the base (usually defaults); fields present in @obj replace it.
- * @obj: the policy object (borrowed; NULL means no overrides). Unknown fields
- *       are ignored. A field that is not a positive integer, or is over
- *       @ceiling, fails with CP_E_INVALID_REQUEST naming the field.
+ * @obj: the policy object (borrowed; NULL means no overrides). An unknown
+ *       field (a misspelling such as "timeoutMS"), a field that is not a
+ *       positive integer, or one over @ceiling fails with
+ *       CP_E_INVALID_REQUEST naming the field.
  */
 int cp_policy_apply(struct cp_policy *out, const json_t *obj,
                     const struct cp_policy *ceiling, struct cp_err *err);

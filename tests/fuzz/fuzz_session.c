@@ -9,9 +9,14 @@
  *   "#oversize" - broker_session_oversize(s, 1 << 20, 65536)
  *   "#close"    - broker_session_close(s, 0): the transport is gone
  *   "#run"      - run the loop once more
+ *   "#new"      - once the session is closed, open a new one on the same hub
+ *                 (attach takes the detached executions over)
+ *   "#sweep"    - the hub's sweep (grace and retention are 0 s when
+ *                 FUZZ_SESSION_GRACE0 is set, else 30 s / 300 s)
  * FUZZ_SESSION_TRACE=1 in the environment prints every outgoing message.
- * At the end the session is closed (can_send = 1) and the loop runs until
- * every execution delivered its result; everything is then freed, so LSan
+ * At the end the session is closed (can_send = 1), every execution left
+ * (detached ones too) is stopped, and the loop runs until each delivered
+ * its result; everything is then freed, so LSan
  * sees any leak.
  *
  * The fake backend picks its behaviour from the execution's conversation:
@@ -26,7 +31,8 @@
  *
  * Invariants checked (abort() on failure): every outgoing message is a JSON
  * object with a string "type" that serializes; error messages carry
- * error.code and error.message strings; results carry id and status;
+ * error.code and error.message strings and inReplyTo (a string or null);
+ * results carry id and status; log messages a stream and a text;
  * nothing is sent after close(s, 0); drained() comes exactly once, after
  * close; at the end no execution, process or libuv handle is left.
  */
@@ -287,6 +293,9 @@ static void on_send(void *ud, const json_t *msg)
 			abort();
 		if (json_object_get(msg, "id") && !is_str(msg, "id"))
 			abort();
+		const json_t *r = json_object_get(msg, "inReplyTo");
+		if (!r || (!json_is_null(r) && !json_is_string(r)))
+			abort();
 	} else if (strcmp(type, "result") == 0) {
 		const char *st = json_string_value(json_object_get(msg, "status"));
 		if (!is_str(msg, "id") || !st || (strcmp(st, "succeeded") && strcmp(st, "failed")) ||
@@ -301,6 +310,17 @@ static void on_send(void *ud, const json_t *msg)
 			abort();
 	} else if (strcmp(type, "cancel_call") == 0) {
 		if (!is_str(msg, "id") || !is_str(msg, "call"))
+			abort();
+	} else if (strcmp(type, "accepted") == 0) {
+		if (!is_str(msg, "id") || !is_str(msg, "inReplyTo"))
+			abort();
+	} else if (strcmp(type, "log") == 0) {
+		const char *st = json_string_value(json_object_get(msg, "stream"));
+		if (!is_str(msg, "id") || !is_str(msg, "text") || !st ||
+		    (strcmp(st, "stdout") && strcmp(st, "stderr")))
+			abort();
+	} else if (strcmp(type, "declarations") == 0) {
+		if (!is_str(msg, "declarations"))
 			abort();
 	} else {
 		abort(); /* codepod sends no other type */
@@ -318,9 +338,30 @@ static void on_drained(void *ud)
 
 static const struct broker_session_io io = { on_send, on_drained };
 
-static void feed_line(struct broker_session *s, struct transport *t, uv_loop_t *loop,
-                      const uint8_t *line, size_t len)
+#define MAX_SESSIONS 8
+
+struct fuzz_state {
+	struct codepod *cp;
+	struct cp_idset *ids;
+	struct broker_hub *hub;
+	struct broker_session *s[MAX_SESSIONS];
+	struct transport t[MAX_SESSIONS];
+	size_t n; /* sessions opened; the current one is s[n - 1] */
+};
+
+static void open_session(struct fuzz_state *f)
 {
+	memset(&f->t[f->n], 0, sizeof f->t[f->n]);
+	f->s[f->n] = broker_session_new(f->cp, f->ids, f->hub, &io, &f->t[f->n]);
+	if (!f->s[f->n])
+		abort();
+	f->n++;
+}
+
+static void feed_line(struct fuzz_state *f, uv_loop_t *loop, const uint8_t *line, size_t len)
+{
+	struct broker_session *s = f->s[f->n - 1];
+	struct transport *t = &f->t[f->n - 1];
 	if (len == 9 && memcmp(line, "#oversize", 9) == 0) {
 		broker_session_oversize(s, 1ULL << 20, 65536);
 	} else if (len == 6 && memcmp(line, "#close", 6) == 0) {
@@ -329,6 +370,11 @@ static void feed_line(struct broker_session *s, struct transport *t, uv_loop_t *
 			t->closed_nosend = 1;
 		}
 		broker_session_close(s, 0);
+	} else if (len == 4 && memcmp(line, "#new", 4) == 0) {
+		if (t->closed && f->n < MAX_SESSIONS)
+			open_session(f);
+	} else if (len == 6 && memcmp(line, "#sweep", 6) == 0) {
+		broker_hub_sweep(f->hub);
 	} else if (len == 4 && memcmp(line, "#run", 4) == 0) {
 		uv_run(loop, UV_RUN_NOWAIT);
 	} else {
@@ -366,34 +412,45 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.backend = &fb.base;
 	cp_policy_defaults(&cfg.defaults);
 	cp_policy_ceiling_defaults(&cfg.ceiling);
-	struct codepod *cp = NULL;
-	struct cp_idset *ids = cp_idset_new(64);
-	struct transport t;
-	memset(&t, 0, sizeof t);
-	if (codepod_new(&cfg, &cp, NULL) || !ids)
+	struct fuzz_state f;
+	memset(&f, 0, sizeof f);
+	struct broker_hub_config hc;
+	broker_hub_config_defaults(&hc);
+	hc.loop = &loop;
+	if (getenv("FUZZ_SESSION_GRACE0")) {
+		hc.grace_s = 0;
+		hc.retention_s = 0;
+	}
+	f.ids = cp_idset_new(64);
+	f.hub = broker_hub_new(&hc);
+	if (codepod_new(&cfg, &f.cp, NULL) || !f.ids || !f.hub)
 		abort();
-	struct broker_session *s = broker_session_new(cp, ids, &io, &t);
-	if (!s)
-		abort();
+	open_session(&f);
 
 	size_t start = 0, lines = 0;
 	for (size_t i = 0; i <= size && lines < MAX_LINES; i++) {
 		if (i == size || data[i] == '\n') {
 			if (i > start || i < size)
-				feed_line(s, &t, &loop, data + start, i - start);
+				feed_line(&f, &loop, data + start, i - start);
 			lines++;
 			start = i + 1;
 		}
 	}
 
-	t.closed = 1;
-	broker_session_close(s, 1);
+	f.t[f.n - 1].closed = 1;
+	broker_session_close(f.s[f.n - 1], 1);
+	broker_hub_stop_all(f.hub, "the fuzzer ends");
 	uv_run(&loop, UV_RUN_DEFAULT);
-	if (!t.drained || broker_session_running(s) || codepod_running(cp) || fb.live)
+	if (broker_hub_running(f.hub) || codepod_running(f.cp) || fb.live)
 		abort();
-	broker_session_free(s);
-	codepod_free(cp);
-	cp_idset_free(ids);
+	for (size_t i = 0; i < f.n; i++) {
+		if (!f.t[i].drained || broker_session_running(f.s[i]))
+			abort();
+		broker_session_free(f.s[i]);
+	}
+	broker_hub_free(f.hub);
+	codepod_free(f.cp);
+	cp_idset_free(f.ids);
 	if (uv_loop_close(&loop))
 		abort();
 	return 0;

@@ -29,6 +29,9 @@ def test_drain_finishes_short_ones_and_cancels_the_rest(serve, sig):
     assert q.result("other", timeout=10)["result"] == "also"
     long = p.result("long", timeout=15)
     assert long["type"] == "result" and long["error"]["code"] == "CANCELLED"
+    # The server stopped it, not the backend (v1 said "stopped by the backend").
+    assert "stopped by the server" in long["error"]["message"], long["error"]
+    assert "backend" not in long["error"]["message"]
     assert s.proc.wait(20) == 0
     assert p.wait_eof(5) and q.wait_eof(5)
     audited = {a["id"]: a["code"] for a in s.logs("audit")}

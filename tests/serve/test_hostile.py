@@ -187,7 +187,7 @@ def test_execution_ids_are_unique_across_sessions(serve):
 
 
 def test_client_vanishing_mid_call_is_audited_outcome_unknown(serve):
-    s = serve()
+    s = serve("--reattach-grace", "1")  # nobody attaches: it ends after the grace period
     p = Pump(s.connect())
     p.execute("vanish", "return await tools.never({})", tools=["never"])
     p.wait(lambda m: m["type"] == "tool_call")

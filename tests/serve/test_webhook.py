@@ -7,6 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+import schemas
 from wsclient import http_request
 
 
@@ -92,7 +93,10 @@ def test_tool_calls_go_to_the_broker(serve, broker):
     assert out["executionId"] == "w1" and "type" not in out
     assert len(out["calls"]) == 3
     call, headers = b.calls[0]
-    assert set(call) == {"id", "call", "tool", "input"} and call["id"] == "w1"
+    assert set(call) == {"id", "conversation", "call", "tool", "input"} and call["id"] == "w1"
+    assert call["conversation"] == "c-w1"
+    schemas.check("webhook_request.schema.json", call)
+    schemas.check("outcome.schema.json", out)
     assert headers.get("X-Tenant") == "t1"
     assert headers.get("Content-Type") == "application/json"
 

@@ -4,6 +4,7 @@ import json
 import threading
 import time
 
+import schemas
 from wsclient import Closed
 
 
@@ -11,10 +12,14 @@ class Pump:
     """Reads every message of a WsClient on a thread; answers tool calls with
     handlers (name -> fn(input) -> output)."""
 
+    made = []  # every pump of a test: conftest checks their schema_errors
+
     def __init__(self, ws, handlers=None):
+        Pump.made.append(self)
         self.ws = ws
         self.handlers = handlers or {}
         self.msgs = []
+        self.schema_errors = []
         self.cond = threading.Condition()
         self.eof = False
         self.t = threading.Thread(target=self._run, daemon=True)
@@ -24,6 +29,10 @@ class Pump:
         try:
             while True:
                 m = json.loads(self.ws.recv())
+                try:
+                    schemas.check_from_server(m)
+                except AssertionError as e:
+                    self.schema_errors.append(str(e))
                 if m.get("type") == "tool_call" and m.get("tool") in self.handlers:
                     out = self.handlers[m["tool"]](m.get("input"))
                     if out is not None:

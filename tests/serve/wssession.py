@@ -111,6 +111,7 @@ class WsSession(harness.Session):
         self.state_dir = str(self.server.dir)
         self.cond = threading.Condition()
         self.messages, self.stray, self.consumed = [], [], set()
+        self.schema_errors = []
         self.stdout_eof = False
         self.closed = False
         self.handlers, self.delay = {}, None
@@ -141,6 +142,7 @@ class WsSession(harness.Session):
                         self.stray.append(text[:500])
                         self.cond.notify_all()
                     continue
+                self._check_schema(msg)
                 with self.cond:
                     self._track(msg)
                     self.messages.append(msg)

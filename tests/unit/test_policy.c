@@ -161,18 +161,23 @@ static void test_several_fields_and_base_kept(void **state)
 	assert_int_equal(p.startup_timeout_ms, 0);
 }
 
-static void test_unknown_fields_ignored(void **state)
+/* A misspelled key must not silently run the program under the default. */
+static void test_unknown_fields_refused(void **state)
 {
 	(void)state;
-	struct cp_policy p, d;
-	struct cp_err err;
-	cp_policy_defaults(&d);
-	assert_int_equal(apply_text(&p, "{\"bogus\":-1,\"timeoutms\":\"x\",\"TimeoutMs\":0,"
-	                                "\"maxDepth\":1000,\"\":null,\"nested\":{\"timeoutMs\":0}}",
-	                            &err), 0);
-	assert_memory_equal(&p, &d, sizeof p);
-	assert_int_equal(apply_text(&p, "{\"bogus\":[1,2],\"timeoutMs\":5}", &err), 0);
-	assert_int_equal(p.timeout_ms, 5);
+	static const char *const bad[] = { "{\"timeoutMS\":5000}", "{\"bogus\":1,\"timeoutMs\":5}",
+	                                   "{\"TimeoutMs\":5}", "{\"\":null}",
+	                                   "{\"nested\":{\"timeoutMs\":1}}" };
+	static const char *const named[] = { "policy.timeoutMS", "policy.bogus", "policy.TimeoutMs",
+	                                     "policy. ", "policy.nested" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct cp_policy p;
+		struct cp_err err;
+		assert_int_equal(apply_text(&p, bad[i], &err), CP_E_INVALID_REQUEST);
+		if (i != 3)
+			assert_non_null(strstr(err.msg, named[i]));
+		assert_non_null(strstr(err.msg, "not a policy field"));
+	}
 }
 
 static void expect_refused(const char *text, const char *field, const char *also)
@@ -334,7 +339,7 @@ int main(void)
 		cmocka_unit_test(test_null_and_json_null_change_nothing),
 		cmocka_unit_test(test_each_field_overrides_alone),
 		cmocka_unit_test(test_several_fields_and_base_kept),
-		cmocka_unit_test(test_unknown_fields_ignored),
+		cmocka_unit_test(test_unknown_fields_refused),
 		cmocka_unit_test(test_wrong_types_refused),
 		cmocka_unit_test(test_zero_and_negative_refused),
 		cmocka_unit_test(test_over_ceiling_refused_names_ceiling),

@@ -1,0 +1,66 @@
+/*
+ * session_int.h - what session.c (the protocol) and hub.c (executions
+ * across sessions, kept outcomes) share.
+ *
+ * An entry is one execution. It is registered in its hub from submit to
+ * done; en->s is the session that holds it (its messages go there), NULL
+ * while detached. Ownership: the hub's list links entries, session.c
+ * allocates and frees them (in done).
+ */
+#ifndef BROKER_SESSION_INT_H
+#define BROKER_SESSION_INT_H
+
+#include "hub.h"
+#include "logstream.h"
+#include "session.h"
+
+/* A tool_call sent and not yet answered or cancelled: sent again on attach. */
+struct pending_call {
+	struct pending_call *next;
+	json_t *msg; /* the tool_call message */
+};
+
+struct entry {
+	struct entry *next;            /* the hub's list */
+	struct broker_hub *hub;
+	struct broker_session *s;      /* NULL while detached */
+	struct codepod_exec *exec;
+	char *id;
+	char *conversation;            /* for the on_outcome hook */
+	struct pending_call *calls;    /* oldest first */
+	const struct broker_session_hooks *hooks;
+	void *hooks_ud;
+	int webhook;                   /* brokered by POST /v1/executions: not attachable */
+	int abandoned;                 /* the grace period passed */
+	uint64_t detached_ms;
+	struct broker_logstream *ls;   /* "stream": true */
+	uv_timer_t *flush;             /* its flush timer (freed on close) */
+};
+
+struct broker_session {
+	struct codepod *cp;
+	struct cp_idset *ids;
+	const struct broker_session_io *io;
+	void *ud;
+	const struct broker_session_hooks *hooks;
+	void *hooks_ud;
+	struct broker_hub *hub;
+	int own_hub;                   /* a private hub (no grace, no retention) */
+	int webhook;
+	unsigned running;              /* entries with s == this */
+	int closed, can_send, drained;
+};
+
+/* hub.c */
+void hub_add(struct broker_hub *h, struct entry *en);
+void hub_remove(struct broker_hub *h, struct entry *en);
+struct entry *hub_find(struct broker_hub *h, const char *id);
+struct entry *hub_entries(struct broker_hub *h);
+unsigned hub_grace_s(const struct broker_hub *h);
+uint64_t hub_now_ms(const struct broker_hub *h);
+/* Keep @outcome (borrowed) for the retention period; @delivered: a session got it. */
+void hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int delivered);
+/* The kept outcome of @id (borrowed), marked delivered; NULL if none. */
+const json_t *hub_take_outcome(struct broker_hub *h, const char *id);
+
+#endif
