@@ -179,13 +179,18 @@ class Codepod:
             self._decl.pop(rid, None)
 
     async def get_execution(self, execution_id: str) -> dict | None:
-        """GET /v1/executions/{id} (WebSocket sessions): the stored outcome, or None."""
+        """GET /v1/executions/{id} (WebSocket sessions): the outcome once the
+        execution ended, ``{"executionId", "status": "running"}`` while it
+        runs, None when the server does not know it (never seen, expired, or
+        run by another replica)."""
         if not self._http:
             raise RuntimeError("get_execution needs a WebSocket session (Codepod.connect)")
         url, token, hdrs, _ = self._http
         from urllib.parse import quote
         status, body = await http_json("GET", url, f"/v1/executions/{quote(execution_id, safe='')}", token,
                                        headers=hdrs)
+        if status == 202:
+            return {"executionId": execution_id, "status": "running"}
         if status != 200 or not isinstance(body, dict):
             return None
         body.pop("type", None)
@@ -374,6 +379,8 @@ class Codepod:
     async def _recover(self, ex: _Exec) -> None:
         try:
             o = await self.get_execution(ex.id)
+            if o and o.get("status") == "running":
+                o = None
         except Exception:  # noqa: BLE001 - no stored outcome to be had
             o = None
         self._finish(ex, o or _lost(ex.id, "OUTCOME_UNKNOWN",

@@ -26,8 +26,8 @@ from codepod import Codepod  # noqa: E402
 REPO = Path(os.environ.get("CODEPOD_REPO", HERE.parents[2]))
 BIN = os.environ.get("CODEPOD_BIN", str(REPO / "build" / "codepod"))
 EXAMPLE = REPO / "tests" / "example"
-SCHEMA_DIR = REPO / "broker" / "schema"
-HAVE_SCHEMAS = SCHEMA_DIR.is_dir()
+SCHEMA_DIR = Path(os.environ.get("CODEPOD_SCHEMA_DIR", REPO / "broker" / "schema"))
+HAVE_SCHEMAS = (SCHEMA_DIR / "index.json").exists()
 HAVE_LOG = (SCHEMA_DIR / "log.schema.json").exists()
 HAVE_ATTACH = (SCHEMA_DIR / "attach.schema.json").exists()
 TRANSPORTS = ["stdio", "ws"]
@@ -40,24 +40,28 @@ def arun(coro, timeout=120):
 # ---- schema checks -------------------------------------------------------------
 
 def _validators():
-    """One validator per message type; $refs between the schema files resolve
-    by file name or by $id (RefResolver: Debian's jsonschema 4.10 has no
-    `referencing`)."""
+    """Per direction, one validator per message type, as broker/schema/index.json
+    names them; $refs between the files resolve by $id or file name
+    (RefResolver: Debian's jsonschema 4.10 has no `referencing`)."""
     if not HAVE_SCHEMAS:
-        return {}
+        return {"in": {}, "out": {}}
     from jsonschema import RefResolver, validators
-    schemas = {f: json.loads(f.read_text()) for f in sorted(SCHEMA_DIR.glob("*.schema.json"))}
+    schemas = {f.name: json.loads(f.read_text()) for f in sorted(SCHEMA_DIR.glob("*.schema.json"))}
     store = {}
-    for f, s in schemas.items():
-        store[f.as_uri()] = s
-        if isinstance(s.get("$id"), str):
-            store[s["$id"]] = s
-    out = {}
-    for f, s in schemas.items():
-        cls = validators.validator_for(s, default=validators.Draft202012Validator)
-        resolver = RefResolver(base_uri=s.get("$id", f.as_uri()), referrer=s, store=store)
-        out[f.name[: -len(".schema.json")]] = cls(s, resolver=resolver)
-    return out
+    for name, sch in schemas.items():
+        store[(SCHEMA_DIR / name).as_uri()] = sch
+        if isinstance(sch.get("$id"), str):
+            store[sch["$id"]] = sch
+
+    def make(name):
+        sch = schemas[name]
+        cls = validators.validator_for(sch, default=validators.Draft202012Validator)
+        base = sch.get("$id", (SCHEMA_DIR / name).as_uri())
+        return cls(sch, resolver=RefResolver(base_uri=base, referrer=sch, store=store))
+
+    index = json.loads((SCHEMA_DIR / "index.json").read_text())
+    return {"out": {t: make(f) for t, f in index["toServer"].items()},
+            "in": {t: make(f) for t, f in index["fromServer"].items()}}
 
 
 VALIDATORS = _validators()
@@ -73,7 +77,7 @@ class SchemaLog:
         self.seen.append((direction, msg))
         if not HAVE_SCHEMAS:
             return
-        v = VALIDATORS.get(str(msg.get("type")))
+        v = VALIDATORS[direction].get(str(msg.get("type")))
         if v is None:
             self.bad.append(f"{direction} {msg.get('type')}: no schema for this message type")
             return
@@ -164,8 +168,9 @@ class Proxy:
         self.writers.clear()
 
     def close(self):
-        self.drop()
+        """Stops accepting new connections too (codepod looks gone)."""
         self.server.close()
+        self.drop()
 
 
 class Fixture:
@@ -177,7 +182,7 @@ class Fixture:
         self.proxy = None
         self.cp = None
 
-    async def open(self, proxy=False):
+    async def open(self, proxy=False, reconnect_s=25.0):
         if self.transport == "stdio":
             self.cp = await Codepod.spawn([BIN, "serve", "--stdio", "--state-dir", str(self.tmp / "state")],
                                           stderr=subprocess.DEVNULL, trace=self.log)
@@ -188,7 +193,7 @@ class Fixture:
         if proxy:
             self.proxy = await Proxy(self.server.port).start()
             url = f"http://127.0.0.1:{self.proxy.port}"
-        self.cp = await Codepod.connect(url, self.server.token, trace=self.log)
+        self.cp = await Codepod.connect(url, self.server.token, trace=self.log, reconnect_s=reconnect_s)
         return self.cp
 
     async def aclose(self):

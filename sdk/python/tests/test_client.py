@@ -305,3 +305,37 @@ def test_after_a_drop_with_nothing_running_the_next_run_reconnects(ws_fx):
         finally:
             await ws_fx.aclose()
     arun(go())
+
+
+@pytest.mark.xfail(not HAVE_ATTACH, strict=True, reason="GET /v1/executions/{id} needs session protocol v1.1")
+def test_get_execution_returns_a_kept_outcome(ws_fx):
+    async def go():
+        cp = await ws_fx.open()
+        eid = f"kept-{os.getpid()}"
+        try:
+            o = await cp.run(conversation=conv("kept"), id=eid, js="console.log('x'); return 42")
+            kept = await cp.get_execution(eid)
+            unknown = await cp.get_execution(f"never-{os.getpid()}")
+        finally:
+            await ws_fx.aclose()
+        assert kept == o
+        assert unknown is None
+    arun(go())
+
+
+def test_unreachable_codepod_ends_a_running_execution_outcome_unknown(ws_fx):
+    async def go():
+        async def vanish(_):
+            ws_fx.proxy.close()
+            await asyncio.Event().wait()
+
+        cp = await ws_fx.open(proxy=True, reconnect_s=0.5)
+        try:
+            # timeoutMs: the server's copy ends soon, so teardown does not wait for the drain
+            o = await cp.run(conversation=conv("gone"), policy={"timeoutMs": 2000}, tools={"vanish": Tool(fn=vanish)},
+                             js="return await tools.vanish({});")
+        finally:
+            await ws_fx.aclose()
+        assert o["status"] == "failed"
+        assert o["error"]["code"] == "OUTCOME_UNKNOWN"
+    arun(go())

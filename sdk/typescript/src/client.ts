@@ -42,6 +42,12 @@ export interface RunOptions {
   id?: string;
 }
 
+/** What GET /v1/executions/{id} says of an execution that still runs. */
+export interface RunningExecution {
+  executionId: string;
+  status: "running";
+}
+
 interface HttpSide { url: string; token: string; headers: Record<string, string>; reconnectMs: number }
 
 type Msg = { [k: string]: unknown; type?: unknown; id?: unknown };
@@ -173,13 +179,19 @@ export class Codepod {
     }
   }
 
-  /** The stored outcome of an execution (GET /v1/executions/{id}; WebSocket sessions only), or undefined when unknown or expired. */
-  async getExecution(id: string): Promise<Outcome | undefined> {
+  /**
+   * An execution's state on the server (GET /v1/executions/{id}; WebSocket
+   * sessions only): its outcome once it ended, `{ executionId, status: "running" }`
+   * while it runs, undefined when the server does not know it (never seen,
+   * expired, or run by another replica).
+   */
+  async getExecution(id: string): Promise<Outcome | RunningExecution | undefined> {
     if (!this.http) throw new Error("getExecution needs a WebSocket session (Codepod.connect)");
     const u = new URL(`v1/executions/${encodeURIComponent(id)}`, this.http.url.replace(/\/?$/, "/"));
     const res = await fetch(u, { headers: { ...this.http.headers, Authorization: `Bearer ${this.http.token}` } });
     if (res.status === 404) return undefined;
-    if (!res.ok) throw new CodepodConnectError("INTERNAL", `GET /v1/executions: HTTP ${res.status}`);
+    if (res.status === 202) return { executionId: id, status: "running" };
+    if (res.status !== 200) throw new CodepodConnectError("INTERNAL", `GET /v1/executions: HTTP ${res.status}`);
     const o = (await res.json()) as Outcome & { id?: string; type?: string };
     const { type: _t, id: _i, ...rest } = o;
     return { ...rest, executionId: o.executionId ?? id };
@@ -371,7 +383,8 @@ export class Codepod {
   private async recover(ex: Exec): Promise<void> {
     let o: Outcome | undefined;
     try {
-      o = await this.getExecution(ex.id);
+      const got = await this.getExecution(ex.id);
+      if (got && got.status !== "running") o = got;
     } catch {
       o = undefined;
     }

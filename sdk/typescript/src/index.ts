@@ -1,6 +1,6 @@
 // @codepod/client: run model-written programs in codepod with your tools.
 export { Codepod } from "./client.js";
-export type { ConnectOptions, RunOptions } from "./client.js";
+export type { ConnectOptions, RunOptions, RunningExecution, Trace } from "./client.js";
 export { CodepodConnectError } from "./transport.js";
 export type { SpawnOptions } from "./transport.js";
 export { codeDescription, outputForModel, CODE_INPUT_SCHEMA } from "./model.js";

@@ -257,3 +257,35 @@ describe("over ws, through a proxy that drops the connection", () => {
     }
   });
 });
+
+describe("over ws: the server's memory of executions", () => {
+  test("getExecution returns a finished outcome, undefined for an unknown id", {
+    todo: HAVE_ATTACH ? false : "GET /v1/executions/{id} needs session protocol v1.1",
+  }, async () => {
+    const fx = await open("ws");
+    try {
+      const id = `kept-${process.pid}`;
+      const o = await fx.codepod.run({ conversation: conv("kept"), id, js: "console.log('x'); return 42" });
+      const kept = await fx.codepod.getExecution(id);
+      assert.deepEqual(kept, o);
+      assert.equal(await fx.codepod.getExecution(`never-${process.pid}`), undefined);
+    } finally {
+      await fx.close();
+    }
+  });
+
+  test("when codepod stays unreachable, a running execution ends OUTCOME_UNKNOWN after reconnectMs", async () => {
+    const fx = await open("ws", { proxy: true, reconnectMs: 500 });
+    try {
+      const o = await fx.codepod.run({
+        conversation: conv("gone"), policy: { timeoutMs: 2000 }, // the server's copy ends soon, so teardown does not drain
+        tools: { vanish: { inputSchema: { type: "object" }, execute: () => { fx.proxy!.close(); return new Promise(() => {}); } } },
+        js: "return await tools.vanish({});",
+      });
+      assert.equal(o.status, "failed");
+      assert.equal(o.error!.code, "OUTCOME_UNKNOWN");
+    } finally {
+      await fx.close();
+    }
+  });
+});

@@ -21,21 +21,26 @@ export const TRANSPORTS: Transport[] = ["stdio", "ws"];
 
 // ---- schema checks ---------------------------------------------------------
 
-const SCHEMA_DIR = join(REPO, "broker", "schema");
-export const HAVE_SCHEMAS = existsSync(SCHEMA_DIR);
+const SCHEMA_DIR = process.env.CODEPOD_SCHEMA_DIR ?? join(REPO, "broker", "schema");
+export const HAVE_SCHEMAS = existsSync(join(SCHEMA_DIR, "index.json"));
 /** Parts of session protocol v1.1, known by their schemas (they land with them). */
 export const HAVE_LOG = existsSync(join(SCHEMA_DIR, "log.schema.json"));
 export const HAVE_ATTACH = existsSync(join(SCHEMA_DIR, "attach.schema.json"));
-const validators = new Map<string, ValidateFunction>();
+// broker/schema/index.json names the schema of each message type, per direction.
+const validators = { out: new Map<string, ValidateFunction>(), in: new Map<string, ValidateFunction>() };
 if (HAVE_SCHEMAS) {
   const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
-  const files = readdirSync(SCHEMA_DIR).filter((f) => f.endsWith(".schema.json"));
-  for (const f of files) {
+  for (const f of readdirSync(SCHEMA_DIR).filter((x) => x.endsWith(".schema.json"))) {
     const s = JSON.parse(readFileSync(join(SCHEMA_DIR, f), "utf8")) as Record<string, unknown>;
     delete s.$schema;
+    if (typeof s.$id !== "string") s.$id = f;
     ajv.addSchema(s, f);
   }
-  for (const f of files) validators.set(f.replace(/\.schema\.json$/, ""), ajv.getSchema(f)!);
+  const index = JSON.parse(readFileSync(join(SCHEMA_DIR, "index.json"), "utf8")) as
+    { toServer: Record<string, string>; fromServer: Record<string, string> };
+  const get = (f: string) => ajv.getSchema(f) ?? ajv.getSchema(String((JSON.parse(readFileSync(join(SCHEMA_DIR, f), "utf8")) as { $id?: string }).$id));
+  for (const [t, f] of Object.entries(index.toServer)) validators.out.set(t, get(f)!);
+  for (const [t, f] of Object.entries(index.fromServer)) validators.in.set(t, get(f)!);
 }
 
 /** Every message seen, and every one that did not match its schema. */
@@ -46,7 +51,7 @@ export class SchemaLog {
     const msg = JSON.parse(text) as Record<string, unknown>;
     this.seen.push({ dir, msg });
     if (!HAVE_SCHEMAS) return;
-    const v = validators.get(String(msg.type));
+    const v = validators[dir].get(String(msg.type));
     if (!v) {
       this.bad.push(`${dir} ${String(msg.type)}: no schema for this message type`);
     } else if (!(v(msg) as boolean)) {
@@ -114,7 +119,7 @@ export interface Fixture {
   close(): Promise<void>;
 }
 
-export async function open(transport: Transport, opts: { proxy?: boolean } = {}): Promise<Fixture> {
+export async function open(transport: Transport, opts: { proxy?: boolean; reconnectMs?: number } = {}): Promise<Fixture> {
   const dir = tempDir(transport);
   const log = new SchemaLog();
   if (transport === "stdio") {
@@ -130,7 +135,9 @@ export async function open(transport: Transport, opts: { proxy?: boolean } = {})
   const server = await startServer(dir);
   const proxy = opts.proxy ? await startProxy(Number(new URL(server.url).port)) : undefined;
   const url = proxy ? `http://127.0.0.1:${proxy.port}` : server.url;
-  const codepod = await Codepod.connect({ url, token: server.token, trace: log.trace });
+  const codepod = await Codepod.connect({
+    url, token: server.token, trace: log.trace, ...(opts.reconnectMs !== undefined ? { reconnectMs: opts.reconnectMs } : {}),
+  });
   return {
     codepod, log, server, ...(proxy ? { proxy } : {}),
     close: async () => {
@@ -149,6 +156,7 @@ export interface Proxy {
   /** Cuts every connection through the proxy (the client sees its WebSocket drop). */
   drop(): void;
   connections(): number;
+  /** Stops accepting new connections too (codepod looks gone). */
   close(): void;
 }
 
