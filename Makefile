@@ -5,6 +5,7 @@
 #   make test       unit tests, fuzz corpus replay, end-to-end tests
 #   make asan       the same suite under ASan + UBSan + LSan (build/asan)
 #   make fuzz       libFuzzer targets (build/fuzz), a short run of each
+#                   (FUZZ_SECONDS each, FUZZ_TARGETS="a b" for only those)
 #   make bench      speed and memory figures, written to build/bench.txt
 #   make lint       banned calls and shellcheck
 
@@ -167,13 +168,15 @@ asan: export ASAN_OPTIONS = detect_leaks=1:abort_on_error=0:halt_on_error=1:exit
 asan: export UBSAN_OPTIONS = print_stacktrace=1:halt_on_error=1
 asan: export LSAN_OPTIONS = suppressions=$(abspath tests/lsan.supp)
 
+# FUZZ_TARGETS="payload execcred" runs only those (default: every target).
+FUZZ_RUN = $(if $(FUZZ_TARGETS),$(FUZZ_TARGETS:%=tests/fuzz/fuzz_%.c),$(FUZZ_SRC))
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
               -I. -Irunner -Ik8s -Ibroker $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 fuzz: all
 	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzzlib CC=clang \
 	  SAN_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" CFLAGS="-O1 -g" build/fuzzlib/libcodepod.a
 	$(Q)mkdir -p build/fuzz
-	$(Q)set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	$(Q)set -e; for f in $(FUZZ_RUN); do n=$$(basename $$f .c); \
 	  echo "  FUZZ  $$n"; \
 	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f build/fuzzlib/libcodepod.a $(LDLIBS); \
 	  mkdir -p build/fuzz/corpus-$$n; \

@@ -329,6 +329,7 @@ static void on_created(void *arg, json_t *obj, const struct k8s_status *st,
 		return;
 	if (err && err->code == CP_E_CONFLICT) {
 		/* a racing replica created it first: use theirs */
+		cp_log(CP_LOG_INFO, "kube.create_conflict", "pod", json_string(c->name), NULL);
 		struct step *s = step_new(c);
 		struct k8s_rest_cb cb = { on_got_existing, s };
 		struct cp_err gerr;

@@ -51,6 +51,7 @@ struct kube {
 	unsigned warm_pool, idle_ttl_s, tick_s;
 	uv_timer_t tick;
 	int pool_busy, reap_busy;
+	unsigned long passes;          /* pool-and-reaper passes begun (1: the one at start) */
 	struct k8s_backend_stats stats;
 	unsigned pending;              /* REST calls and watches not answered yet */
 	unsigned procs;                /* process handles not freed yet */

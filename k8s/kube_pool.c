@@ -24,6 +24,7 @@ struct call {
 	json_t *items;     /* claim candidates left */
 	size_t next;
 	char *name;        /* reap: the pod */
+	const char *why;   /* refill: "tick" or "claim" (a static string) */
 };
 
 static struct call *call_new(struct kube *k)
@@ -91,7 +92,7 @@ static void on_warm_created(void *arg, json_t *obj, const struct k8s_status *st,
 		k->stats.warm_created++;
 }
 
-static void create_warm(struct kube *k)
+static void create_warm(struct kube *k, const char *why)
 {
 	unsigned char r[6];
 	char name[K8S_POD_NAME_MAX];
@@ -104,6 +105,7 @@ static void create_warm(struct kube *k)
 	json_t *pod = k8s_pod_from_template(k->tmpl, name, k->ns, NULL, k->tmpl_hash, now);
 	struct call *x = call_new(k);
 	struct k8s_rest_cb cb = { on_warm_created, x };
+	cp_log(CP_LOG_INFO, "kube.warm_create", "pod", json_string(name), "why", json_string(why), NULL);
 	if (!pod || !x || k8s_pod_create(k->api, k->ns, pod, NULL, cb, NULL, NULL)) {
 		if (x)
 			call_end(x);
@@ -123,7 +125,8 @@ static void delete_with(struct kube *k, const json_t *pod, int by_rv, const char
 	struct k8s_delete_opts d = { by_rv ? NULL : meta_str(pod, "uid"),
 	                             by_rv ? meta_str(pod, "resourceVersion") : NULL, 5 };
 	struct k8s_rest_cb cb = { on_reaped, x };
-	cp_log(CP_LOG_INFO, "kube.reap", "pod", json_string(x->name), "why", json_string(why), NULL);
+	cp_log(CP_LOG_INFO, "kube.reap", "pod", json_string(x->name), "why", json_string(why),
+	       "pass", json_integer((json_int_t)k->passes), NULL);
 	if (k8s_pod_delete(k->api, k->ns, x->name, &d, NULL, cb, NULL, NULL))
 		call_end(x);
 }
@@ -134,6 +137,7 @@ static void on_warm_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	(void)st;
 	struct call *x = arg;
 	struct kube *k = x->k;
+	const char *why = x->why;
 	json_t *items = listed(x, obj, err, &k->pool_busy);
 	if (!items)
 		return;
@@ -150,7 +154,7 @@ static void on_warm_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	}
 	json_decref(items);
 	for (; usable < k->warm_pool; usable++)
-		create_warm(k);
+		create_warm(k, why);
 }
 
 static void warm_selector(const struct kube *k, char *out, size_t cap)
@@ -159,7 +163,7 @@ static void warm_selector(const struct kube *k, char *out, size_t cap)
 	         K8S_LABEL_TEMPLATE, k->tmpl_hash);
 }
 
-static void refill(struct kube *k)
+static void refill(struct kube *k, const char *why)
 {
 	if (k->warm_pool == 0 || k->pool_busy || k->closing)
 		return;
@@ -169,6 +173,7 @@ static void refill(struct kube *k)
 	struct k8s_rest_cb cb = { on_warm_listed, x };
 	if (!x)
 		return;
+	x->why = why;
 	k->pool_busy = 1;
 	if (k8s_pod_list(k->api, k->ns, sel, NULL, NULL, cb, NULL, NULL)) {
 		k->pool_busy = 0;
@@ -199,6 +204,9 @@ static void on_claim_patched(void *arg, json_t *obj, const struct k8s_status *st
 		return;
 	}
 	/* 409: another replica took it first; 404: it went away. Next one. */
+	if (err->code == CP_E_CONFLICT)
+		cp_log(CP_LOG_INFO, "kube.claim_conflict", "pod",
+		       json_string(meta_str(json_array_get(x->items, x->next - 1), "name")), NULL);
 	try_claim(x);
 }
 
@@ -366,7 +374,8 @@ static void on_tick(uv_timer_t *t)
 	for (struct kconv *c = k->convs; c; c = c->next)
 		if (c->running > 0)
 			kube_touch(c);
-	refill(k);
+	k->passes++;
+	refill(k, "tick");
 	reap(k);
 }
 
@@ -384,5 +393,5 @@ void kube_pool_stop(struct kube *k)
 void kube_pool_refill_soon(struct kube *k)
 {
 	if (!k->closing)
-		refill(k);
+		refill(k, "claim");
 }

@@ -83,6 +83,18 @@ class Fake:
             time.sleep(0.05)
         raise AssertionError(f"pod {name} never reached {want}: {p}")
 
+    def wait_waiting(self, name, reasons, timeout=30):
+        """Until the pod is scheduled and its container waits for one of reasons."""
+        end = time.time() + timeout
+        while time.time() < end:
+            s, _, p = self.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+            cs = p.get("status", {}).get("containerStatuses", []) if s == 200 else []
+            if p.get("spec", {}).get("nodeName") and any(
+                    (c.get("state", {}).get("waiting") or {}).get("reason") in reasons for c in cs):
+                return p
+            time.sleep(0.05)
+        raise AssertionError(f"pod {name} never waited for {reasons}: {p}")
+
 
 def start(tmp_path_factory, *extra):
     d = tmp_path_factory.mktemp("fakekube")

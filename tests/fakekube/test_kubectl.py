@@ -1,6 +1,7 @@
 """Faithfulness of the fake, judged by the stock kubectl (and the Debian python client)."""
 import json
 import os
+import queue
 import random
 import re
 import subprocess
@@ -85,17 +86,30 @@ def test_kubectl_label_and_annotate(fake):
 
 def test_kubectl_watch_sees_added_and_modified(fake):
     env = {"PATH": os.environ["PATH"], "HOME": fake.home, "KUBECONFIG": fake.kubeconfig}
+    # A pod already there: kubectl prints it once its list is done, and
+    # watches from that list's resourceVersion, so nothing after is missed.
+    create(fake, "anchor", labels={"app": "watched"})
     w = subprocess.Popen([KUBECTL, "get", "pods", "-w", "-l", "app=watched"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in w.stdout] and None, daemon=True).start()
+    got = []
+
+    def until(pred, what, timeout=60):  # the deadline only catches a hang
+        end = time.monotonic() + timeout
+        while not (got and pred(got[-1].split())):
+            try:
+                got.append(lines.get(timeout=max(0.01, end - time.monotonic())).decode())
+            except queue.Empty:
+                raise AssertionError(f"kubectl never printed {what}: {got}") from None
     try:
-        time.sleep(1.0)  # let the list + watch start
+        until(lambda r: r[:1] == ["anchor"], "the listed pod")
         create(fake, "watched")
-        fake.wait_phase("watched")
-        time.sleep(0.3)
+        until(lambda r: r[:1] == ["watched"] and r[2] == "Running", "the pod Running")
     finally:
         w.terminate()
-    out, err = w.communicate(timeout=10)
-    rows = [line.split() for line in out.decode().splitlines()]
+    _, err = w.communicate(timeout=10)
+    rows = [line.split() for line in got]
     assert rows[0][:3] == ["NAME", "READY", "STATUS"], (out, err)
     statuses = [r[2] for r in rows[1:] if r[0] == "watched"]
     assert statuses[0] == "Pending"

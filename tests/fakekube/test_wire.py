@@ -79,6 +79,21 @@ def test_patch_types_and_rv_precondition(fake):
     assert s == 415 and b["reason"] == "UnsupportedMediaType"
 
 
+def read_until(resp, pred, timeout=30):
+    """Events until one satisfies pred (included) or the stream ends; the
+    deadline only catches a hang (bookmarks keep lines coming)."""
+    out = []
+    end = time.time() + timeout
+    while time.time() < end:
+        line = resp.readline()
+        if not line:
+            break
+        out.append(json.loads(line))
+        if pred(out[-1]):
+            break
+    return out
+
+
 def read_events(resp, n, timeout=5):
     out = []
     end = time.time() + timeout
@@ -96,7 +111,7 @@ def test_watch_stream_lifecycle_and_bookmarks(fake):
     fake.ctl("schedule", {"bookmark_s": 0.3})
     try:
         c = fake.conn()
-        c.request("GET", PODS + f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&labelSelector=app%3Dwl&timeoutSeconds=5")
+        c.request("GET", PODS + f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&labelSelector=app%3Dwl&timeoutSeconds=60")
         r = c.getresponse()
         assert r.status == 200 and r.headers["Transfer-Encoding"] == "chunked"
         create(fake, "wl")
@@ -110,7 +125,7 @@ def test_watch_stream_lifecycle_and_bookmarks(fake):
         bm = next(e for e in evs if e["type"] == "BOOKMARK")
         assert set(bm["object"]["metadata"]) == {"resourceVersion"}
         fake.request("DELETE", PODS + "/wl")
-        evs = [e for e in read_events(r, 10, timeout=2) if e["type"] != "BOOKMARK"]
+        evs = [e for e in read_until(r, lambda e: e["type"] == "DELETED") if e["type"] != "BOOKMARK"]
         assert [e["type"] for e in evs] == ["MODIFIED", "MODIFIED", "DELETED"]
         assert evs[0]["object"]["metadata"]["deletionTimestamp"]
         assert evs[-1]["object"]["status"]["phase"] == "Failed"
@@ -196,7 +211,7 @@ def test_exec_signal_death_reports_128_plus_n(fake):
 
 def test_exec_into_container_not_running_v5_gets_internal_error(fake):
     create(fake, "crash", annotations={"fakekube.codepod.dev/fate": "ImagePullBackOff"})
-    time.sleep(0.2)  # scheduled, container never starts
+    fake.wait_waiting("crash", ("ErrImagePull", "ImagePullBackOff"))  # its container never starts
     ws = exec_ws(fake, "crash", ["true"], stdin=False)
     _, ch, _ = collect(ws)
     st = json.loads(ch[3])

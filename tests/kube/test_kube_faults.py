@@ -1,7 +1,10 @@
 """Faults of the API server and of pods, during acquisition and during a run:
 every case ends with the right code, and no execution hangs past its
-deadlines (bounds here are generous: they catch hangs, not slowness)."""
-import time
+deadlines (bounds here are generous: they catch hangs, not slowness). A
+fault that ends acquisition early shows in its code: waiting for the 120 s
+startup allowance would end STARTUP_TIMEOUT, after the result deadline."""
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -70,10 +73,8 @@ def test_watch_dropped_or_expired_while_waiting_is_resumed(fake, codepods, case)
     fake.fault(dict(WATCH[case], count=2))
     if case.startswith("410"):
         fake.raw.ctl("compact", {})
-    t0 = time.monotonic()
     res = ok_run(s, conv)
     assert res["result"] == pod_name(conv)
-    assert time.monotonic() - t0 < 30
     assert all_consumed(fake), f"the faults were not all hit: {fake.faults_left()}"
 
 
@@ -83,12 +84,11 @@ def test_readiness_that_never_comes_is_startup_timeout(fake, codepods):
     s = codepods()
     fake.set_schedule(running_ms=10 ** 7)
     conv = new_conv("never")
-    t0 = time.monotonic()
     res = result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[],
                                  policy={"startupTimeoutMs": 3000}), 60)
-    took = time.monotonic() - t0
     failed(s, res, "STARTUP_TIMEOUT")
-    assert 2.5 <= took < 15, f"STARTUP_TIMEOUT after {took:.1f}s for startupTimeoutMs 3000"
+    # codepod's own clock: it gave the pod the whole allowance
+    assert res["usage"]["startupMs"] >= 3000, describe(res, s)
     # once the pod comes up, the conversation works
     fake.force_state(pod_name(conv), "Running")
     res = ok_run(s, conv)
@@ -100,16 +100,12 @@ def test_image_pull_backoff_is_sandbox_unavailable_at_once(fake, codepods):
     s = codepods()
     fake.set_schedule(running_ms=10 ** 7)
     conv = new_conv("ipbo")
-    t0 = time.monotonic()
     eid = s.execute(HOSTNAME_JS, conversation=conv, tools=[], policy={"startupTimeoutMs": 120000})
     wait_until(lambda: fake.pod(pod_name(conv)), 20, "the conversation's pod")
-    time.sleep(0.3)
     fake.force_state(pod_name(conv), "ImagePullBackOff")
     res = result_of(s, eid, 60)
-    took = time.monotonic() - t0
     err = failed(s, res, "SANDBOX_UNAVAILABLE")
     assert "ImagePullBackOff" in err["message"], err
-    assert took < 30, f"took {took:.1f}s of a 120s startup allowance"
     # the broken pod goes; the next execution gets a fresh one
     fake.set_schedule(running_ms=200)
     res = ok_run(s, conv)
@@ -123,14 +119,11 @@ def test_pod_fates_end_acquisition_early_naming_the_reason(fake, codepods, fate)
     s = codepods()
     conv = new_conv("fate")
     fake.fault({"type": "pod_fate", "fate": fate, "name": "^" + pod_name(conv) + "$"})
-    t0 = time.monotonic()
     res = result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[],
                                  policy={"startupTimeoutMs": 120000}), 60)
-    took = time.monotonic() - t0
     err = failed(s, res, "SANDBOX_UNAVAILABLE")
     want = {"ImagePullBackOff": ("ImagePullBackOff", "ErrImagePull")}.get(fate, (fate,))
     assert any(w in err["message"] for w in want), err
-    assert took < 30, f"took {took:.1f}s of a 120s startup allowance"
     res = ok_run(s, conv)
     assert res["result"] == pod_name(conv)
 
@@ -140,15 +133,12 @@ def test_pod_forced_into_a_dead_end_while_waiting_is_sandbox_unavailable(fake, c
     s = codepods()
     fake.set_schedule(running_ms=10 ** 7)
     conv = new_conv("dead")
-    t0 = time.monotonic()
     eid = s.execute(HOSTNAME_JS, conversation=conv, tools=[], policy={"startupTimeoutMs": 120000})
     wait_until(lambda: fake.pod(pod_name(conv)), 20, "the conversation's pod")
-    time.sleep(0.3)
     fake.force_state(pod_name(conv), state)
     res = result_of(s, eid, 60)
     err = failed(s, res, "SANDBOX_UNAVAILABLE")
     assert state in err["message"], err
-    assert time.monotonic() - t0 < 30
     fake.set_schedule(running_ms=200)
     assert ok_run(s, conv)["result"] == pod_name(conv)
 
@@ -165,12 +155,11 @@ def test_exec_stream_dropped_mid_run_is_process_exited(fake, codepods):
     s = codepods()
     conv = ready_conv(fake, s, "xdrop")
     fake.fault({"type": "exec_drop", "after_ms": 1500, "path": "/exec"})
-    t0 = time.monotonic()
+    # Were the drop missed, the program would return 'late' or end TIMEOUT.
     res = result_of(s, s.execute("console.log('started');\n"
                                  "await new Promise((r) => setTimeout(r, 8000));\nreturn 'late';",
                                  conversation=conv, tools=[], policy={"timeoutMs": 30000}), 60)
     failed(s, res, "PROCESS_EXITED")
-    assert time.monotonic() - t0 < 25
     assert all_consumed(fake)
     assert ok_run(s, conv)["result"] == pod_name(conv)
 
@@ -179,13 +168,11 @@ def test_exec_stream_dropped_with_a_tool_call_in_flight_is_outcome_unknown(fake,
     s = codepods()
     conv = ready_conv(fake, s, "xdropt")
     fake.fault({"type": "exec_drop", "after_ms": 2000, "path": "/exec"})
-    t0 = time.monotonic()
     eid = s.execute("return await tools.slow({});", conversation=conv, tools=["slow"],
                     policy={"timeoutMs": 30000})
     s.wait_call(eid, "slow", timeout=30)  # never answered
-    res = result_of(s, eid, 60)
+    res = result_of(s, eid, 60)  # before the 30 s deadline's TIMEOUT
     failed(s, res, "OUTCOME_UNKNOWN")
-    assert time.monotonic() - t0 < 25
     assert ok_run(s, conv)["result"] == pod_name(conv)
 
 
@@ -194,21 +181,21 @@ def test_pod_deleted_mid_run_then_next_execution_gets_a_new_pod(fake, codepods, 
     s = codepods()
     conv = ready_conv(fake, s, "pdel")
     old = fake.conv_pods(conv)[0]["metadata"]["uid"]
+    started = f"started-{uuid.uuid4().hex}"
     js = ("return await tools.slow({});" if with_call else
-          "console.log('x');\nawait new Promise((r) => setTimeout(r, 20000));\nreturn 'late';")
+          f"require('node:fs').writeFileSync('{started}', '');\n"
+          "await new Promise((r) => setTimeout(r, 20000));\nreturn 'late';")
     eid = s.execute(js, conversation=conv, tools=["slow"] if with_call else [],
                     policy={"timeoutMs": 30000})
     if with_call:
         s.wait_call(eid, "slow", timeout=30)
-    else:
-        time.sleep(1.5)
-    t0 = time.monotonic()
+    else:  # the program runs: its file is in the pod's folder on this machine
+        wait_until(lambda: list(Path(fake.raw.state_dir).rglob(started)), 30, "the program to start")
     fake.delete_pod(pod_name(conv))
-    res = result_of(s, eid, 60)
-    code = res.get("error", {}).get("code")
-    want = ("PROCESS_EXITED", "OUTCOME_UNKNOWN") if with_call else ("PROCESS_EXITED",)
-    assert res["status"] == "failed" and code in want, describe(res, s)
-    assert time.monotonic() - t0 < 20
+    res = result_of(s, eid, 60)  # before the 30 s deadline's TIMEOUT
+    # The pod's deletion kills the runner, and the exec reports it ended (its
+    # stream is not lost): PROCESS_EXITED, with or without a call in flight.
+    failed(s, res, "PROCESS_EXITED")
     res = ok_run(s, conv)
     assert res["result"] == pod_name(conv)
     pods = fake.conv_pods(conv)
@@ -221,13 +208,9 @@ def test_api_server_hanging_during_acquisition_ends_by_the_startup_allowance(fak
     s = codepods()
     conv = new_conv("hang")
     fake.fault({"type": "hang", "path": "/pods", "count": -1})
-    t0 = time.monotonic()
     res = result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[],
                                  policy={"startupTimeoutMs": 4000}), 60)
-    took = time.monotonic() - t0
-    assert res["status"] == "failed" and res["error"]["code"] in ("STARTUP_TIMEOUT", "SANDBOX_UNAVAILABLE"), \
-        describe(res, s)
-    assert took < 20, f"ended after {took:.1f}s for startupTimeoutMs 4000"
+    failed(s, res, "STARTUP_TIMEOUT")
     fake.clear_faults()
     # the server is back: the same conversation works
     assert ok_run(s, conv, timeout=60)["result"] == pod_name(conv)
@@ -238,15 +221,15 @@ def test_api_server_hanging_when_an_execution_times_out(fake, codepods):
     without waiting for the server."""
     s = codepods()
     conv = ready_conv(fake, s, "hangk")
-    eid = s.execute("console.log('up');\nawait new Promise((r) => setTimeout(r, 30000));\nreturn 1;",
-                    conversation=conv, tools=[], policy={"timeoutMs": 2000})
-    time.sleep(1)
+    started = f"started-{uuid.uuid4().hex}"
+    eid = s.execute(f"require('node:fs').writeFileSync('{started}', '');\n"
+                    "await new Promise((r) => setTimeout(r, 30000));\nreturn 1;",
+                    conversation=conv, tools=[], policy={"timeoutMs": 4000})
+    wait_until(lambda: list(Path(fake.raw.state_dir).rglob(started)), 30, "the program to start")
     fake.fault({"type": "hang", "count": -1})
-    t0 = time.monotonic()
+    # Were codepod to wait for the hung server, no result would ever come.
     res = result_of(s, eid, 60)
-    took = time.monotonic() - t0
     failed(s, res, "TIMEOUT")
-    assert took < 20, f"TIMEOUT reported {took:.1f}s after the API started hanging"
     fake.clear_faults()
     assert ok_run(s, conv)["result"] == pod_name(conv)
 
@@ -255,12 +238,9 @@ def test_api_server_hanging_on_lists_does_not_stall_a_ready_conversation(fake, c
     s = codepods()
     conv = ready_conv(fake, s, "hango")
     fake.fault({"type": "hang", "method": "GET", "path": r"/pods(\?|$)", "count": -1})
-    t0 = time.monotonic()
     other = s.execute(HOSTNAME_JS, conversation=new_conv("hangnew"), tools=[],
                       policy={"startupTimeoutMs": 4000})
     # the pod of the ready conversation needs no list: it still runs
     assert ok_run(s, conv, timeout=30)["result"] == pod_name(conv)
     res = result_of(s, other, 60)
-    assert res["status"] == "failed" and res["error"]["code"] in ("STARTUP_TIMEOUT", "SANDBOX_UNAVAILABLE"), \
-        describe(res, s)
-    assert time.monotonic() - t0 < 20
+    failed(s, res, "STARTUP_TIMEOUT")

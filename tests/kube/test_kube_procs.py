@@ -1,8 +1,6 @@
 """No process of an execution is left in the pod after it returned, timed
 out or was stopped (closing the exec stream does not kill anything: codepod
 must). The fake runs pod processes on this machine, so /proc shows them."""
-import time
-
 import pytest
 
 from harness import assert_failed, assert_ok
@@ -14,11 +12,38 @@ SPAWN = ("const {{ spawn }} = require('node:child_process');\n"
          "{unref}")
 
 
+# Waits (in the pod) until `want` processes carry the marker, and logs how
+# many it saw: the test then knows they existed before it checks they are gone.
+SEEN = ("const seen = await (async () => {{\n"
+        "  const fs = require('node:fs');\n"
+        "  for (let i = 0; i < 1500; i++) {{\n"
+        "    let k = 0;\n"
+        "    for (const d of fs.readdirSync('/proc')) {{\n"
+        "      if (!/^\\d+$/.test(d)) continue;\n"
+        "      try {{ if (fs.readFileSync('/proc/' + d + '/cmdline', 'utf8').includes('{mark}')) k++; }} catch {{ }}\n"
+        "    }}\n"
+        "    if (k >= {want}) return k;\n"
+        "    await new Promise((r) => setTimeout(r, 20));\n"
+        "  }}\n"
+        "  return 0;\n"
+        "}})();\n"
+        "console.log('seen ' + seen);\n")
+
+
 def spawn_js(mark, detached, how="sleep"):
     cmd = (f"'sleep', ['{mark}']" if how == "sleep"
            else f"'sh', ['-c', 'sleep {mark} & sleep {mark} & wait']")
-    return SPAWN.format(cmd=cmd, detached="true" if detached else "false",
-                        unref="c.unref();\n" if detached else "")
+    return (SPAWN.format(cmd=cmd, detached="true" if detached else "false",
+                         unref="c.unref();\n" if detached else "") +
+            SEEN.format(mark=mark, want=want(how)))
+
+
+def want(how):
+    return 1 if how == "sleep" else 3  # sh -c and its two sleeps
+
+
+def saw(res, how):
+    assert f"seen {want(how)}\n" in res["logs"], f"the processes never ran: {res['logs']!r}"
 
 
 def check_gone(mark, s):
@@ -38,6 +63,7 @@ def test_no_process_left_after_the_program_returns(fake, codepods, detached, how
     res = result_of(s, s.execute(spawn_js(mark, detached, how) + "return 'spawned';",
                                  conversation=new_conv("ret"), tools=[]), 60)
     assert_ok(res), describe(res, s)
+    saw(res, how)
     check_gone(mark, s)
 
 
@@ -48,8 +74,9 @@ def test_no_process_left_after_a_timeout(fake, codepods, detached, how):
     res = result_of(s, s.execute(spawn_js(mark, detached, how) +
                                  "console.log('spawned');\nawait new Promise((r) => setTimeout(r, 60000));",
                                  conversation=new_conv("tmo"), tools=[],
-                                 policy={"timeoutMs": 2500}), 60)
+                                 policy={"timeoutMs": 5000}), 60)
     assert_failed(res, "TIMEOUT")
+    saw(res, how)
     check_gone(mark, s)
 
 
@@ -59,11 +86,11 @@ def test_no_process_left_after_stop(fake, codepods, detached, how):
     mark = marker()
     eid = s.execute(spawn_js(mark, detached, how) + "return await tools.wait({});",
                     conversation=new_conv("stop"), tools=["wait"])
-    s.wait_call(eid, "wait", timeout=60)
-    time.sleep(0.3)
+    s.wait_call(eid, "wait", timeout=60)  # sent after the processes were seen
     s.stop(eid)
     res = result_of(s, eid, 30)
-    assert res["status"] == "failed", describe(res, s)
+    assert_failed(res, "CANCELLED")
+    saw(res, how)
     check_gone(mark, s)
 
 
@@ -75,9 +102,10 @@ def test_no_process_left_when_the_program_leaves_its_tree_and_environment(fake, 
     js = ("const { spawn } = require('node:child_process');\n"
           f"const c = spawn('/bin/sh', ['-c', '(sleep {mark} &) ; exit 0'], "
           "{ detached: true, stdio: 'ignore', env: {} });\n"
-          "await new Promise((r) => c.on('exit', r));\n"
-          "await new Promise((r) => setTimeout(r, 300));\n"
+          "await new Promise((r) => c.on('exit', r));\n" +
+          SEEN.format(mark=mark, want=1) +
           "return 'escaped';")
     res = result_of(s, s.execute(js, conversation=new_conv("esc"), tools=[]), 60)
     assert_ok(res), describe(res, s)
+    saw(res, "sleep")
     check_gone(mark, s)

@@ -3,7 +3,7 @@ racing for the same new conversation: one pod, both executions succeed."""
 import threading
 
 from harness import assert_ok
-from kubehelp import HOSTNAME_JS, describe, new_conv, pod_name, result_of
+from kubehelp import HOSTNAME_JS, describe, log_events, new_conv, pod_name, result_of, wait_until
 
 
 def test_two_replicas_racing_for_a_new_conversation_share_one_pod(fake, codepods):
@@ -34,3 +34,29 @@ def test_two_replicas_racing_for_a_new_conversation_share_one_pod(fake, codepods
         again = assert_ok(result_of(b, b.execute(HOSTNAME_JS, conversation=conv, tools=[]), 60))
         assert again["result"] == pod_name(conv)
         assert [p["metadata"]["uid"] for p in fake.conv_pods(conv)] == [pods[0]["metadata"]["uid"]]
+
+
+def events(s, name):
+    return [e for e in log_events(s) if e.get("event") == name]
+
+
+def test_a_forced_create_race_gets_a_409_and_uses_the_winners_pod(fake, codepods):
+    """The first create is held back (a fault delays it) while the other
+    replica looks, finds nothing and creates: the held one then gets a real
+    409 AlreadyExists from the API server and must use the winner's pod."""
+    a, b = codepods(name="replica-a"), codepods(name="replica-b")
+    conv = new_conv("forced")
+    fake.fault({"type": "delay", "ms": 5000, "method": "POST", "path": r"/pods$", "count": 1})
+    ea = a.execute(HOSTNAME_JS, conversation=conv, tools=[])
+    # The held create is the rule's one match: once the rule is used up, A's
+    # create is waiting inside the server, and B starts.
+    wait_until(lambda: not fake.faults_left()["rules"], 60, "A's create to reach the server")
+    eb = b.execute(HOSTNAME_JS, conversation=conv, tools=[])
+    rb = result_of(b, eb, 60)
+    ra = result_of(a, ea, 60)
+    assert_ok(ra), describe(ra, a)
+    assert_ok(rb), describe(rb, b)
+    assert ra["result"] == rb["result"] == pod_name(conv)
+    assert len(fake.conv_pods(conv)) == 1
+    assert events(a, "kube.create_conflict"), "A's create never got its 409:\n" + describe(ra, a)
+    assert not events(b, "kube.create_conflict"), describe(rb, b)

@@ -2,12 +2,12 @@
 conversation gets a new one next time); a pod in use is not, by this replica
 or another; codepod killed with SIGKILL and restarted adopts the pods it
 finds and reaps the idle ones. The reaper runs at start and then every tick
-(15 s, not configurable), so these tests take a tick or two."""
-import time
-
+(15 s, not configurable), so these tests take a tick or two. Which pass
+reaped a pod, and which pods a pass deleted, come from codepod's log
+(kube.reap, with the pass number: 1 is the pass at start)."""
 from harness import assert_ok
-from kubehelp import (HOSTNAME_JS, describe, log, new_conv, pod_name, result_of, sigkill,
-                      wait_until)
+from kubehelp import (HOSTNAME_JS, describe, log, log_events, new_conv, pod_name, result_of,
+                      sigkill, wait_until)
 
 TICK = 15
 
@@ -32,6 +32,11 @@ def wait_reaped(fake, conv, s, timeout=TICK * 2 + 10):
         raise AssertionError(f"{e}\n--- codepod log ---\n{log(s)}") from None
 
 
+def reaps(s, conv):
+    """The kube.reap events naming the pod of conv."""
+    return [e for e in log_events(s) if e.get("event") == "kube.reap" and e.get("pod") == pod_name(conv)]
+
+
 def test_idle_pod_is_reaped_and_the_conversation_gets_a_new_one(fake, codepods):
     s = codepods("--idle-ttl", "2")
     conv = new_conv("idle")
@@ -54,7 +59,8 @@ def test_pod_in_use_is_not_reaped(fake, codepods):
     # make the busy pod look long unused too: only its use may save it
     fake.set_last_used(pod_name(busy), 3600)
     wait_reaped(fake, idle, s)          # a reaper pass happened
-    time.sleep(1)
+    # that pass logged every pod it deletes before the first delete went out
+    assert reaps(s, idle) and not reaps(s, busy), log(s)
     assert uid(fake, busy) == busy_uid, "the pod in use was reaped"
     s.answer(call, "done")
     res = result_of(s, eid, 30)
@@ -71,10 +77,12 @@ def test_pod_in_use_by_another_replica_is_not_reaped(fake, codepods):
     eid = a.execute("return await tools.wait({});", conversation=busy, tools=["wait"],
                     policy={"timeoutMs": 120000})
     call = a.wait_call(eid, "wait", timeout=30)
-    time.sleep(3)  # both pods now look idle for longer than B's TTL
+    # both pods now look idle for longer than B's TTL
+    fake.set_last_used(pod_name(idle), 3600)
+    fake.set_last_used(pod_name(busy), 3600)
     b = codepods("--idle-ttl", "2", name="replica-b")
     wait_reaped(fake, idle, b)          # B's reaper ran
-    time.sleep(1)
+    assert reaps(b, idle) and not reaps(b, busy), log(b)
     assert [p["metadata"]["uid"] for p in fake.conv_pods(busy)] == [busy_uid], \
         f"replica B reaped the pod replica A is running in\n--- B's log ---\n{log(b)}"
     a.answer(call, "done")
@@ -92,7 +100,9 @@ def test_restart_after_sigkill_adopts_pods_and_reaps_the_idle_ones(fake, codepod
     fake.set_last_used(pod_name(stale), 3600)
     b = codepods("--idle-ttl", "600", name="restarted")
     # reaped by the pass at start, not a tick later
-    wait_reaped(fake, stale, b, timeout=TICK - 3)
+    wait_reaped(fake, stale, b)
+    assert [e.get("pass") for e in reaps(b, stale)] == [1], log(b)
+    assert not reaps(b, fresh), log(b)
     # the fresh one is adopted: the conversation keeps its pod
     assert ok_run(b, fresh)["result"] == pod_name(fresh)
     assert uid(fake, fresh) == fresh_uid
@@ -107,7 +117,9 @@ def test_restart_after_sigkill_reaps_every_idle_pod(fake, codepods):
     for c in convs:
         ok_run(a, c)
     sigkill(a)
-    time.sleep(3)
+    for c in convs:  # idle for longer than the TTL
+        fake.set_last_used(pod_name(c), 3600)
     b = codepods("--idle-ttl", "2", name="restarted")
     for c in convs:
-        wait_reaped(fake, c, b, timeout=TICK - 3)
+        wait_reaped(fake, c, b)
+        assert [e.get("pass") for e in reaps(b, c)] == [1], log(b)

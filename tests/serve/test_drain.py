@@ -9,19 +9,38 @@ import pytest
 from wsclient import Rejected, http_request
 from util import Pump
 
+# A program's first line: a tool call the pump answers at once, so the test
+# knows the program runs (instead of sleeping and hoping).
+UP = "await tools.up({});\n"
+
+
+def running(p, *ids):
+    for eid in ids:
+        p.wait(lambda m: m["type"] == "tool_call" and m["id"] == eid, what=f"{eid} running")
+
+
+def not_ready(s):
+    deadline = time.monotonic() + 30  # a hang catcher
+    while http_request(s.host, s.port, "GET", "/readyz")[0] != 503:
+        assert time.monotonic() < deadline, "/readyz never said 503 while draining"
+        time.sleep(0.05)
+
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_drain_finishes_short_ones_and_cancels_the_rest(serve, sig):
     s = serve("--drain-seconds", "3")
-    p = Pump(s.connect())
-    q = Pump(s.connect())
-    p.execute("short", "await new Promise((r) => setTimeout(r, 1000)); return 'finished';")
-    p.execute("long", "await new Promise((r) => setTimeout(r, 60000)); return 'never';")
-    q.execute("other", "await new Promise((r) => setTimeout(r, 1500)); return 'also';")
-    time.sleep(0.5)
+    p = Pump(s.connect(), {"up": lambda i: 1})
+    q = Pump(s.connect(), {"up": lambda i: 1})
+    p.execute("short", UP + "await new Promise((r) => setTimeout(r, 1000)); return 'finished';",
+              tools=["up"])
+    p.execute("long", UP + "await new Promise((r) => setTimeout(r, 60000)); return 'never';",
+              tools=["up"])
+    q.execute("other", UP + "await new Promise((r) => setTimeout(r, 1500)); return 'also';",
+              tools=["up"])
+    running(p, "short", "long")
+    running(q, "other")
     s.proc.send_signal(sig)
-    time.sleep(0.3)
-    assert http_request(s.host, s.port, "GET", "/readyz")[0] == 503
+    not_ready(s)
     p.execute("late", "return 1")
     late = p.result("late")
     assert late["type"] == "error" and late["error"]["code"] == "SHUTTING_DOWN"
@@ -39,28 +58,28 @@ def test_drain_finishes_short_ones_and_cancels_the_rest(serve, sig):
 
 
 def test_clean_drain_exits_quickly(serve):
-    s = serve("--drain-seconds", "20")
-    p = Pump(s.connect())
-    p.execute("one", "await new Promise((r) => setTimeout(r, 500)); return 1;")
-    time.sleep(0.2)
-    t0 = time.monotonic()
+    # A drain period no test waits for: exiting once "one" is done is the
+    # only way to pass.
+    s = serve("--drain-seconds", "3600")
+    p = Pump(s.connect(), {"up": lambda i: 1})
+    p.execute("one", UP + "await new Promise((r) => setTimeout(r, 500)); return 1;", tools=["up"])
+    running(p, "one")
     s.proc.send_signal(signal.SIGTERM)
-    assert p.result("one", timeout=10)["result"] == 1
-    assert s.proc.wait(10) == 0
-    assert time.monotonic() - t0 < 8
+    assert p.result("one", timeout=60)["result"] == 1
+    assert s.proc.wait(120) == 0
     assert s.logs("serve.exit")[0]["cleanDrain"] is True
 
 
 def test_new_sessions_refused_while_draining(serve):
     s = serve("--drain-seconds", "5")
     p = Pump(s.connect())
-    p.execute("hold", "await new Promise((r) => setTimeout(r, 2000)); return 1;")
-    time.sleep(0.3)
+    p.execute("hold", "return await tools.hold({});", tools=["hold"])
+    call = p.wait(lambda m: m["type"] == "tool_call" and m["id"] == "hold")
     s.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
-    with pytest.raises((Rejected, OSError)) as ex:
+    not_ready(s)  # draining, still listening: an upgrade is refused with 503
+    with pytest.raises(Rejected) as ex:
         s.connect()
-    if isinstance(ex.value, Rejected):
-        assert ex.value.status == 503
-    assert p.result("hold", timeout=10)["result"] == 1
+    assert ex.value.status == 503
+    p.send({"type": "tool_result", "id": "hold", "call": call["call"], "output": 1})
+    assert p.result("hold", timeout=30)["result"] == 1
     assert s.proc.wait(20) == 0

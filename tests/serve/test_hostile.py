@@ -90,10 +90,9 @@ def test_slowloris_is_cut_off_by_the_header_timeout(serve):
         except OSError:
             closed = True
             break
-    took = time.monotonic() - start
     sock.close()
+    # the 15 s of the loop only catch a hang: the 2 s header timeout closes it
     assert closed, "a client trickling headers held its connection for 15 s"
-    assert took < 10
     p.execute("alive", "return 1")
     assert p.result("alive")["result"] == 1
 
@@ -156,13 +155,17 @@ def test_executions_in_flight_are_capped(serve):
     s = serve("--max-executions", "2")
     p = Pump(s.connect())
     for i in range(2):
-        p.execute(f"slow{i}", "await new Promise((r) => setTimeout(r, 3000)); return 1;")
-    time.sleep(0.3)
+        p.execute(f"slow{i}", "return await tools.hold({});", tools=["hold"])
+    # both are running: each waits for its tool call's answer
+    calls = [p.wait(lambda m, i=i: m["type"] == "tool_call" and m["id"] == f"slow{i}")
+             for i in range(2)]
     p.execute("third", "return 3")
     e = p.result("third")
     assert e["type"] == "error" and e["error"]["code"] == "TOO_MANY_EXECUTIONS"
+    for c in calls:
+        p.send({"type": "tool_result", "id": c["id"], "call": c["call"], "output": 1})
     for i in range(2):
-        assert p.result(f"slow{i}", timeout=30)["status"] == "succeeded"
+        assert p.result(f"slow{i}", timeout=30)["result"] == 1
     p.execute("fourth", "return 4")
     assert p.result("fourth")["result"] == 4
 

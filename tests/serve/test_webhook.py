@@ -143,12 +143,11 @@ def test_hanging_broker_times_out_and_others_carry_on(serve, broker):
 def test_execution_deadline_cancels_the_broker_call(serve, broker):
     s = serve()
     hang = broker(lambda c, h: None)
-    t0 = time.monotonic()
+    # The broker never answers: only the 1.5 s deadline can end the execution.
     status, out = post(s, execute("w6", "return await tools.echo({});", hang.url,
                                   policy={"timeoutMs": 1500}))
     assert status == 200 and out["status"] == "failed"
-    assert out["error"]["code"] in ("TIMEOUT", "OUTCOME_UNKNOWN")
-    assert time.monotonic() - t0 < 15
+    assert out["error"]["code"] == "TIMEOUT", out
 
 
 def test_bad_requests(serve, broker):

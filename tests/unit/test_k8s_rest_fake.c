@@ -128,7 +128,8 @@ static void on_result(void *arg, json_t *obj, const struct k8s_status *st,
 	struct result *r = arg;
 	if (dropping)
 		return;
-	r->calls++;
+	if (r->calls++)
+		fail_msg("a second callback for one call (%s)", err ? err->msg : "ok");
 	r->code = err ? (int)err->code : 0;
 	r->obj = obj ? json_incref(obj) : NULL;
 	r->st_code = st ? st->code : 0;
@@ -151,9 +152,7 @@ static struct k8s_rest_cb cb_of(struct result *r)
 static void wait_result(struct result *r, long ms)
 {
 	RUN_UNTIL(r->calls, ms);
-	assert_int_equal(r->calls, 1);
-	loop_step(1); /* nothing else may arrive */
-	assert_int_equal(r->calls, 1);
+	assert_int_equal(r->calls, 1); /* a second callback fails in on_result */
 }
 
 static const char *str_at(json_t *o, const char *a, const char *b)
@@ -526,11 +525,10 @@ static void test_fault_hang_times_out(void **state)
 	add_fault("{\"type\":\"hang\",\"method\":\"GET\",\"path\":\"/pods/hang$\"}");
 	struct k8s_rest_opts o = {.timeout_ms = 500};
 	struct result r = {0};
-	long t0 = fk_now_ms();
+	/* The server never answers: only the call's own timeout can end it
+	 * (get_pod's wait is a hang catcher). */
 	get_pod(c, "hang", &o, &r);
-	long took = fk_now_ms() - t0;
 	assert_int_equal(r.code, CP_E_TIMEOUT);
-	assert_true(took >= 450 && took < 3000);
 	result_reset(&r);
 	client_done(c);
 }
@@ -673,8 +671,10 @@ static void test_exec_plugin_failure_names_command(void **state)
 	client_done(c);
 }
 
-/* The plugin hands out the fake's client certificate instead of a token;
- * its expirationTimestamp (1 s ahead) makes the next call run it again. */
+/* The plugin hands out the fake's client certificate instead of a token,
+ * with an expirationTimestamp already past: the certificate serves the call
+ * it was fetched for, and every later call runs the plugin again (the cache
+ * while a credential is valid: test_exec_plugin_cached_and_rerun_on_401). */
 static void test_exec_plugin_cert_and_expiry(void **state)
 {
 	(void)state;
@@ -685,7 +685,7 @@ static void test_exec_plugin_cert_and_expiry(void **state)
 	snprintf(text, sizeof text,
 	         "#!/bin/sh\n"
 	         "echo run >> \"$1\"\n"
-	         "exp=$(date -u -d @$(( $(date +%%s) + 3 )) +%%Y-%%m-%%dT%%H:%%M:%%SZ)\n"
+	         "exp=2001-02-03T04:05:06Z\n"
 	         "exec /usr/bin/python3 -c 'import json,sys; print(json.dumps({\"apiVersion\":"
 	         "\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{"
 	         "\"clientCertificateData\":open(sys.argv[1]).read(),\"clientKeyData\":open(sys.argv[2]).read(),"
@@ -695,11 +695,11 @@ static void test_exec_plugin_cert_and_expiry(void **state)
 	write_plugin_kc(kc, script, count);
 	struct k8s_client *c = client_from(kc);
 	assert_int_equal(list_count(c, "app=none", NULL), 0);
-	assert_int_equal(list_count(c, "app=none", NULL), 0);
 	assert_int_equal(count_lines(count), 1);
-	RUN_UNTIL(0, 4100); /* past the expiry (2 to 3 s away: whole seconds) */
 	assert_int_equal(list_count(c, "app=none", NULL), 0);
 	assert_int_equal(count_lines(count), 2);
+	assert_int_equal(list_count(c, "app=none", NULL), 0);
+	assert_int_equal(count_lines(count), 3);
 	client_done(c);
 }
 
