@@ -20,6 +20,7 @@ from .transport import ConnectError, StdioLink, WebSocketLink, http_json
 Trace = Callable[[str, str], None]
 OnLog = Callable[[str, str], None]
 MAX_TOOL_ERROR = 2000
+CLOSE_WAIT_S = 5.0   # how long close() waits for the outcomes of the executions it stops
 
 
 def _lost(eid: str, code: str, message: str) -> dict:
@@ -209,13 +210,21 @@ class Codepod:
         return model.CodeTool(self, conversation, dict(tools), dict(policy or {}), decl, on_log, name)
 
     async def close(self) -> None:
-        """Ends the session. On stdio, codepod stops what still runs and
-        delivers those outcomes first."""
+        """Ends the session. Executions still running are stopped and their
+        outcomes (CANCELLED) delivered first, within a few seconds."""
         if self._closing:
             return
         self._closing = True
         if self._reconnecting:
             self._reconnecting.cancel()
+        # Stopped explicitly on both transports: a WebSocket that closes would
+        # leave them waiting for an attach, and stdin EOF would make a call in
+        # flight OUTCOME_UNKNOWN.
+        if self._link and self._execs:
+            futures = [ex.future for ex in self._execs.values()]
+            for eid in list(self._execs):
+                self._send({"type": "stop", "id": eid})
+            await asyncio.wait(futures, timeout=CLOSE_WAIT_S)
         link, self._link = self._link, None
         if link:
             await link.close()

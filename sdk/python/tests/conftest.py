@@ -219,7 +219,10 @@ def ws_fx(tmp_path):
     f = Fixture("ws", tmp_path)
     yield f
     if f.server:
-        f.server.stop()
+        rc = f.server.stop()
+        assert rc == 0, b"".join(f.server.lines[-20:]).decode(errors="replace")
+    if HAVE_SCHEMAS:
+        assert f.log.bad == [], "every message matches its JSON Schema"
 
 
 # ---- the invoices example's tools (tests/example) ----------------------------------

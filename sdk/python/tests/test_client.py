@@ -234,6 +234,31 @@ def test_refused_execute_is_a_failed_outcome_and_the_session_lives_on(fx):
     arun(go())
 
 
+def test_close_stops_what_still_runs(fx):
+    async def go():
+        called = asyncio.Event()
+        cancelled = asyncio.Event()
+
+        async def wait(_):
+            called.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        cp = await fx.open()
+        task = asyncio.ensure_future(cp.run(conversation=conv("close"), tools={"wait": Tool(fn=wait)},
+                                            js="return await tools.wait({});"))
+        await called.wait()
+        await fx.aclose()
+        o = await task
+        await asyncio.wait_for(cancelled.wait(), 30)
+        assert o["status"] == "failed"
+        assert o["error"]["code"] == "CANCELLED"
+    arun(go())
+
+
 def test_many_executions_multiplex_and_big_messages_pass(fx):
     big = "x" * (300 * 1024)   # far past asyncio's 64 KiB line limit
 

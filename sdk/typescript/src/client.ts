@@ -69,10 +69,14 @@ interface Exec {
   /** An attach was sent and nothing has answered it yet. */
   attaching: boolean;
   calls: Map<string, Call>;
+  /** Settles with the outcome (set right after the execution is registered). */
+  settled: Promise<Outcome>;
   finish(o: Outcome): void;
 }
 
 const MAX_TOOL_ERROR = 2000;
+/** How long close() waits for the outcomes of the executions it stops. */
+const CLOSE_WAIT_MS = 5000;
 
 function lost(id: string, code: string, message: string): Outcome {
   return { executionId: id, status: "failed", logs: "", logsTruncated: false, calls: [], error: { code, message } };
@@ -131,11 +135,13 @@ export class Codepod {
     if (!this.link && !(await this.reconnect())) {
       return lost(id, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run");
     }
-    return new Promise<Outcome>((resolve) => {
+    let registered!: Exec;
+    const settled = new Promise<Outcome>((resolve) => {
       const onAbort = () => this.stop(id);
       const ex: Exec = {
         id, conversation: opts.conversation, tools, onLog: opts.onLog,
         accepted: false, sawCall: false, stopWanted: false, attaching: false, calls: new Map(),
+        settled: undefined as unknown as Promise<Outcome>,
         finish: (o) => {
           if (this.execs.get(id) !== ex) return;
           this.execs.delete(id);
@@ -144,11 +150,14 @@ export class Codepod {
           resolve(o);
         },
       };
+      registered = ex;
       this.execs.set(id, ex);
       this.send(msg);
       if (opts.signal?.aborted) onAbort();
       else opts.signal?.addEventListener("abort", onAbort, { once: true });
     });
+    registered.settled = settled;
+    return settled;
   }
 
   /** Asks codepod to stop a running execution (its outcome then says CANCELLED). */
@@ -197,10 +206,20 @@ export class Codepod {
     return { ...rest, executionId: o.executionId ?? id };
   }
 
-  /** Ends the session: running executions are stopped by codepod, their outcomes delivered first on stdio. */
+  /** Ends the session. Executions still running are stopped and their outcomes (CANCELLED) delivered first, within a few seconds. */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    // Stopped explicitly on both transports: a WebSocket that closes would leave
+    // them waiting for an attach, and stdin EOF would make a call in flight
+    // OUTCOME_UNKNOWN.
+    if (this.link && this.execs.size) {
+      const settled = [...this.execs.values()].map((ex) => ex.settled);
+      for (const ex of this.execs.values()) this.send({ type: "stop", id: ex.id });
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(settled), new Promise((r) => { timer = setTimeout(r, CLOSE_WAIT_MS); })]);
+      clearTimeout(timer);
+    }
     const link = this.link;
     if (link) await link.close();
     this.link = null;

@@ -196,6 +196,24 @@ for (const transport of TRANSPORTS) {
       assert.equal(after.result, 3);
     });
 
+    test("close() stops what still runs: its outcome is CANCELLED and the pending tool's signal aborts", async () => {
+      const own = await open(transport);
+      let signalled!: Promise<void>;
+      let called!: () => void;
+      const inCall = new Promise<void>((r) => { called = r; });
+      const run = own.codepod.run({
+        conversation: conv("close"),
+        tools: { wait: { inputSchema: { type: "object" }, execute: (_i: unknown, { signal }) => { signalled = aborted(signal); called(); return new Promise(() => {}); } } },
+        js: "return await tools.wait({});",
+      });
+      await inCall;
+      await own.close();
+      const o = await run;
+      assert.equal(o.status, "failed");
+      assert.equal(o.error!.code, "CANCELLED");
+      await signalled;
+    });
+
     test("many executions multiplex on one session", async () => {
       const outs = await Promise.all(Array.from({ length: 6 }, (_, i) => cp.run({
         conversation: conv(`mux${i % 2}`),

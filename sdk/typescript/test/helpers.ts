@@ -47,6 +47,10 @@ if (HAVE_SCHEMAS) {
 export class SchemaLog {
   readonly seen: Array<{ dir: "in" | "out"; msg: Record<string, unknown> }> = [];
   readonly bad: string[] = [];
+  /** Throws when a message did not match its schema. */
+  check(): void {
+    if (this.bad.length) throw new Error(`messages that do not match broker/schema:\n${this.bad.join("\n")}`);
+  }
   trace = (dir: "in" | "out", text: string) => {
     const msg = JSON.parse(text) as Record<string, unknown>;
     this.seen.push({ dir, msg });
@@ -129,7 +133,11 @@ export async function open(transport: Transport, opts: { proxy?: boolean; reconn
     });
     return {
       codepod, log,
-      close: async () => { await codepod.close(); rmSync(dir, { recursive: true, force: true }); },
+      close: async () => {
+        await codepod.close();
+        rmSync(dir, { recursive: true, force: true });
+        log.check();
+      },
     };
   }
   const server = await startServer(dir);
@@ -143,8 +151,10 @@ export async function open(transport: Transport, opts: { proxy?: boolean; reconn
     close: async () => {
       await codepod.close();
       proxy?.close();
-      await server.stop();
+      const rc = await server.stop();
       rmSync(dir, { recursive: true, force: true });
+      if (rc !== 0) throw new Error(`codepod serve exited ${rc}`);
+      log.check();
     },
   };
 }
