@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "http_server_int.h"
 #include "log.h"
+#include "webhook_sign.h"
 
 #define FINISH_GRACE_MS 3000
 
@@ -32,7 +35,7 @@ void broker_http_config_defaults(struct broker_http_config *cfg)
 	cfg->max_queue = (size_t)64 << 20;
 	cfg->header_timeout_s = 10;
 	cfg->idle_timeout_s = 300;
-	cfg->webhook_timeout_ms = 30000;
+	cfg->webhook_timeout_ms = 0; /* the program's deadline bounds each call */
 	broker_hub_config_defaults(&cfg->hub);
 }
 
@@ -579,6 +582,12 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 		rc = cp_err_errno(err, CP_E_IO, errno, "--audit-file %s", srv->audit_file);
 		goto fail;
 	}
+	if (cfg->webhook_secret_file &&
+	    !(srv->webhook_key = broker_webhook_secret_load(cfg->webhook_secret_file,
+	                                                    &srv->webhook_key_len, err))) {
+		rc = err ? err->code : CP_E_IO;
+		goto fail;
+	}
 	struct broker_hub_config hc = cfg->hub;
 	hc.loop = srv->loop;
 	srv->hub = broker_hub_new(&hc);
@@ -725,6 +734,9 @@ void broker_http_free(struct broker_http *srv)
 	}
 	broker_webhook_free(srv->webhook);
 	broker_hub_free(srv->hub);
+	if (srv->webhook_key)
+		OPENSSL_cleanse(srv->webhook_key, srv->webhook_key_len);
+	free(srv->webhook_key);
 	http_auth_free(srv->auth);
 	http_metrics_free(srv->metrics);
 	if (srv->audit)

@@ -60,7 +60,8 @@ struct broker_http_config {
 	size_t max_queue;            /* bytes queued for one connection */
 	unsigned header_timeout_s;   /* headers, and a request body, must arrive within */
 	unsigned idle_timeout_s;     /* a session with nothing running and no traffic */
-	unsigned webhook_timeout_ms; /* one tool call POSTed to a broker */
+	unsigned webhook_timeout_ms; /* one tool call POSTed to a broker; 0: the deadline's */
+	const char *webhook_secret_file; /* signs webhook requests; NULL: unsigned */
 	struct broker_hub_config hub; /* reattach grace, outcome retention (loop: ours) */
 };
 

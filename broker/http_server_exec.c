@@ -6,21 +6,29 @@
  * outcome JSON (200), or the `error` that refused the execute (400, 429 for
  * TOO_MANY_EXECUTIONS, 503 for SHUTTING_DOWN).
  *
- * Each call has a timeout of min(webhook_timeout_ms, the policy's
- * timeoutMs); a broker that fails, hangs or answers garbage turns into a
- * tool error the program sees. A cancel_call aborts the POST. A client that
+ * Each call may take until the program's deadline (which cancels it), or
+ * webhook_timeout_ms when that is set and lower. Each request is signed when
+ * the server has a secret (webhook_sign.h). A broker that fails, hangs or
+ * answers garbage is a broker failure, not a tool error: the program hears
+ * "The tool NAME could not be reached." and the call's outcome entry says
+ * broker: true and the reason. A cancel_call aborts the POST. A client that
  * goes away leaves the execution running to its end; its outcome is kept for
  * GET /v1/executions/{id}.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "http_server_int.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "tool_answer.h"
+#include "webhook_sign.h"
 
 #define MAX_BROKER_ANSWER ((size_t)16 << 20)
+/* Beyond any deadline a policy can ask for (the built-in ceiling is 15 min). */
+#define MAX_CALL_MS (24L * 3600 * 1000)
 
 struct pending {
 	struct pending *next;
@@ -99,16 +107,40 @@ static void unlink_pending(struct pending *p)
 	}
 }
 
+/* The broker failed (not the tool): the program hears only that the tool
+ * could not be reached; the operator's log says why. */
+static void unreachable(struct exec_req *r, const char *eid, const char *call, const char *reason,
+                        long status, const char *why)
+{
+	cp_log(CP_LOG_WARN, "webhook.fail", "id", json_string(eid), "call", json_string(call),
+	       "reason", json_string(reason), "message", json_string(why), NULL);
+	broker_session_unreachable(r->base.session, eid, call, reason, status);
+}
+
 static void on_broker_answer(struct exec_req *r, const char *eid, const char *call, long status,
                              const char *body, size_t len)
 {
 	char msg[4097]; /* the engine keeps 4096 bytes of a tool's error message */
 	json_t *out = NULL;
-	if (broker_webhook_answer(status, body, len, &out, msg, sizeof msg) == 0)
+	const char *reason = NULL;
+	int rc = broker_webhook_answer(status, body, len, &out, msg, sizeof msg, &reason);
+	if (rc == 0)
 		feed(r, json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_result", "id", eid, "call", call,
 		                  "output", out));
-	else
+	else if (rc == 1)
 		tool_error(r, eid, call, msg);
+	else
+		unreachable(r, eid, call, reason, reason && !strcmp(reason, "http_status") ? status : 0,
+		            msg);
+}
+
+static const char *failure_reason(const struct cp_err *err)
+{
+	if (err->code == CP_E_TIMEOUT)
+		return "timeout";
+	if (err->code == CP_E_TOO_BIG)
+		return "too_large";
+	return "unreachable";
 }
 
 static void on_webhook_done(void *ud, long status, const char *body, size_t len,
@@ -119,18 +151,38 @@ static void on_webhook_done(void *ud, long status, const char *body, size_t len,
 	unlink_pending(p);
 	if (r && !(err && err->code == CP_E_CANCELLED)) {
 		const char *id = p->call + strlen(p->call) + 1;
-		if (err) {
-			char msg[CP_ERR_MSG_MAX + 40];
-			snprintf(msg, sizeof msg, "the tool broker failed: %s", err->msg);
-			cp_log(CP_LOG_WARN, "webhook.fail", "id", json_string(id), "message",
-			       json_string(err->msg), NULL);
-			tool_error(r, id, p->call, msg);
-		} else {
+		if (err)
+			unreachable(r, id, p->call, failure_reason(err), 0, err->msg);
+		else
 			on_broker_answer(r, id, p->call, status, body, len);
-		}
 	}
 	free(p->call);
 	free(p);
+}
+
+/* The request's headers for one call: the caller's, less any it set under
+ * our names, plus the signature when the server has a secret. */
+static json_t *call_headers(struct exec_req *r, const char *body, size_t len)
+{
+	json_t *h = json_object();
+	const char *k;
+	json_t *v;
+	json_object_foreach(r->headers, k, v) {
+		if (strcasecmp(k, "Codepod-Timestamp") && strcasecmp(k, "Codepod-Signature"))
+			json_object_set(h, k, v);
+	}
+	const struct broker_http *srv = r->base.srv;
+	if (!h || !srv->webhook_key)
+		return h;
+	char ts[24], sig[BROKER_SIG_LEN];
+	snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
+	if (broker_webhook_sign(srv->webhook_key, srv->webhook_key_len, ts, body, len, sig)) {
+		json_decref(h);
+		return NULL;
+	}
+	json_object_set_new(h, "Codepod-Timestamp", json_string(ts));
+	json_object_set_new(h, "Codepod-Signature", json_string(sig));
+	return h;
 }
 
 static void send_call(struct exec_req *r, const json_t *msg)
@@ -155,9 +207,13 @@ static void send_call(struct exec_req *r, const json_t *msg)
 		memcpy(p->call, call, cl + 1);
 		memcpy(p->call + cl + 1, eid, el + 1);
 		p->r = r;
-		if (broker_webhook_post(r->base.srv->webhook, r->url, r->headers, text, strlen(text),
-		                        r->call_timeout_ms, MAX_BROKER_ANSWER, on_webhook_done, p,
-		                        &p->h, &err) == 0) {
+		json_t *hdrs = call_headers(r, text, strlen(text));
+		int rc = hdrs ? broker_webhook_post(r->base.srv->webhook, r->url, hdrs, text,
+		                                    strlen(text), r->call_timeout_ms,
+		                                    MAX_BROKER_ANSWER, on_webhook_done, p, &p->h, &err)
+		              : cp_err_set(&err, CP_E_INTERNAL, "the request could not be signed");
+		json_decref(hdrs);
+		if (rc == 0) {
 			p->next = r->calls;
 			r->calls = p;
 			free(text);
@@ -168,7 +224,7 @@ static void send_call(struct exec_req *r, const json_t *msg)
 	if (p)
 		free(p->call);
 	free(p);
-	tool_error(r, eid, call, "the tool broker could not be called");
+	unreachable(r, eid, call, "unreachable", 0, err.msg);
 }
 
 static void cancel_call(struct exec_req *r, const char *call)
@@ -263,10 +319,11 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 	r->url = strdup(url);
 	r->conversation = strdup(conv ? conv : "");
 	r->headers = headers ? json_deep_copy(headers) : json_object();
-	json_int_t t = json_integer_value(json_object_get(json_object_get(req, "policy"), "timeoutMs"));
-	r->call_timeout_ms = (long)r->base.srv->cfg.webhook_timeout_ms;
-	if (t > 0 && t < r->call_timeout_ms)
-		r->call_timeout_ms = (long)t;
+	/* A call may take as long as the program's deadline, which cancels it
+	 * (so the outcome is TIMEOUT, not a failed call); --webhook-timeout-ms
+	 * lowers that. */
+	long w = (long)r->base.srv->cfg.webhook_timeout_ms;
+	r->call_timeout_ms = w > 0 ? w : MAX_CALL_MS;
 	json_object_del(req, "broker");
 	json_object_set_new(req, "type", json_string("execute"));
 	return r->url && r->conversation && r->headers ? 0 : -1;

@@ -48,6 +48,8 @@ struct broker_http {
 	struct http_metrics *metrics;
 	struct broker_webhook *webhook;
 	struct broker_hub *hub;     /* every execution of every session, kept outcomes */
+	unsigned char *webhook_key; /* --webhook-secret-file, or NULL: requests unsigned */
+	size_t webhook_key_len;
 	FILE *audit;
 	struct sess_base *sessions; /* open: counted in nsessions */
 	struct sess_base *reap;     /* drained and closed: freed by the reaper */

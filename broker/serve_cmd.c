@@ -69,6 +69,7 @@ static int parse(int argc, char **argv, struct broker_http_config *cfg, const ch
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "webhook-timeout-ms", required_argument, NULL, 'W' },
 		{ "reattach-grace", required_argument, NULL, 'G' },
+		{ "webhook-secret-file", required_argument, NULL, 'K' },
 		{ "outcome-retention", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -87,6 +88,7 @@ static int parse(int argc, char **argv, struct broker_http_config *cfg, const ch
 			break;
 		case 'T': cfg->token_file = optarg; break;
 		case 'A': cfg->audit_file = optarg; break;
+		case 'K': cfg->webhook_secret_file = optarg; break;
 		case 'D': if (parse_uint("--drain-seconds", optarg, 86400, &v)) return -1; *drain_s = (unsigned)v; break;
 		case 'S': if (parse_uint("--max-sessions", optarg, 1000000, &v) || !v) return -1; cfg->max_sessions = (unsigned)v; break;
 		case 'E': if (parse_uint("--max-executions", optarg, 100000, &v) || !v) return -1; cfg->max_executions = (unsigned)v; break;

@@ -366,6 +366,16 @@ static void do_answer(struct broker_session *s, const json_t *msg, const char *t
 		pending_remove(en, call);
 }
 
+void broker_session_unreachable(struct broker_session *s, const char *id, const char *call,
+                                const char *reason, long http_status)
+{
+	struct entry *en = hub_find(s->hub, id);
+	struct cp_err err;
+	if (en && en->s == s &&
+	    codepod_tool_unreachable(en->exec, call, reason, http_status, &err) == 0)
+		pending_remove(en, call);
+}
+
 /* tool_result, tool_error, stop: for an execution this session holds. */
 static void do_about(struct broker_session *s, const json_t *msg, const char *type,
                      const char *id)

@@ -52,6 +52,12 @@ struct broker_session *broker_session_new(struct codepod *cp, struct cp_idset *i
  * executions cannot be attached from another session while they run. */
 void broker_session_set_webhook(struct broker_session *s);
 
+/* For a webhook session: the broker that should answer tool call @call of
+ * execution @id failed (codepod_tool_unreachable; @reason static). Nothing
+ * happens when the call no longer waits. */
+void broker_session_unreachable(struct broker_session *s, const char *id, const char *call,
+                                const char *reason, long http_status);
+
 /* One complete message (a line or a WebSocket text message). */
 void broker_session_message(struct broker_session *s, const char *text, size_t len);
 

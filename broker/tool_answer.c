@@ -9,25 +9,29 @@
 #include "tool_answer.h"
 
 int broker_webhook_answer(long status, const char *body, size_t len, json_t **output,
-                          char *msg, size_t cap)
+                          char *msg, size_t cap, const char **reason)
 {
 	*output = NULL;
+	*reason = NULL;
 	if (status < 200 || status > 299) {
 		snprintf(msg, cap, "the tool broker answered HTTP %ld", status);
-		return 1;
+		*reason = "http_status";
+		return 2;
 	}
 	json_t *v = cp_json_load(body ? body : "", body ? len : 0, NULL);
 	json_t *out = json_object_get(v, "output");
 	const char *e = json_string_value(json_object_get(v, "error"));
-	int rc = 1;
+	int rc = 2;
 	if (json_is_object(v) && out) {
 		*output = json_incref(out);
 		rc = 0;
 	} else if (json_is_object(v) && e) {
 		snprintf(msg, cap, "%s", e);
+		rc = 1;
 	} else {
 		snprintf(msg, cap, "the tool broker answered with something other than "
 		                   "{\"output\": ...} or {\"error\": \"...\"}");
+		*reason = "malformed";
 	}
 	json_decref(v);
 	return rc;

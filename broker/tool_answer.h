@@ -5,8 +5,8 @@
  * (`codepod run --tools`). Pure functions: no I/O, no loop.
  *
  * Each returns 0 with *output a new reference (json_decref) when the call
- * succeeded, or 1 with a message safe to show the model in msg (always
- * NUL-terminated, at most cap - 1 bytes) and *output NULL. The message never
+ * succeeded, or nonzero with a message in msg (always NUL-terminated, at
+ * most cap - 1 bytes) and *output NULL. The message never
  * holds tool data, except a tool command's own last stderr line, which is
  * its error message by contract.
  */
@@ -17,9 +17,14 @@
 
 #include <jansson.h>
 
-/* The broker's reply: 2xx with {"output": ...} or {"error": "..."}. */
+/* The broker's reply: 2xx with {"output": ...} (0) or {"error": "..."} (1:
+ * the tool's own error, msg is its message). Anything else is the broker
+ * failing, not the tool (2): *reason is "http_status" (not 2xx) or
+ * "malformed" (not one of the two forms), a static string, and msg says what
+ * for the operator's log (never for the model: the program is told only that
+ * the tool could not be reached). */
 int broker_webhook_answer(long status, const char *body, size_t len, json_t **output,
-                          char *msg, size_t cap);
+                          char *msg, size_t cap, const char **reason);
 
 /* A tool command that exited with @exit_status: its stdout (@out, @olen)
  * must be JSON; on failure the last non-empty line of its stderr tail

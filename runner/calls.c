@@ -291,6 +291,22 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
 	return 0;
 }
 
+int codepod_tool_unreachable(struct codepod_exec *e, const char *call_id, const char *reason,
+                             long http_status, struct cp_err *err)
+{
+	size_t idx;
+	struct cp_call *c = waiting_call(e, call_id, &idx, err);
+	if (!c)
+		return CP_E_NOT_FOUND;
+	char msg[CP_ERR_MSG_MAX];
+	snprintf(msg, sizeof msg, "The tool %s could not be reached.", c->tool);
+	c->broker_reason = reason ? reason : "unreachable";
+	c->http_status = http_status;
+	send_answer(e, idx, "err", "m", json_string(msg));
+	answered(e, c, CP_CALL_ERROR);
+	return 0;
+}
+
 int cp_calls_any_in_flight(const struct codepod_exec *e)
 {
 	return e->in_flight > 0;

@@ -93,6 +93,15 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
 /* Stop the execution: it ends CANCELLED (if it has not ended already). */
 void codepod_stop(struct codepod_exec *e);
 
+/* The broker that should run the call failed (unreachable, timed out,
+ * answered a non-2xx status or something malformed): the program's await
+ * throws "The tool NAME could not be reached.", and the call's outcome entry
+ * says status "error", broker true, reason @reason (a static string, e.g.
+ * "timeout"; NULL: "unreachable") and httpStatus when @http_status > 0.
+ * CP_E_NOT_FOUND as codepod_tool_result. */
+int codepod_tool_unreachable(struct codepod_exec *e, const char *call_id, const char *reason,
+                             long http_status, struct cp_err *err);
+
 /* Stop the execution with @message (copied; codepod's words, never program
  * text) as its CANCELLED outcome's message: e.g. a server's drain. */
 void codepod_cancel(struct codepod_exec *e, const char *message);

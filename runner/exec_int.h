@@ -37,6 +37,8 @@ struct cp_call {
 	json_t *input;           /* held while queued, NULL after dispatch */
 	enum cp_call_state state;
 	uint64_t t_start_ms, t_end_ms;
+	const char *broker_reason; /* static; set when the broker, not the tool, failed */
+	long http_status;          /* with broker_reason "http_status" */
 };
 
 struct codepod {

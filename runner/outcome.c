@@ -14,9 +14,16 @@ static json_t *calls_json(const struct codepod_exec *e)
 		uint64_t end = c->t_end_ms ? c->t_end_ms : e->t_end_ms;
 		char id[24];
 		snprintf(id, sizeof id, "%zu", i + 1);
-		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I}", "id", id, "tool", c->tool,
-		                                   "status", cp_call_state_name(c->state),
-		                                   "ms", (json_int_t)(end >= c->t_start_ms ? end - c->t_start_ms : 0)));
+		json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "id", id, "tool", c->tool,
+		                      "status", cp_call_state_name(c->state),
+		                      "ms", (json_int_t)(end >= c->t_start_ms ? end - c->t_start_ms : 0));
+		if (o && c->broker_reason) {
+			json_object_set_new(o, "broker", json_true());
+			json_object_set_new(o, "reason", json_string(c->broker_reason));
+			if (c->http_status > 0)
+				json_object_set_new(o, "httpStatus", json_integer(c->http_status));
+		}
+		json_array_append_new(a, o);
 	}
 	return a;
 }

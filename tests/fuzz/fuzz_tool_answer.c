@@ -3,7 +3,8 @@
  * status, stdout and stderr tail (broker_cmdtool_answer), on arbitrary bytes.
  * Byte 0 picks the HTTP status and exit status, byte 1 splits the rest into
  * stdout and stderr. Exactly one of output and message must come back, the
- * message NUL-terminated within its buffer. */
+ * message NUL-terminated within its buffer; a broker failure (2) names its
+ * reason. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(int rc, json_t *out, const char *msg, size_t cap)
 {
-	if (rc == 0 ? out == NULL : (out != NULL || rc != 1))
+	if (rc == 0 ? out == NULL : (out != NULL || (rc != 1 && rc != 2)))
 		abort();
 	if (strnlen(msg, cap) >= cap)
 		abort();
@@ -38,8 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(msg, 'x', cap);
 	msg[cap - 1] = '\0';
 	json_t *out = NULL;
-	int rc = broker_webhook_answer(statuses[data[0] & 7], body, len, &out, msg, cap);
+	const char *reason = NULL;
+	int rc = broker_webhook_answer(statuses[data[0] & 7], body, len, &out, msg, cap, &reason);
 	check(rc, out, msg, cap);
+	if ((rc == 2) != (reason != NULL)) /* a broker failure always says which */
+		abort();
 	rc = broker_cmdtool_answer((data[0] >> 3) & 3, (data[0] >> 5) & 1, 1024, body, split,
 	                           body + split, len - split, &out, msg, cap);
 	check(rc, out, msg, cap);

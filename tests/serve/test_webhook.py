@@ -15,6 +15,7 @@ class Broker:
     def __init__(self, behave):
         self.behave = behave          # fn(call dict, headers) -> (status, bytes) or None to hang
         self.calls = []
+        self.keep_raw = None          # a list: (raw body, headers) of each request
         outer = self
 
         class H(BaseHTTPRequestHandler):
@@ -23,8 +24,11 @@ class Broker:
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", "0"))
-                call = json.loads(self.rfile.read(n))
+                raw = self.rfile.read(n)
+                call = json.loads(raw)
                 outer.calls.append((call, dict(self.headers)))
+                if outer.keep_raw is not None:
+                    outer.keep_raw.append((raw, dict(self.headers)))
                 r = outer.behave(call, self.headers)
                 if r is None:
                     time.sleep(30)
@@ -107,18 +111,45 @@ def test_broker_errors_reach_the_program(serve, broker):
     status, out = post(s, execute(
         "w2", "try { await tools.echo({}); } catch (e) { return e.message; }", b.url))
     assert status == 200 and out["result"] == "no such invoice"
+    # The tool answered an error: not a broker failure.
+    assert out["calls"] == [{"id": "1", "tool": "echo", "status": "error",
+                             "ms": out["calls"][0]["ms"]}]
 
 
-@pytest.mark.parametrize("answer", [(200, b"<html>garbage"), (200, b"[1,2]"),
-                                    (500, b'{"output": 1}'), (200, b"")])
-def test_broker_garbage_is_a_tool_error(serve, broker, answer):
+CANT_REACH = "The tool echo could not be reached."
+
+
+@pytest.mark.parametrize("answer,reason", [((200, b"<html>garbage"), "malformed"),
+                                           ((200, b"[1,2]"), "malformed"),
+                                           ((500, b'{"output": 1}'), "http_status"),
+                                           ((200, b""), "malformed")])
+def test_broker_failures_are_told_apart_from_tool_errors(serve, broker, answer, reason):
+    """v1 reported "the tool broker answered HTTP 500" to the model and an
+    ordinary "error" in calls."""
     s = serve()
     b = broker(lambda c, h: answer)
     status, out = post(s, execute(
         "w3", "try { await tools.echo({}); return 'no'; } catch (e) { return e.message; }",
         b.url))
     assert status == 200 and out["status"] == "succeeded", out
-    assert "broker" in out["result"]
+    assert out["result"] == CANT_REACH
+    c = out["calls"][0]
+    assert c["status"] == "error" and c["broker"] is True and c["reason"] == reason, c
+    assert (c.get("httpStatus") == 500) == (reason == "http_status")
+    schemas.check("outcome.schema.json", out)
+    assert [f["reason"] for f in s.logs("webhook.fail")] == [reason]
+
+
+def test_unreachable_broker(serve):
+    import socket
+    s = serve()
+    with socket.socket() as sk:  # a port nobody listens on: ours, kept bound, not listening
+        sk.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sk.getsockname()[1]}/tools"
+        status, out = post(s, execute(
+            "w3u", "try { await tools.echo({}); } catch (e) { return e.message; }", url))
+    assert status == 200 and out["result"] == CANT_REACH
+    assert out["calls"][0]["reason"] == "unreachable" and out["calls"][0]["broker"] is True
 
 
 def test_hanging_broker_times_out_and_others_carry_on(serve, broker):
@@ -137,10 +168,14 @@ def test_hanging_broker_times_out_and_others_carry_on(serve, broker):
     assert status == 200 and out["result"] == 5
     t.join(30)
     status, out = res["slow"]
-    assert status == 200 and "did not answer" in out["result"], out
+    assert status == 200 and out["result"] == CANT_REACH, out
+    assert out["calls"][0]["reason"] == "timeout"
 
 
 def test_execution_deadline_cancels_the_broker_call(serve, broker):
+    """Without --webhook-timeout-ms a call may take the program's whole
+    deadline: the execution ends TIMEOUT, its call cancelled (v1 cut every
+    call at 30 s whatever timeoutMs said)."""
     s = serve()
     hang = broker(lambda c, h: None)
     # The broker never answers: only the 1.5 s deadline can end the execution.
@@ -148,6 +183,56 @@ def test_execution_deadline_cancels_the_broker_call(serve, broker):
                                   policy={"timeoutMs": 1500}))
     assert status == 200 and out["status"] == "failed"
     assert out["error"]["code"] == "TIMEOUT", out
+    assert [c["status"] for c in out["calls"]] == ["cancelled"]
+
+
+def verify(secret, headers, body, now=None, window=300):
+    """The receiver's check, as broker/SESSION.md shows it."""
+    import hashlib
+    import hmac
+    ts = headers["Codepod-Timestamp"]
+    if abs((now or time.time()) - int(ts)) > window:
+        return False
+    mac = hmac.new(secret, ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return any(hmac.compare_digest("v1=" + mac, v.strip())
+               for v in headers["Codepod-Signature"].split(","))
+
+
+def test_requests_are_signed_with_the_secret(serve, broker, tmp_path):
+    secret = b"0123456789abcdef-webhook-secret"
+    (tmp_path / "secret").write_bytes(secret + b"\n")
+    s = serve("--webhook-secret-file", str(tmp_path / "secret"))
+    raw = []
+
+    def behave(call, headers):
+        return 200, json.dumps({"output": 1}).encode()
+    b = broker(behave)
+    b.keep_raw = raw
+    req = execute("sig1", "return await tools.echo({ a: 'é' });", b.url)
+    req["broker"]["headers"]["codepod-signature"] = "v1=forged"  # the caller cannot set ours
+    status, out = post(s, req)
+    assert status == 200 and out["result"] == 1, out
+    (body, headers), = raw
+    assert verify(secret, headers, body)
+    assert not verify(b"another-secret-of-16+", headers, body)
+    assert not verify(secret, headers, body + b" ")
+    assert not verify(secret, headers, body, now=int(headers["Codepod-Timestamp"]) + 301)
+
+
+def test_unsigned_without_a_secret_and_a_bad_secret_file_refused(serve, broker, tmp_path):
+    s = serve()
+    raw = []
+    b = broker(echo)
+    b.keep_raw = raw
+    assert post(s, execute("sig2", "return 1 + (await tools.echo({})).tool.length;", b.url))[0] == 200
+    assert "Codepod-Signature" not in raw[0][1]
+    (tmp_path / "short").write_text("short\n")
+    import subprocess
+    import harness
+    r = subprocess.run([harness.CODEPOD_BIN, "serve", "--listen", "127.0.0.1:0", "--token-file",
+                        str(tmp_path / "short"), "--webhook-secret-file", str(tmp_path / "short"),
+                        "--state-dir", str(tmp_path / "st")], capture_output=True, timeout=30)
+    assert r.returncode == 2 and b"16 to 4096 bytes" in r.stderr
 
 
 def test_bad_requests(serve, broker):
