@@ -7,7 +7,7 @@
 # 3. the tests against a real codepod serve ($CODEPOD_BIN, default build/codepod)
 #    on both transports;
 # 4. npm pack, then the packed tarball installed next to ai 6 (test/ai6's
-#    lock) and the AI SDK tests again with it.
+#    lock): the AI SDK tests and the examples type-checked against it and run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -43,7 +43,7 @@ rm -f "$out"/codepod-client-*.tgz
 tgz=$(npm pack --silent --pack-destination "$out" | tail -1)
 compat=$out/ai6
 mkdir -p "$compat"
-cp test/ai6/package.json test/ai6/package-lock.json "$compat/"
+cp test/ai6/package.json test/ai6/package-lock.json test/ai6/tsconfig.json "$compat/"
 install_locked "$compat"
 (cd "$compat" && npm install --no-save "${npm_flags[@]}" "$out/$tgz" >/dev/null)
 rm -rf "$compat/test" "$compat/examples"
@@ -51,4 +51,5 @@ mkdir -p "$compat/test"
 cp test/ai.test.ts test/helpers.ts "$compat/test/"
 cp -r examples "$compat/examples"
 echo "== sdk/typescript: the packed $tgz with ai $(node -p "require('$compat/node_modules/ai/package.json').version")"
+node node_modules/typescript/bin/tsc -p "$compat/tsconfig.json"
 (cd "$compat" && CODEPOD_REPO=$repo CODEPOD_EXAMPLE_DATA=$repo/tests/example/data node --test --test-timeout=120000 --test-reporter=spec test/ai.test.ts)

@@ -260,19 +260,22 @@ def test_close_stops_what_still_runs(fx):
 
 
 def test_many_executions_multiplex_and_big_messages_pass(fx):
-    big = "x" * (300 * 1024)   # far past asyncio's 64 KiB line limit
+    # Lines far past asyncio's 64 KiB StreamReader limit, both ways: a
+    # tool_call input, a tool_result output and a result of 300 KiB.
+    n = 300 * 1024
 
     async def go():
         cp = await fx.open()
         try:
             outs = await asyncio.gather(*[
                 cp.run(conversation=conv(f"mux{i % 2}"),
-                       tools={"echo": Tool(fn=lambda x: {"n": x["n"] * 10, "pad": big})},
-                       js=f"const r = await tools.echo({{ n: {i} }}); return [r.n, r.pad.length];")
+                       policy={"maxToolInputBytes": 1 << 20, "maxResultBytes": 1 << 20},
+                       tools={"echo": Tool(fn=lambda x: {"n": x["n"] * 10, "pad": x["pad"] + "y"})},
+                       js=f"const r = await tools.echo({{ n: {i}, pad: 'x'.repeat({n}) }}); return [r.n, r.pad];")
                 for i in range(6)])
         finally:
             await fx.aclose()
-        assert [o["result"] for o in outs] == [[i * 10, len(big)] for i in range(6)]
+        assert [o["result"] for o in outs] == [[i * 10, "x" * n + "y"] for i in range(6)]
     arun(go())
 
 

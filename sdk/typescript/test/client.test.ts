@@ -214,13 +214,14 @@ for (const transport of TRANSPORTS) {
       await signalled;
     });
 
-    test("many executions multiplex on one session", async () => {
+    test("many executions multiplex on one session; messages of 300 KiB pass both ways", async () => {
+      const n = 300 * 1024;
       const outs = await Promise.all(Array.from({ length: 6 }, (_, i) => cp.run({
-        conversation: conv(`mux${i % 2}`),
-        tools: { echo: { inputSchema: { type: "object" }, execute: async (x: { n: number }) => ({ n: x.n * 10 }) } },
-        js: `return (await tools.echo({ n: ${i} })).n;`,
+        conversation: conv(`mux${i % 2}`), policy: { maxToolInputBytes: 1 << 20, maxResultBytes: 1 << 20 },
+        tools: { echo: { inputSchema: { type: "object" }, execute: async (x: { n: number; pad: string }) => ({ n: x.n * 10, pad: x.pad + "y" }) } },
+        js: `const r = await tools.echo({ n: ${i}, pad: "x".repeat(${n}) }); return [r.n, r.pad];`,
       })));
-      assert.deepEqual(outs.map((o) => o.result), [0, 10, 20, 30, 40, 50]);
+      assert.deepEqual(outs.map((o) => o.result), Array.from({ length: 6 }, (_, i) => [i * 10, "x".repeat(n) + "y"]));
     });
   });
 }
