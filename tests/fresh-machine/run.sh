@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# tests/fresh-machine/run.sh - the README's two commands on a fresh Debian.
+#
+#   sudo tests/fresh-machine/run.sh [WORK_DIR]
+#
+# Builds a clean Debian bookworm tree (debootstrap --variant=minbase, plus
+# make, git and ca-certificates, nothing else) from the mirror this
+# machine's apt uses, clones this checkout into it (its committed HEAD:
+# no build/, no .deps/), and runs `make run` then `make test` there as a
+# new user would. The tree is entered with bubblewrap (a mount namespace
+# whose root IS the tree, not a chroot: a chroot may not create the user
+# namespaces that the sandbox and the fake API server's pods need), with
+# the host's /dev and /sys, its own /proc and PID namespace, and the host's
+# network (apt and npm must be reachable).
+#
+# Prints each step's and each test group's result, and as its last line
+# `fresh machine: make run OK|FAILED, make test OK|FAILED (N passed, M failed)`.
+# Exit status: 0 when both commands passed. Needs root and about 15-30
+# minutes (more on a loaded machine); not part of `make test`. WORK_DIR
+# (default: a new folder under /var/tmp) is removed at the end unless
+# KEEP=1. Logs: WORK_DIR/run.log, WORK_DIR/test.log (kept with KEEP=1).
+set -euo pipefail
+
+if [ "$(id -u)" != 0 ]; then
+	echo "fresh-machine: needs root (debootstrap, namespaces)" >&2
+	exit 2
+fi
+for tool in debootstrap bwrap git; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "fresh-machine: $tool is missing (apt-get install debootstrap bubblewrap git)" >&2
+		exit 2
+	fi
+done
+
+here=$(cd "$(dirname "$0")/../.." && pwd)
+work=${1:-$(mktemp -d /var/tmp/codepod-fresh.XXXXXX)}
+mkdir -p "$work"
+root="$work/root"
+if [ "${KEEP:-0}" != 1 ]; then
+	trap 'rm -rf --one-file-system "$work"' EXIT
+fi
+
+# The mirror this machine's apt uses (deb822 or one-line format).
+mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null |
+	grep -v security | head -n 1 || true)
+if [ -z "$mirror" ]; then
+	mirror=$(awk '$1 == "deb" && $0 !~ /security/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
+fi
+mirror=${mirror:-http://deb.debian.org/debian}
+security=${mirror%/debian}/debian-security
+
+step() { echo "fresh-machine: $*"; }
+start=$SECONDS
+
+step "debootstrap bookworm (minbase + make git ca-certificates) from $mirror into $root"
+debootstrap --variant=minbase --include=make,git,ca-certificates bookworm "$root" "$mirror" \
+	>"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log"; exit 1; }
+cat >"$root/etc/apt/sources.list" <<EOF
+deb $mirror bookworm main
+deb $mirror bookworm-updates main
+deb $security bookworm-security main
+EOF
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+
+step "cloning $(git -C "$here" rev-parse --short HEAD) of $here into /home/dev/codepod"
+mkdir -p "$root/home/dev"
+git clone --quiet --no-local --branch "$(git -C "$here" rev-parse --abbrev-ref HEAD)" \
+	"$here" "$root/home/dev/codepod"
+
+# Runs a command in the tree, as root in its own mount and PID namespaces.
+in_tree() {
+	bwrap --bind "$root" / --dev-bind /dev /dev --bind /sys /sys --proc /proc \
+		--unshare-pid --die-with-parent --cap-add ALL --chdir /home/dev/codepod \
+		--clearenv --setenv HOME /root --setenv LANG C.UTF-8 \
+		--setenv PATH /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		-- "$@"
+}
+
+run_rc=0
+step "make run (log: $work/run.log)"
+in_tree make run >"$work/run.log" 2>&1 || run_rc=$?
+tail -n 15 "$work/run.log"
+step "make run: $([ "$run_rc" = 0 ] && echo OK || echo "FAILED (exit $run_rc)") after $((SECONDS - start)) s"
+
+test_rc=0
+t0=$SECONDS
+step "make test (log: $work/test.log)"
+in_tree make test >"$work/test.log" 2>&1 || test_rc=$?
+step "make test: $([ "$test_rc" = 0 ] && echo OK || echo "FAILED (exit $test_rc)") after $((SECONDS - t0)) s"
+echo "fresh-machine: test groups:"
+sed -n '/^==== test groups$/,$p' "$work/test.log" | sed -n 's/^  /  /p'
+# Each failed group's last lines, to see why without the log.
+sed -n 's/^  \([a-z0-9-]*\): FAILED.*/\1/p' "$work/test.log" | while read -r g; do
+	echo "---- $g (tail)"
+	sed -n "/^==== test group $g\$/,/^==== test group $g: /p" "$work/test.log" | tail -n 25
+done
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/test.log" | tail -n 1 || true)
+echo "fresh machine: make run $([ "$run_rc" = 0 ] && echo OK || echo FAILED)," \
+	"make test $([ "$test_rc" = 0 ] && echo OK || echo FAILED) (${summary:-no summary})" \
+	"in $((SECONDS - start)) s"
+[ "$run_rc" = 0 ] && [ "$test_rc" = 0 ]
