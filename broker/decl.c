@@ -512,11 +512,83 @@ static const json_t *property_description(const struct ctx *c, const json_t *s)
 	return json_object_get(t, "description");
 }
 
-/* `/` `** text *` `/ ` before a property, on one line. */
+/* A keyword of a property's schema, or of the local $ref it only is. */
+static const json_t *property_keyword(const struct ctx *c, const json_t *s, const char *key)
+{
+	const json_t *v = json_object_get(s, key);
+	const json_t *ref = json_object_get(s, "$ref");
+
+	if (v || !json_is_string(ref))
+		return v;
+	return json_object_get(resolve(c->root, json_string_value(ref), json_string_length(ref)), key);
+}
+
+/* " @tag value": a string keyword as its text, any other value as compact
+ * JSON; each cut to DOC_VALUE_MAX bytes (at a character start) with "...". */
+#define DOC_VALUE_MAX 200
+static int add_doc_tag(struct ctx *c, struct buf *text, const char *tag, const json_t *v,
+                       int as_text)
+{
+	char *dump = NULL;
+	const char *s = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (!v || (as_text && !json_is_string(v)))
+		return 0;
+	if (json_is_string(v) && as_text) {
+		s = json_string_value(v);
+		n = json_string_length(v);
+	} else {
+		dump = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+		if (!dump)
+			return cp_err_set(c->err, CP_E_NOMEM, "out of memory");
+		s = dump;
+		n = strlen(dump);
+	}
+	size_t keep = n;
+	if (keep > DOC_VALUE_MAX) {
+		keep = DOC_VALUE_MAX;
+		while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80)
+			keep--;
+	}
+	rc = buf_str(c, text, text->len ? " @" : "@");
+	if (rc == 0)
+		rc = buf_str(c, text, tag);
+	if (rc == 0)
+		rc = buf_str(c, text, " ");
+	if (rc == 0)
+		rc = add_comment_text(c, text, s, keep, 1);
+	if (rc == 0 && keep < n)
+		rc = buf_str(c, text, "...");
+	free(dump);
+	return rc;
+}
+
+/* What the model needs beyond the type: format, pattern, default, and up
+ * to three examples, as JSDoc tags after the description. */
+static int add_doc_tags(struct ctx *c, struct buf *text, const json_t *s)
+{
+	const json_t *ex = property_keyword(c, s, "examples");
+	int rc = add_doc_tag(c, text, "format", property_keyword(c, s, "format"), 1);
+
+	if (rc == 0)
+		rc = add_doc_tag(c, text, "pattern", property_keyword(c, s, "pattern"), 1);
+	if (rc == 0)
+		rc = add_doc_tag(c, text, "default", property_keyword(c, s, "default"), 0);
+	for (size_t i = 0; rc == 0 && json_is_array(ex) && i < json_array_size(ex) && i < 3; i++)
+		rc = add_doc_tag(c, text, "example", json_array_get(ex, i), 0);
+	return rc;
+}
+
+/* `/` `** text @tags *` `/ ` before a property, on one line. */
 static int add_property_doc(struct ctx *c, struct buf *b, const json_t *s)
 {
 	struct buf text = { 0 };
 	int rc = clean_description(c, property_description(c, s), 1, &text);
+
+	if (rc == 0 && json_is_object(s))
+		rc = add_doc_tags(c, &text, s);
 
 	if (rc == 0 && text.len) {
 		rc = buf_str(c, b, "/** ");
@@ -853,17 +925,11 @@ done:
 	return rc;
 }
 
-static int render_tool(struct ctx *c, struct buf *b, const json_t *tool)
+/* The signature after the name: `: (input: I) => Promise<O>;` */
+static int render_signature(struct ctx *c, struct buf *b, const json_t *tool)
 {
-	const json_t *name = json_object_get(tool, "name");
-	int rc = add_tool_doc(c, b, tool);
+	int rc = buf_str(c, b, ": (input: ");
 
-	if (rc == 0)
-		rc = buf_str(c, b, "  ");
-	if (rc == 0)
-		rc = add_name(c, b, json_string_value(name), json_string_length(name));
-	if (rc == 0)
-		rc = buf_str(c, b, ": (input: ");
 	if (rc == 0)
 		rc = render_document(c, json_object_get(tool, "inputSchema"), b);
 	if (rc == 0)
@@ -878,6 +944,113 @@ static int render_tool(struct ctx *c, struct buf *b, const json_t *tool)
 static int is_enabled(const json_t *tool)
 {
 	return !json_is_false(json_object_get(tool, "enabled"));
+}
+
+/* Names the runner's tools object treats as JavaScript machinery unless a
+ * tool has exactly that name (runner/PROTOCOL.md). */
+static int is_reserved(const char *s)
+{
+	static const char *const r[] = { "then", "catch", "finally", "toJSON", "constructor",
+		"toString", "valueOf", "toLocaleString", "hasOwnProperty", "isPrototypeOf",
+		"propertyIsEnumerable", "__proto__", "prototype", "inspect", "asymmetricMatch",
+		"nodeType", "$$typeof" };
+	for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+		if (strcmp(s, r[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The runner's identifier alias of a name: every character but A-Z a-z 0-9
+ * _ $ becomes '_' (each byte of a multi-byte character, as JavaScript's
+ * UTF-16 replace does per unit: one '_' per code unit). NULL when the name
+ * is an identifier (no alias) or the alias is not one. */
+static char *alias_of(const char *name, size_t n)
+{
+	if (is_identifier(name, n))
+		return NULL;
+	char *a = malloc(n + 1);
+	size_t k = 0;
+	if (!a)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)name[i];
+		if (ch >= 0x80) {
+			/* One UTF-16 unit per character below U+10000, two above. */
+			if ((ch & 0xC0) == 0x80)
+				continue;
+			a[k++] = '_';
+			if (ch >= 0xF0)
+				a[k++] = '_';
+			continue;
+		}
+		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		         ch == '_' || ch == '$';
+		a[k++] = ok ? (char)ch : '_';
+	}
+	a[k] = '\0';
+	if (!is_identifier(a, k) || is_reserved(a)) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* Tool i's alias as the program can use it, into *out (new string, or
+ * NULL): the runner gives an alias to the first declared tool (enabled or
+ * not) that maps to it, and a tool named exactly like it wins over it. */
+static int usable_alias(struct ctx *c, const json_t *tools, size_t i, char **out)
+{
+	const json_t *name = json_object_get(json_array_get(tools, i), "name");
+	char *a = alias_of(json_string_value(name), json_string_length(name));
+	int rc = a ? charge(c, (long)json_array_size(tools)) : 0;
+	for (size_t j = 0; a && rc == 0 && j < json_array_size(tools); j++) {
+		const json_t *u = json_object_get(json_array_get(tools, j), "name");
+		char *b = NULL;
+		if (strcmp(json_string_value(u), a) == 0 ||
+		    (j < i && (b = alias_of(json_string_value(u), json_string_length(u))) &&
+		     strcmp(b, a) == 0)) {
+			free(a);
+			a = NULL;
+		}
+		free(b);
+	}
+	if (rc) {
+		free(a);
+		a = NULL;
+	}
+	*out = a;
+	return rc;
+}
+
+static int render_tool(struct ctx *c, struct buf *b, const json_t *tools, size_t i)
+{
+	const json_t *tool = json_array_get(tools, i);
+	const json_t *name = json_object_get(tool, "name");
+	char *alias = NULL;
+	int rc = usable_alias(c, tools, i, &alias);
+
+	if (rc == 0)
+		rc = add_tool_doc(c, b, tool);
+
+	if (rc == 0)
+		rc = buf_str(c, b, "  ");
+	if (rc == 0)
+		rc = add_name(c, b, json_string_value(name), json_string_length(name));
+	if (rc == 0)
+		rc = render_signature(c, b, tool);
+	if (rc == 0 && alias) {
+		rc = buf_str(c, b, "  /** The same tool as ");
+		if (rc == 0)
+			rc = add_string_literal(c, b, json_string_value(name), json_string_length(name));
+		if (rc == 0)
+			rc = buf_str(c, b, ". */\n  ");
+		if (rc == 0)
+			rc = buf_str(c, b, alias);
+		if (rc == 0)
+			rc = render_signature(c, b, tool);
+	}
+	free(alias);
+	return rc;
 }
 
 /* Tool i is well-formed and its name is not taken by an earlier tool. */
@@ -927,7 +1100,7 @@ int broker_decl_render(const json_t *tools, char **out, struct cp_err *err)
 		rc = buf_str(&c, &b, "declare const tools: {\n");
 	for (size_t i = 0; i < json_array_size(tools) && rc == 0; i++)
 		if (is_enabled(json_array_get(tools, i)))
-			rc = render_tool(&c, &b, json_array_get(tools, i));
+			rc = render_tool(&c, &b, tools, i);
 	if (rc == 0)
 		rc = buf_str(&c, &b, "};\n");
 	if (rc == 0 && out) {

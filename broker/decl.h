@@ -40,6 +40,15 @@
  *    unknown;
  *  - a missing schema or `true` -> unknown, `false` -> never; a tool without
  *    outputSchema returns `Promise<unknown>`;
+ *  - a property's "format", "pattern", "default" and the first three
+ *    "examples" (its own, or its local $ref target's) -> JSDoc tags after
+ *    its description on the same line (`@format email @default 1`), each
+ *    value cut at 200 bytes with "...";
+ *  - a tool whose name is not an identifier (`my-tool`) is declared under
+ *    that name and again under the identifier alias the runner gives it
+ *    (`my_tool`: every UTF-16 unit but A-Z a-z 0-9 _ $ becomes '_'), when
+ *    the alias is an identifier, not a name the runner reserves, not the
+ *    name of another tool, and no earlier tool (enabled or not) maps to it;
  *  - tools with "enabled": false are left out.
  *
  * Determinism: tools and properties come out in input order. jansson (2.8

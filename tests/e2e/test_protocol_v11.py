@@ -177,3 +177,18 @@ def test_max_executions_caps_what_runs_at_once(tmp_path):
     finally:
         assert s.close() == 0
     assert not s.schema_errors, s.schema_errors[:3]
+
+
+def test_declared_aliases_are_the_ones_the_runner_resolves(session):
+    """Every alias the declarations name reaches its tool (DESIGN 2.2)."""
+    names = ["a-b", "a.b", "x-y", "x_y", "h\u00e9-\U0001F600", "my-tool"]
+    tools = [tool_decl(n) for n in names]
+    session.send({"type": "declarations", "id": "al", "tools": tools})
+    decl = session.wait_for(lambda m: m["type"] == "declarations" and m.get("id") == "al")
+    assert "  a_b: " in decl["declarations"] and "  h____: " in decl["declarations"]
+    assert "  my_tool: " in decl["declarations"]
+    session.serve({n: (lambda n: lambda inp: n)(n) for n in names})
+    eid = session.execute("return [await tools.a_b({}), await tools.h____({}), "
+                          "await tools.my_tool({}), await tools.x_y({})];", tools=tools)
+    res = assert_ok(session.wait_result(eid))
+    assert res["result"] == ["a-b", "h\u00e9-\U0001F600", "my-tool", "x_y"]

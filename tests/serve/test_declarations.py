@@ -19,7 +19,8 @@ def test_invoices_tools_render_as_the_golden_file(serve):
     status, out = post(s, (CASES / "invoices.json").read_bytes())
     assert status == 200, out
     assert out["declarations"] == (CASES / "invoices.d.ts").read_text()
-    assert "listInvoices: (input: { month: string; })" in out["declarations"]
+    assert "listInvoices: (input: { /** @pattern ^\\d{4}-\\d{2}$ */ month: string; })" \
+        in out["declarations"]
 
 
 def test_disabled_tools_are_left_out(serve):
