@@ -181,11 +181,18 @@ class Fixture:
         self.server = None
         self.proxy = None
         self.cp = None
+        self.status = None
 
     async def open(self, proxy=False, reconnect_s=25.0):
         if self.transport == "stdio":
-            self.cp = await Codepod.spawn([BIN, "serve", "--stdio", "--state-dir", str(self.tmp / "state")],
-                                          stderr=subprocess.DEVNULL, trace=self.log)
+            # Through sh, which writes codepod's exit status to a file: under
+            # ASan a report makes it nonzero, and the test must fail.
+            self.status = self.tmp / "status"
+            self.cp = await Codepod.spawn(
+                ["/bin/sh", "-c", '"$0" "$@"; echo $? > "$CODEPOD_TEST_STATUS"',
+                 BIN, "serve", "--stdio", "--state-dir", str(self.tmp / "state")],
+                env={**os.environ, "CODEPOD_TEST_STATUS": str(self.status)},
+                stderr=subprocess.DEVNULL, trace=self.log)
             return self.cp
         if self.server is None:
             self.server = Server(self.tmp)
@@ -210,6 +217,9 @@ def fx(request, tmp_path):
     if f.server:
         rc = f.server.stop()
         assert rc == 0, b"".join(f.server.lines[-20:]).decode(errors="replace")
+    if f.status is not None:
+        rc = f.status.read_text().strip() if f.status.exists() else "missing"
+        assert rc == "0", f"codepod serve --stdio exited {rc}"
     if HAVE_SCHEMAS:
         assert f.log.bad == [], "every message matches its JSON Schema"
 

@@ -127,15 +127,21 @@ export async function open(transport: Transport, opts: { proxy?: boolean; reconn
   const dir = tempDir(transport);
   const log = new SchemaLog();
   if (transport === "stdio") {
+    // Through sh, which writes codepod's exit status to a file: under ASan a
+    // report makes it nonzero, and the test must fail.
+    const status = join(dir, "status");
     const codepod = await Codepod.spawn({
-      command: BIN, args: ["serve", "--stdio", "--state-dir", join(dir, "state")],
-      stderr: "ignore", trace: log.trace,
+      command: "/bin/sh",
+      args: ["-c", '"$0" "$@"; echo $? > "$CODEPOD_TEST_STATUS"', BIN, "serve", "--stdio", "--state-dir", join(dir, "state")],
+      env: { ...process.env, CODEPOD_TEST_STATUS: status }, stderr: "ignore", trace: log.trace,
     });
     return {
       codepod, log,
       close: async () => {
         await codepod.close();
+        const rc = existsSync(status) ? readFileSync(status, "utf8").trim() : "missing";
         rmSync(dir, { recursive: true, force: true });
+        if (rc !== "0") throw new Error(`codepod serve --stdio exited ${rc}`);
         log.check();
       },
     };
