@@ -7,11 +7,11 @@
 # make, git and ca-certificates, nothing else) from the mirror this
 # machine's apt uses, clones this checkout into it (its committed HEAD:
 # no build/, no .deps/), and runs `make run` then `make test` there as a
-# new user would. The tree is entered with bubblewrap (a mount namespace
-# whose root IS the tree, not a chroot: a chroot may not create the user
-# namespaces that the sandbox and the fake API server's pods need), with
-# the host's /dev and /sys, its own /proc and PID namespace, and the host's
-# network (apt and npm must be reachable).
+# new user would. The tree is entered as a mount namespace whose root IS
+# the tree (pivot_root, not a chroot: a chrooted process may not create the
+# user namespaces that the sandbox and the fake API server's pods need),
+# with the host's /dev and /sys, its own /proc and PID namespace, and the
+# host's network (apt and npm must be reachable).
 #
 # Prints each step's and each test group's result, and as its last line
 # `fresh machine: make run OK|FAILED, make test OK|FAILED (N passed, M failed)`.
@@ -25,9 +25,9 @@ if [ "$(id -u)" != 0 ]; then
 	echo "fresh-machine: needs root (debootstrap, namespaces)" >&2
 	exit 2
 fi
-for tool in debootstrap bwrap git; do
+for tool in debootstrap unshare git; do
 	if ! command -v "$tool" >/dev/null; then
-		echo "fresh-machine: $tool is missing (apt-get install debootstrap bubblewrap git)" >&2
+		echo "fresh-machine: $tool is missing (apt-get install debootstrap util-linux git)" >&2
 		exit 2
 	fi
 done
@@ -74,13 +74,31 @@ mkdir -p "$root/home/dev"
 git clone --quiet --no-local --branch "$(git -C "$here" rev-parse --abbrev-ref HEAD)" \
 	"$here" "$root/home/dev/codepod"
 
-# Runs a command in the tree, as root in its own mount and PID namespaces.
+# Runs a command in the tree, as root in its own mount and PID namespaces:
+# the tree becomes the namespace's root (pivot_root) with a fresh /proc
+# nothing is mounted over (bubblewrap's own --proc covers parts of it, and
+# then the sandboxes inside could not mount theirs), the host's /dev and
+# /sys, and a clean environment.
 in_tree() {
-	bwrap --bind "$root" / --dev-bind /dev /dev --bind /sys /sys --proc /proc \
-		--unshare-pid --die-with-parent --cap-add ALL --chdir /home/dev/codepod \
-		--clearenv --setenv HOME /root --setenv LANG C.UTF-8 \
-		--setenv PATH /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		-- "$@"
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	unshare --mount --pid --fork --kill-child -- /bin/bash -c '
+		set -e
+		root=$1
+		shift
+		mount --make-rprivate /
+		mount --bind "$root" "$root"
+		mount --rbind /dev "$root/dev"
+		mount --rbind /sys "$root/sys"
+		mount -t proc proc "$root/proc"
+		cd "$root"
+		mkdir -p .host
+		pivot_root . .host
+		umount -l /.host
+		rmdir /.host
+		cd /home/dev/codepod
+		exec env -i HOME=/root LANG=C.UTF-8 \
+			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
+	' in-tree "$root" "$@"
 }
 
 run_rc=0
