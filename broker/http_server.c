@@ -320,7 +320,7 @@ static void serve_probe(struct broker_http *srv, struct lws *wsi, struct http_ps
 		size_t len = 0;
 		char *text = http_metrics_render(srv->metrics, codepod_backend(srv->cfg.cp),
 		                                 codepod_running(srv->cfg.cp),
-		                                 srv->nsessions, &len);
+		                                 srv->nsessions, srv->hub, &len);
 		unsigned char *b = text ? malloc(LWS_PRE + len) : NULL;
 		if (b)
 			memcpy(b + LWS_PRE, text, len);

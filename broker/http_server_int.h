@@ -126,7 +126,7 @@ void http_metrics_outcome(struct http_metrics *m, const json_t *outcome);
 void http_metrics_count(struct http_metrics *m, const char *what); /* rejections */
 /* The Prometheus text (new string, free()). */
 char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backend,
-                          unsigned in_flight, unsigned sessions,
+                          unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
                           size_t *len);
 /* One audit line for a finished execution. */
 void http_audit(struct broker_http *srv, const char *id, const char *conversation,

@@ -173,7 +173,8 @@ static void put_pods(struct out *o, const struct cp_backend *b)
 }
 
 char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backend,
-                          unsigned in_flight, unsigned sessions, size_t *len)
+                          unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
+                          size_t *len)
 {
 	struct out o = { malloc(4096), 0, 4096, 0 };
 	if (!o.buf)
@@ -199,6 +200,17 @@ char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backe
 	        "# TYPE codepod_executions_in_flight gauge\ncodepod_executions_in_flight %u\n"
 	        "# HELP codepod_sessions Open sessions (WebSocket and POST /v1/executions).\n"
 	        "# TYPE codepod_sessions gauge\ncodepod_sessions %u\n", in_flight, sessions);
+	size_t kept_bytes = 0;
+	size_t kept = broker_hub_kept(hub, &kept_bytes);
+	put(&o, "# HELP codepod_executions_detached Executions whose session dropped, waiting for "
+	        "an attach (--reattach-grace).\n"
+	        "# TYPE codepod_executions_detached gauge\ncodepod_executions_detached %u\n"
+	        "# HELP codepod_outcomes_kept Finished outcomes kept for attach and GET "
+	        "/v1/executions (--outcome-retention).\n"
+	        "# TYPE codepod_outcomes_kept gauge\ncodepod_outcomes_kept %zu\n"
+	        "# HELP codepod_outcomes_kept_bytes Their JSON, in bytes (at most 64 MiB).\n"
+	        "# TYPE codepod_outcomes_kept_bytes gauge\ncodepod_outcomes_kept_bytes %zu\n",
+	    broker_hub_detached(hub), kept, kept_bytes);
 	put_pods(&o, backend);
 	if (o.failed) {
 		free(o.buf);

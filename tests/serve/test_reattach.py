@@ -19,6 +19,15 @@ def get_execution(s, eid, token=None):
     return status, json.loads(body)
 
 
+def metric(s, name):
+    status, _, body = http_request(s.host, s.port, "GET", "/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
 def drop(p):
     p.ws.abort()
     assert p.wait_eof(10)
@@ -36,6 +45,7 @@ def test_reattach_within_grace_answers_the_call_and_gets_the_result(serve):
     status, body = get_execution(s, "r1")
     assert status == 202 and body == {"executionId": "r1", "status": "running"}
     schemas.check("execution_status.schema.json", body)
+    assert metric(s, "codepod_executions_detached") == 1
     q = Pump(s.connect())
     q.send({"type": "attach", "id": "r1"})
     acc = q.wait(lambda m: m["type"] == "accepted", what="accepted")
@@ -49,6 +59,8 @@ def test_reattach_within_grace_answers_the_call_and_gets_the_result(serve):
     assert [c["status"] for c in res["calls"]] == ["ok"]
     status, body = get_execution(s, "r1")
     assert status == 200 and body["result"] == 42 and body["executionId"] == "r1"
+    assert metric(s, "codepod_executions_detached") == 0
+    assert metric(s, "codepod_outcomes_kept") == 1 and metric(s, "codepod_outcomes_kept_bytes") > 0
     schemas.check("outcome.schema.json", body)
 
 
