@@ -22,6 +22,14 @@ ANONYMOUS = {"/version", "/healthz", "/livez", "/readyz"}  # public-info-viewer,
 POD_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
+def query_bool(query, key):
+    """A boolean query parameter as the apiserver converts it
+    (runtime.Convert_Slice_string_To_bool): absent, "0" or any case of "false"
+    is false, anything else true (python3-kubernetes sends "True")."""
+    v = query.get(key)
+    return v is not None and v != "0" and v.lower() != "false"
+
+
 def jresp(obj, code=200, ctype=JSON, headers=None):
     return web.Response(status=code, body=st.dumps(obj).encode(), headers={"Content-Type": ctype, **(headers or {})})
 
@@ -308,7 +316,7 @@ class Server:
     async def pod_list(self, request):
         q = request.query
         ns = request.match_info.get("ns")
-        if q.get("watch") in ("1", "true", "True"):
+        if query_bool(q, "watch"):
             return await self.pod_watch(request, ns)
         items, rv = self.store.list(ns, q.get("labelSelector", ""), q.get("fieldSelector", ""))
         if tbl.wants_table(request.headers.get("Accept")):
@@ -353,7 +361,7 @@ class Server:
         q = request.query
         as_table = tbl.wants_table(request.headers.get("Accept"))
         include = q.get("includeObject", "Metadata")
-        bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
+        bookmarks = query_bool(q, "allowWatchBookmarks")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         faults = {r["type"]: r for r in self.faults.take(("watch_drop", "watch_410"), request.method, request.path_qs)}
         if faults.get("watch_410", {}).get("http"):
@@ -368,7 +376,7 @@ class Server:
             w, initial, expired = None, [], e.body
         if faults.get("watch_410"):
             expired = st.expired(q.get("resourceVersion", "0"), self.store.compacted_rv)
-        if q.get("sendInitialEvents") == "true" and w is not None:
+        if query_bool(q, "sendInitialEvents") and w is not None:
             bm = {"kind": "Pod", "apiVersion": "v1",
                   "metadata": {"resourceVersion": str(self.store.rv),
                                "annotations": {"k8s.io/initial-events-end": "true"}}}

@@ -25,6 +25,7 @@ import yaml
 from aiohttp import web
 
 from . import status as st
+from .api import query_bool
 
 USER = "system:serviceaccount:codepod:codepod"
 READ_VERBS = {"GET": "get", "HEAD": "get"}
@@ -85,7 +86,7 @@ def request_info(method, path, query):
         info["name"] = rest[1]
     if len(rest) > 2:
         info["subresource"] = rest[2]
-    watching = watch_path or query.get("watch") in ("1", "true", "True")
+    watching = watch_path or query_bool(query, "watch")
     m = method.upper()
     if m in READ_VERBS:
         if watching:
