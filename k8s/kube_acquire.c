@@ -112,7 +112,7 @@ struct kconv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err)
 static void fail(struct kconv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(struct kconv *c, const char *fmt, ...)
 {
-	char detail[200];
+	char detail[CP_ERR_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof detail, fmt, ap);

@@ -97,7 +97,7 @@ void kube_proc_unavailable(struct cp_proc *p, const char *detail)
 {
 	p->exit.unavailable = 1;
 	p->exit.code = -1;
-	snprintf(p->exit.detail, sizeof p->exit.detail, "%.199s", detail);
+	snprintf(p->exit.detail, sizeof p->exit.detail, "%s", detail);
 	report_soon(p);
 }
 

