@@ -119,7 +119,7 @@ struct result {
 	json_t *obj;
 	int st_code;
 	char reason[64];
-	char msg[256];
+	char msg[CP_ERR_MSG_MAX];
 };
 
 static void on_result(void *arg, json_t *obj, const struct k8s_status *st,
