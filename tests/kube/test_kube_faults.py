@@ -36,10 +36,10 @@ RETRIED = {
     "list-429": [{"type": "status", "code": 429, "retry_after": 1, "method": "GET", "path": "/pods",
                   "count": 2}],
     "create-429": [{"type": "status", "code": 429, "retry_after": 1, "method": "POST",
-                    "path": "/pods$", "count": 2}],
-    "create-500": [{"type": "status", "code": 500, "method": "POST", "path": "/pods$", "count": 1}],
+                    "path": "/pods(\\?|$)", "count": 2}],
+    "create-500": [{"type": "status", "code": 500, "method": "POST", "path": "/pods(\\?|$)", "count": 1}],
     "create-503": [{"type": "status", "code": 503, "retry_after": 1, "method": "POST",
-                    "path": "/pods$", "count": 1}],
+                    "path": "/pods(\\?|$)", "count": 1}],
     "watch-500": [{"type": "status", "code": 500, "method": "GET", "path": "watch", "count": 2}],
 }
 
