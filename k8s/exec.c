@@ -311,7 +311,11 @@ static void on_conn_error(struct k8s_exec *e, struct lws *wsi, const char *why)
 	if (http > 0 && http != 101) {
 		e->result.http_status = http;
 		code = (enum cp_code)k8s_status_cp_code(http);
-		set_result(e, 0, code, "exec upgrade refused: HTTP %d (%s)", http, why ? why : "");
+		/* The refusal's Status body is not readable here (the client
+		 * library drops it), so a 403 says what is usually missing. */
+		set_result(e, 0, code, "exec upgrade refused: HTTP %d (%s)%s", http, why ? why : "",
+		           http == 403 ? "; a WebSocket exec needs both get and create on pods/exec "
+		                         "(create is checked from Kubernetes 1.35)" : "");
 	} else {
 		set_result(e, 0, code, "exec connection failed: %s", why ? why : "unknown error");
 	}

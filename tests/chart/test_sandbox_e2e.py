@@ -148,10 +148,17 @@ def test_helm_rendered_template_on_the_fake(tmp_path, fake):
     assert fake.denied() == []
 
 
-def test_a_role_without_pods_exec_fails_the_execution(tmp_path):
+@pytest.mark.parametrize("exec_verbs, refused", [
+    (None, 'cannot get resource "pods/exec"'),
+    # From 1.35 the WebSocket upgrade also needs `create` (the fake enforces it).
+    (["get"], 'cannot create resource "pods/exec"'),
+], ids=["no-pods-exec", "get-only"])
+def test_a_role_without_both_exec_verbs_fails_the_execution(tmp_path, exec_verbs, refused):
     rules = yaml.safe_load(RULES_FILE.read_text())
     narrow = [r for r in rules if r["resources"] != ["pods/exec"]]
     assert len(narrow) == len(rules) - 1
+    if exec_verbs:
+        narrow.append({"apiGroups": [""], "resources": ["pods/exec"], "verbs": exec_verbs})
     (tmp_path / "fake").mkdir()
     rfile = tmp_path / "rules.yaml"
     rfile.write_text(yaml.safe_dump(narrow))
@@ -160,9 +167,12 @@ def test_a_role_without_pods_exec_fails_the_execution(tmp_path):
     try:
         res = s.run("return 1", timeout=120)
         assert res["status"] == "failed", res
+        msg = res["error"]["message"]
+        assert res["error"]["code"] == "SANDBOX_UNAVAILABLE" and "HTTP 403" in msg, res
+        assert "needs both get and create on pods/exec" in msg, res
         denied = f.denied()
         assert denied and all("/exec" in d["path"] for d in denied), denied
-        assert 'cannot get resource "pods/exec"' in denied[0]["message"]
+        assert refused in denied[0]["message"]
     finally:
         s.close()
         f.stop()

@@ -92,3 +92,49 @@ def test_live_allowed_and_denied(rbac_fake):
     denied = f.ctl("rbac", method="GET")["denied"]
     assert [d["method"] for d in denied] == ["PUT", "GET", "GET", "GET", "GET"]
     assert f.request("DELETE", P + "/rb1")[0] == 200
+
+
+def test_websocket_exec_also_needs_create_as_from_1_35():
+    from fakekube_srv.rbac import websocket_create
+    ws = {"Upgrade": "websocket"}
+    got = websocket_create(request_info("GET", P + "/x/exec", {"command": "node"}), ws)
+    assert (got["resource_name"], got["subresource"], got["verb"]) == ("pods", "exec", "create")
+    for sub in ("attach", "portforward"):
+        assert websocket_create(request_info("GET", P + f"/x/{sub}", {}), ws)["verb"] == "create"
+    assert websocket_create(request_info("GET", P + "/x/exec", {}), {}) is None  # not an upgrade
+    assert websocket_create(request_info("GET", P + "/x/log", {}), ws) is None
+    assert websocket_create(request_info("POST", P + "/x/exec", {}), ws) is None  # SPDY: create already
+
+
+@pytest.mark.parametrize("verbs, refused", [
+    (["get", "create"], None),
+    (["get"], 'cannot create resource "pods/exec"'),
+    (["create"], 'cannot get resource "pods/exec"'),
+])
+def test_kubectl_exec_needs_get_and_create_on_pods_exec(tmp_path_factory, tmp_path, verbs, refused):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(f"""
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: {verbs}
+""")
+    f = start(tmp_path_factory, "--rbac", str(rules))
+    try:
+        assert f.request("POST", P, pod_manifest("rx"))[0] == 201
+        f.wait_phase("rx")
+        r = f.kubectl("exec", "rx", "--", "sh", "-c", "echo hi", check=False)
+        denied = f.ctl("rbac", method="GET")["denied"]
+        if refused is None:
+            assert r.returncode == 0 and r.stdout == b"hi\n", r
+            assert denied == []
+        else:
+            assert r.returncode != 0, r
+            # the WebSocket GET is refused with the real 403 naming the missing verb
+            ws = [d for d in denied if d["method"] == "GET" and "/exec" in d["path"]]
+            assert ws and all(refused in d["message"] for d in ws), denied
+            assert ws[0]["message"].startswith(f'pods "rx" is forbidden: User "{USER}" ')
+    finally:
+        stop(f)

@@ -70,10 +70,11 @@ def bwrap_works():
         return False
 
 
-def choose_protocol(header):
-    """Prefer v5 (stdin close, translator path) over v4, whatever the client's order."""
+def choose_protocol(header, served=(V5, V4)):
+    """The first of the server's protocols the client offers: v5 (stdin close,
+    translator path) over v4 by default, whatever the client's order."""
     offered = [p.strip() for p in (header or "").split(",") if p.strip()]
-    for p in (V5, V4):
+    for p in served:
         if p in offered:
             return p
     return None
@@ -104,6 +105,7 @@ class Exec:
         self.store, self.faults = store, faults
         self.use_bwrap = use_bwrap
         self.exec_path = exec_path
+        self.protocols = (V5, V4)  # serve --exec-protocols: e.g. only v4, as a pre-1.30 apiserver
 
     def _argv(self, ns, name, command):
         pod_dir = self.store.pod_dir(ns, name)
@@ -203,10 +205,10 @@ class Exec:
             # SPDY (kubectl's fallback) is not implemented: say so like a server without it.
             raise ApiError(st.bad_request("Upgrade request required"))
         command, container, want, running = self._validate(request, ns, name)
-        proto = choose_protocol(request.headers.get("Sec-WebSocket-Protocol"))
+        proto = choose_protocol(request.headers.get("Sec-WebSocket-Protocol"), self.protocols)
         if proto is None:
-            raise ApiError(st.bad_request("fakekube supports only the v5.channel.k8s.io and v4.channel.k8s.io "
-                                          "exec subprotocols"))
+            raise ApiError(st.bad_request("fakekube supports only the " + " and ".join(self.protocols) +
+                                          " exec subprotocols"))
         not_running = f'unable to upgrade connection: container not found ("{container}")'
         if not running and proto == V4:
             # v4 is proxied to the kubelet, which refuses before any upgrade.

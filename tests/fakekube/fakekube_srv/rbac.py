@@ -12,6 +12,12 @@ authorizer's attributes the way the real apiserver's RequestInfoFactory does
   GET    .../pods/NAME/exec     get      (the WebSocket upgrade: pods/exec get)
   PUT    update, PATCH patch, DELETE delete (deletecollection without a name)
 
+From 1.35 (feature gate AuthorizePodWebsocketUpgradeCreatePermission, beta,
+on by default) a WebSocket upgrade of pods/exec, pods/attach or
+pods/portforward is authorized as "get" AND, in a second, synthetic check,
+as "create" (as SPDY's POST always was): a Role needs both verbs. The fake
+always applies it (its 403 then names the "create" verb).
+
 A request the rules do not allow gets the real 403 Forbidden Status
 (tests/fixtures/kubernetes/status-403-forbidden-*.json). Non-resource paths are
 allowed only where the default discovery roles allow every authenticated user
@@ -31,6 +37,7 @@ USER = "system:serviceaccount:codepod:codepod"
 READ_VERBS = {"GET": "get", "HEAD": "get"}
 DISCOVERY_PREFIXES = ("/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz")
 NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+CONNECT_SUBRESOURCES = {"exec", "attach", "portforward"}
 
 
 def load_rules(path):
@@ -136,6 +143,16 @@ def allowed(rules, namespace, info):
     return any(rule_allows(r, info) for r in rules)
 
 
+def websocket_create(info, headers):
+    """The synthetic "create" check 1.35 adds to a WebSocket upgrade of a
+    connect subresource, or None for any other request."""
+    if (info["resource"] and info["verb"] == "get" and info["resource_name"] == "pods"
+            and info["subresource"] in CONNECT_SUBRESOURCES
+            and headers.get("Upgrade", "").lower() == "websocket"):
+        return dict(info, verb="create")
+    return None
+
+
 def forbidden(info, user=USER):
     """The 403 Status the apiserver writes (responsewriters.forbiddenMessage)."""
     if not info["resource"]:
@@ -176,8 +193,11 @@ class Rbac:
             return await handler(request)
         info = request_info(request.method, request.path, request.query)
         if allowed(self.rules, self.namespace, info):
-            self.allowed += 1
-            return await handler(request)
+            also = websocket_create(info, request.headers)
+            if also is None or allowed(self.rules, self.namespace, also):
+                self.allowed += 1
+                return await handler(request)
+            info = also
         body = forbidden(info)
         self.denied.append({"method": request.method, "path": request.path_qs,
                             "message": body["message"]})
