@@ -13,6 +13,7 @@ from . import status as st
 from . import table as tbl
 from .execws import Exec
 from .faults import Faults, HTTP_TYPES
+from .memcg import MemCg
 from .namespaces import Namespaces
 from .store import ApiError, Store, now_ts
 
@@ -122,15 +123,32 @@ class Server:
         self.store.admit = lambda ns, name, body: admission.enforce(
             self.namespaces.labels(ns), name, body.get("spec"))
         self.created = []  # the last pod bodies as clients sent them (GET /fakekube/created)
+        self.store.memcg = MemCg()
         self.exec = Exec(self.store, self.faults, use_bwrap, exec_path)
         self.bookmark_s = bookmark_s
         self.port = None
         self.app = web.Application(middlewares=[self.mw_errors, self.mw_auth, self.mw_faults],
                                    client_max_size=64 << 20)
         self.app.on_response_prepare.append(self._stamp)
+        self.app.on_startup.append(self._start_oom_watch)
+        self.app.on_cleanup.append(self._stop_oom_watch)
         self._routes()
 
     # ------------------------------------------------------------ plumbing
+    async def _start_oom_watch(self, app):
+        async def watch():
+            # An OOM kill of a process the exec'd one started is seen here
+            # (the exec'd one's own death is checked as it ends, execws.py).
+            while True:
+                await asyncio.sleep(0.2)
+                for (ns, name), cg in list(self.store.memcg.pods.items()):
+                    self.store.check_oom(ns, name, cg["container"])
+        self._oom_task = asyncio.get_event_loop().create_task(watch())
+
+    async def _stop_oom_watch(self, app):
+        self._oom_task.cancel()
+        self.store.memcg.close()
+
     async def _stamp(self, request, response):
         # Tests check this header to be sure they talk to the server they started.
         response.headers["X-Fakekube-Pid"] = str(PID)
@@ -230,6 +248,7 @@ class Server:
         r.add_route("*", "/fakekube/schedule", self.ctl_schedule)
         r.add_post("/fakekube/compact", self.ctl_compact)
         r.add_get("/fakekube/created", self.ctl_created)
+        r.add_get("/fakekube/memcg", self.ctl_memcg)
         r.add_post("/fakekube/pods/{ns}/{name}/state", self.ctl_state)
         r.add_route("*", "/{tail:.*}", self.not_found)
 
@@ -502,6 +521,9 @@ class Server:
         s = self.store.schedule_ms
         return jresp({"scheduled_ms": s[0], "creating_ms": s[1], "running_ms": s[2],
                       "deletion_ms": self.store.deletion_ms, "bookmark_s": self.bookmark_s})
+
+    async def ctl_memcg(self, request):
+        return jresp({"memcg": self.store.memcg.describe()})
 
     async def ctl_created(self, request):
         return jresp(self.created)

@@ -231,13 +231,15 @@ class Exec:
         drops = self.faults.take(("exec_drop",), request.method, request.path_qs)
         drop = drops[0] if drops else None
         argv, pod_dir, env = self._argv(ns, name, command)
+        memcg = self.store.memcg
+        cgroup = memcg.cgroup_for(ns, name, self.store.get(ns, name), container) if memcg else None
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=pod_dir, env=env,
                 stdin=subprocess.PIPE if want["stdin"] else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if want["stdout"] else subprocess.DEVNULL,
                 stderr=subprocess.PIPE if want["stderr"] else subprocess.DEVNULL,
-                limit=CHUNK * 2)
+                limit=CHUNK * 2, preexec_fn=memcg.joiner(cgroup) if memcg else None)
         except OSError as e:
             # e.g. executable not found: containerd reports it as an internal error
             msg = f'error executing command {command}: {e.strerror}'
@@ -307,6 +309,10 @@ class Exec:
             procs.discard(proc)
             if drop_timer:
                 drop_timer.cancel()
+        if rc == -9 and cgroup:
+            # The container's memory limit: the status says OOMKilled before
+            # the exec's own Status goes out, as a kubelet's would by then.
+            self.store.check_oom(ns, name, container)
         if rc < 0:
             rc = 128 - rc  # killed by a signal: the runtime reports 128+n
         if not state["dropped"] and not ws.closed:

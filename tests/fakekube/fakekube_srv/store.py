@@ -306,6 +306,7 @@ class Store:
         self.pod_sandboxes = {}          # (ns, name) -> {"proc", "init"}: the pod's namespaces
         self.pending_fates = []          # [{"fate":..., "name": regex, "count": n}]
         self.admit = None                # fn(ns, name, body): validating admission of a create
+        self.memcg = None                # memcg.MemCg: container memory limits (exec'd processes)
 
     # -- helpers
     def pod_dir(self, ns, name):
@@ -576,12 +577,24 @@ class Store:
                 except OSError:
                     pass
 
+    def check_oom(self, ns, name, container):
+        """An OOM kill in the pod's memory cgroup ends the container as the
+        kubelet reports it: terminated, reason OOMKilled, exit code 137."""
+        pod = self.pods.get((ns, name))
+        if pod is None or self.memcg is None or not self.memcg.new_oom_kill(ns, name):
+            return False
+        self._kill_execs(ns, name)
+        self._update_status(ns, name, pod["metadata"]["uid"], lambda p: _oom_killed(p, container))
+        return True
+
     def _remove(self, ns, name):
         pod = self.pods.pop((ns, name))
         t = self.tasks.pop((ns, name), None)
         if t:
             t.cancel()
         self._kill_execs(ns, name)
+        if self.memcg:
+            self.memcg.release(ns, name)
         self._bump("DELETED", pod, pod)
         # The pod's "filesystem" goes with it, like a real container's.
         shutil.rmtree(self.pod_dir(ns, name), ignore_errors=True)
@@ -785,6 +798,33 @@ def _crashed(p, restarts):
                                               f'pod={p["metadata"]["name"]}_{p["metadata"]["namespace"]}({p["metadata"]["uid"]})'}}
         cs["ready"], cs["started"], cs["restartCount"] = False, False, restarts
         cs["containerID"] = _cid(p, cs["name"], restarts)
+
+
+def _oom_killed(p, container):
+    """The container was OOM-killed: with restartPolicy Never the pod fails;
+    otherwise the kubelet restarts it and lastState keeps the termination."""
+    t = now_ts()
+    never = p["spec"].get("restartPolicy", "Always") == "Never"
+    for cs in p["status"].get("containerStatuses", []):
+        if cs["name"] != container:
+            continue
+        started = (cs.get("state", {}).get("running") or {}).get("startedAt", t)
+        term = {"exitCode": 137, "reason": "OOMKilled", "startedAt": started, "finishedAt": t,
+                "containerID": cs.get("containerID", "")}
+        if never:
+            cs["state"] = {"terminated": term}
+            cs["ready"], cs["started"] = False, False
+        else:
+            cs["lastState"] = {"terminated": term}
+            cs["restartCount"] = cs.get("restartCount", 0) + 1
+            cs["containerID"] = _cid(p, container, cs["restartCount"])
+            cs["state"] = {"running": {"startedAt": t}}
+    if never:
+        p["status"]["phase"] = "Failed"
+        for c in p["status"].get("conditions", []):
+            if c["type"] in ("Ready", "ContainersReady"):
+                c.update(status="False", reason="PodFailed", lastTransitionTime=t)
+                c.pop("message", None)
 
 
 def _terminated(p, code):
