@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kube_int.h"
 #include "log.h"
@@ -53,6 +54,7 @@ static void proc_free(struct cp_proc *p)
 	free(p->argv);
 	free(p->exec_id);
 	free(p->sent);
+	free(p->oom_pod);
 	free(p);
 	k->procs--;
 	kube_maybe_free(k);
@@ -70,7 +72,7 @@ static void maybe_release(struct cp_proc *p)
 		uv_close((uv_handle_t *)&p->timer, on_timer_closed);
 }
 
-static void report(struct cp_proc *p)
+void kube_proc_report(struct cp_proc *p)
 {
 	if (p->reported)
 		return;
@@ -83,7 +85,7 @@ static void report(struct cp_proc *p)
 
 static void on_report_timer(uv_timer_t *t)
 {
-	report(t->data);
+	kube_proc_report(t->data);
 }
 
 /* Reports from the loop, never from inside the engine's own call. */
@@ -155,7 +157,11 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 	}
 	if (p->killed && p->exit.lost)
 		p->exit.lost = 0; /* we ended it: not an unknown fate */
-	report(p);
+	/* A SIGKILL we did not send is most often the cgroup's OOM killer:
+	 * the pod's container status says so (kube_oom.c reports). */
+	if (p->exit.signal == 9 && !p->killed && !p->exit.lost && kube_oom_check(p) == 0)
+		return;
+	kube_proc_report(p);
 }
 
 static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
@@ -170,6 +176,7 @@ static void start_exec_now(struct cp_proc *p)
 		return;
 	}
 	p->state = KP_EXEC;
+	p->exec_wall = time(NULL);
 	c->running++;
 	kube_touch(c);
 	if (p->sent_len && k8s_exec_write(p->ex, p->sent, p->sent_len, &err) < 0) {
@@ -255,7 +262,8 @@ static const struct k8s_exec_cbs killer_cbs = { on_killer_out, on_killer_out, NU
 
 static void kube_kill(struct cp_proc *p)
 {
-	if (p->killed || p->reported)
+	/* (while kube_oom.c reads the pod, the runner is already dead) */
+	if (p->killed || p->reported || p->oom_pod)
 		return;
 	p->killed = 1;
 	switch (p->state) {

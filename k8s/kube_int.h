@@ -12,6 +12,7 @@
 #define K8S_KUBE_INT_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "creds.h"
 #include "exec.h"
@@ -79,7 +80,10 @@ struct cp_proc {
 	long pid;
 	unsigned long long start;      /* the runner's start, ticks since boot */
 	int killed, got_output, retried, reported;
-	uv_timer_t timer;              /* async reports, kill grace */
+	uv_timer_t timer;              /* async reports, kill grace, OOM re-reads */
+	time_t exec_wall;              /* when the runner's exec started (wall clock) */
+	char *oom_pod;                 /* the pod read by kube_oom.c, while it is */
+	int oom_tries;
 	struct cp_proc_exit exit;
 };
 
@@ -98,6 +102,15 @@ void kube_now_rfc3339(char out[32]);
 /* kube_backend.c: a conversation's pod is ready, or will not be */
 void kube_proc_pod_ready(struct cp_proc *p);
 void kube_proc_unavailable(struct cp_proc *p, const char *detail);
+/* kube_backend.c: hand p->exit to the engine (once; from the loop) */
+void kube_proc_report(struct cp_proc *p);
+
+/* kube_oom.c: the runner died of a SIGKILL codepod did not send: read the
+ * pod's container status (non-blocking GETs, for up to ~1.5 s) and then
+ * call kube_proc_report(p), with p->exit.oom and p->exit.detail set when
+ * the container was OOMKilled. Returns 0 when started; -1 when it could not
+ * start, and then the caller reports. Uses p->timer meanwhile. */
+int kube_oom_check(struct cp_proc *p);
 
 /* kube_pool.c */
 void kube_pool_start(struct kube *k);

@@ -401,6 +401,9 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 		else if (ex->lost)
 			cp_exec_finish(e, cp_calls_any_in_flight(e) ? CP_E_OUTCOME_UNKNOWN : CP_E_PROCESS_EXITED,
 			               "The connection to the runner process was lost: %s", ex->detail);
+		else if (ex->oom && ex->detail[0])
+			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			               "The runner process ran out of memory and was killed: %s.", ex->detail);
 		else if (oom)
 			cp_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process ran out of memory (limit %llu MiB) and was killed.",

@@ -31,7 +31,8 @@ struct cp_backend;
 struct cp_proc_exit {
 	int code;         /* exit code, or -1 when killed by a signal */
 	int signal;       /* terminating signal, or 0 */
-	int oom;          /* the sandbox reports an out-of-memory kill */
+	int oom;          /* the sandbox reports an out-of-memory kill (detail, if
+	                     set, says what was killed and its limit) */
 	int unavailable;  /* the sandbox could not be acquired: see detail */
 	int lost;         /* the stream to the process dropped: fate unknown */
 	char detail[CP_ERR_MSG_MAX]; /* reason for unavailable/lost, e.g. "ImagePullBackOff" */

@@ -246,6 +246,8 @@ class Exec:
             await ws.send_bytes(b"\x03" + json.dumps(st.exec_internal(msg), separators=(",", ":")).encode())
             await ws.close(code=1000)
             return ws
+        if cgroup:
+            memcg.join(cgroup, proc.pid)
         procs = self.store.exec_procs.setdefault((ns, name), set())
         procs.add(proc)
         state = {"sent": 0, "dropped": False}

@@ -111,15 +111,28 @@ class MemCg:
 
     @staticmethod
     def joiner(path):
-        """A preexec_fn putting the new process in the cgroup before it runs."""
+        """A preexec_fn putting the new process in the cgroup before it runs
+        (it may run after a switch to the pod's user, who cannot: then
+        join() below, from the parent, does it a moment later)."""
         if not path:
             return None
         procs = os.path.join(path, "cgroup.procs")
 
-        def join():
-            with open(procs, "w") as f:
-                f.write("0")
-        return join
+        def join_self():
+            try:
+                with open(procs, "w") as f:
+                    f.write("0")
+            except OSError:
+                pass
+        return join_self
+
+    @staticmethod
+    def join(path, pid):
+        if path:
+            try:
+                _write(os.path.join(path, "cgroup.procs"), str(pid))
+            except OSError:
+                pass  # it already ended
 
     def _oom_count(self, path):
         name = "memory.events" if self.kind == "v2" else "memory.oom_control"
