@@ -46,7 +46,7 @@ def test_a_forced_create_race_gets_a_409_and_uses_the_winners_pod(fake, codepods
     409 AlreadyExists from the API server and must use the winner's pod."""
     a, b = codepods(name="replica-a"), codepods(name="replica-b")
     conv = new_conv("forced")
-    fake.fault({"type": "delay", "ms": 5000, "method": "POST", "path": r"/pods$", "count": 1})
+    fake.fault({"type": "delay", "ms": 5000, "method": "POST", "path": r"/pods(\?|$)", "count": 1})
     ea = a.execute(HOSTNAME_JS, conversation=conv, tools=[])
     # The held create is the rule's one match: once the rule is used up, A's
     # create is waiting inside the server, and B starts.
