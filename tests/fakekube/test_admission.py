@@ -147,7 +147,7 @@ def test_strict_field_validation_is_kubectls_default(fake, tmp_path):
     assert r.stderr.decode().splitlines() == [
         'Warning: unknown field "spec.containers[0].imagePullPolicyy"',
         'Warning: unknown field "spec.securityContext.runAsNonRot"']
-    fake.kubectl("delete", "pod", "typo", "--wait=false")
+    pod["metadata"]["name"] = "typo-ignored"
     r, _ = kubectl_create(fake, tmp_path, pod, "--validate=false")
     assert r.returncode == 0 and r.stderr == b"", r
 

@@ -55,15 +55,20 @@ class MemCg:
         if os.geteuid() != 0:
             return None, None
         base = f"fakekube-{os.getpid()}"
+        path = os.path.join(V2_ROOT, base)
         try:
             with open(os.path.join(V2_ROOT, "cgroup.controllers")) as f:
                 if "memory" in f.read().split():
-                    path = os.path.join(V2_ROOT, base)
                     os.makedirs(path, exist_ok=True)
                     _write(os.path.join(path, "cgroup.subtree_control"), "+memory")
                     return "v2", path
         except OSError:
-            pass
+            # e.g. our own cgroup holds processes (a container's cgroup
+            # namespace), so no controller can be handed down
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
         if os.path.exists(os.path.join(V1_ROOT, "memory.limit_in_bytes")):
             try:
                 path = os.path.join(V1_ROOT, base)
