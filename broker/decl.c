@@ -8,6 +8,7 @@
  * so a hostile schema costs at most the budget, never its expansion.
  */
 #include "decl.h"
+#include "decl_alias.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -946,68 +947,19 @@ static int is_enabled(const json_t *tool)
 	return !json_is_false(json_object_get(tool, "enabled"));
 }
 
-/* Names the runner's tools object treats as JavaScript machinery unless a
- * tool has exactly that name (runner/PROTOCOL.md). */
-static int is_reserved(const char *s)
-{
-	static const char *const r[] = { "then", "catch", "finally", "toJSON", "constructor",
-		"toString", "valueOf", "toLocaleString", "hasOwnProperty", "isPrototypeOf",
-		"propertyIsEnumerable", "__proto__", "prototype", "inspect", "asymmetricMatch",
-		"nodeType", "$$typeof" };
-	for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
-		if (strcmp(s, r[i]) == 0)
-			return 1;
-	return 0;
-}
-
-/* The runner's identifier alias of a name: every character but A-Z a-z 0-9
- * _ $ becomes '_' (each byte of a multi-byte character, as JavaScript's
- * UTF-16 replace does per unit: one '_' per code unit). NULL when the name
- * is an identifier (no alias) or the alias is not one. */
-static char *alias_of(const char *name, size_t n)
-{
-	if (is_identifier(name, n))
-		return NULL;
-	char *a = malloc(n + 1);
-	size_t k = 0;
-	if (!a)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)name[i];
-		if (ch >= 0x80) {
-			/* One UTF-16 unit per character below U+10000, two above. */
-			if ((ch & 0xC0) == 0x80)
-				continue;
-			a[k++] = '_';
-			if (ch >= 0xF0)
-				a[k++] = '_';
-			continue;
-		}
-		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		         ch == '_' || ch == '$';
-		a[k++] = ok ? (char)ch : '_';
-	}
-	a[k] = '\0';
-	if (!is_identifier(a, k) || is_reserved(a)) {
-		free(a);
-		return NULL;
-	}
-	return a;
-}
-
 /* Tool i's alias as the program can use it, into *out (new string, or
  * NULL): the runner gives an alias to the first declared tool (enabled or
  * not) that maps to it, and a tool named exactly like it wins over it. */
 static int usable_alias(struct ctx *c, const json_t *tools, size_t i, char **out)
 {
 	const json_t *name = json_object_get(json_array_get(tools, i), "name");
-	char *a = alias_of(json_string_value(name), json_string_length(name));
+	char *a = broker_decl_alias(json_string_value(name), json_string_length(name));
 	int rc = a ? charge(c, (long)json_array_size(tools)) : 0;
 	for (size_t j = 0; a && rc == 0 && j < json_array_size(tools); j++) {
 		const json_t *u = json_object_get(json_array_get(tools, j), "name");
 		char *b = NULL;
 		if (strcmp(json_string_value(u), a) == 0 ||
-		    (j < i && (b = alias_of(json_string_value(u), json_string_length(u))) &&
+		    (j < i && (b = broker_decl_alias(json_string_value(u), json_string_length(u))) &&
 		     strcmp(b, a) == 0)) {
 			free(a);
 			a = NULL;
