@@ -375,9 +375,9 @@ static void exchange(const struct buf *b, int half_close, size_t want, double se
 	char rbuf[8192];
 	double quiet_from = 0;
 	for (double end = now_s() + secs; now_s() < end;) {
-		if (sent == b->n && !quiet_from)
+		if (sent == b->n && quiet_from == 0)
 			quiet_from = now_s();
-		if (quiet_from && now_s() - quiet_from > 0.1)
+		if (quiet_from > 0 && now_s() - quiet_from > 0.1)
 			break;
 		uv_run(&g.loop, UV_RUN_NOWAIT);
 		if (sent < b->n) {
