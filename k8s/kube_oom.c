@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kube_int.h"
 #include "log.h"
@@ -21,63 +20,13 @@
 #define OOM_TRIES 4          /* GETs of the pod */
 #define OOM_RETRY_MS 500     /* between them */
 #define OOM_GET_TIMEOUT_MS 2000
-#define OOM_SKEW_S 30        /* node clock vs ours, for a lastState's finishedAt */
 
-static time_t rfc3339(const char *s)
+static void say_oom(struct cp_proc *p, const char *limit)
 {
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	const char *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
-	return end ? timegm(&tm) : (time_t)-1;
-}
-
-static const json_t *node_container(const json_t *list)
-{
-	size_t i;
-	const json_t *c;
-	json_array_foreach(list, i, c) {
-		const char *n = json_string_value(json_object_get(c, "name"));
-		if (n && !strcmp(n, K8S_CONTAINER))
-			return c;
-	}
-	return NULL;
-}
-
-static const char *terminated_reason(const json_t *state)
-{
-	return json_string_value(json_object_get(json_object_get(state, "terminated"), "reason"));
-}
-
-static void say_oom(struct cp_proc *p, const json_t *pod)
-{
-	const json_t *spec = node_container(json_object_get(json_object_get(pod, "spec"), "containers"));
-	const char *limit = json_string_value(json_object_get(
-		json_object_get(json_object_get(spec, "resources"), "limits"), "memory"));
 	p->exit.oom = 1;
 	snprintf(p->exit.detail, sizeof p->exit.detail,
 	         "the container \"%s\" of pod %s was OOMKilled%s%s%s", K8S_CONTAINER, p->oom_pod,
 	         limit ? " (memory limit " : "", limit ? limit : "", limit ? ")" : "");
-}
-
-/* 1: OOMKilled, 0: ended otherwise, -1: the status does not tell yet. */
-static int judge(struct cp_proc *p, const json_t *pod)
-{
-	const json_t *cs = node_container(json_object_get(json_object_get(pod, "status"),
-	                                                  "containerStatuses"));
-	const json_t *state = json_object_get(cs, "state");
-	const char *now = terminated_reason(state);
-	if (now && !strcmp(now, "OOMKilled"))
-		return 1;
-	if (now)
-		return 0;
-	const json_t *last = json_object_get(cs, "lastState");
-	const char *before = terminated_reason(last);
-	time_t at = rfc3339(json_string_value(
-		json_object_get(json_object_get(last, "terminated"), "finishedAt")));
-	if (before && !strcmp(before, "OOMKilled") && at != (time_t)-1 &&
-	    at + OOM_SKEW_S >= p->exec_wall)
-		return 1;
-	return -1;
 }
 
 static void get_pod(struct cp_proc *p);
@@ -98,9 +47,10 @@ static void on_pod(void *arg, json_t *obj, const struct k8s_status *st, const st
 {
 	(void)st;
 	struct cp_proc *p = arg;
-	int verdict = err ? -1 : judge(p, obj);
+	const char *limit = NULL;
+	int verdict = err ? -1 : k8s_pod_oom_killed(obj, (long long)p->exec_wall, &limit);
 	if (verdict == 1) {
-		say_oom(p, obj);
+		say_oom(p, limit);
 		cp_log(CP_LOG_INFO, "kube.oom_killed", "id", json_string(p->exec_id),
 		       "pod", json_string(p->oom_pod), NULL);
 	}

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "yamljson.h"
 
@@ -262,4 +263,56 @@ void k8s_pod_classify(const json_t *pod, const char *template_hash,
 	    rs && !strcmp(rs, "True"))
 		return set(out, K8S_POD_READY, "Ready", NULL);
 	return set(out, K8S_POD_WAITING, wr ? wr : (phase ? phase : "Pending"), NULL);
+}
+
+/* ---- an OOM kill, from the container status ---- */
+
+static long long rfc3339(const char *s)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	const char *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+	return end ? (long long)timegm(&tm) : -1;
+}
+
+static const json_t *named_container(const json_t *list)
+{
+	size_t i;
+	const json_t *c;
+	json_array_foreach(list, i, c) {
+		const char *n = json_string_value(json_object_get(c, "name"));
+		if (n && !strcmp(n, K8S_CONTAINER))
+			return c;
+	}
+	return NULL;
+}
+
+static const char *terminated_reason(const json_t *state)
+{
+	return json_string_value(json_object_get(json_object_get(state, "terminated"), "reason"));
+}
+
+int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit)
+{
+	const json_t *cs = named_container(json_object_get(json_object_get(pod, "status"),
+	                                                   "containerStatuses"));
+	const char *now = terminated_reason(json_object_get(cs, "state"));
+	const json_t *last = json_object_get(cs, "lastState");
+	const char *before = terminated_reason(last);
+	int verdict = -1;
+	if (now)
+		verdict = !strcmp(now, "OOMKilled");
+	else if (before && !strcmp(before, "OOMKilled")) {
+		long long at = rfc3339(json_string_value(
+			json_object_get(json_object_get(last, "terminated"), "finishedAt")));
+		if (at >= 0 && at + K8S_POD_OOM_SKEW_S >= since)
+			verdict = 1;
+	}
+	if (verdict == 1 && limit) {
+		const json_t *spec = named_container(json_object_get(json_object_get(pod, "spec"),
+		                                                     "containers"));
+		*limit = json_string_value(json_object_get(
+			json_object_get(json_object_get(spec, "resources"), "limits"), "memory"));
+	}
+	return verdict;
 }

@@ -78,4 +78,14 @@ struct k8s_pod_state {
 void k8s_pod_classify(const json_t *pod, const char *template_hash,
                       struct k8s_pod_state *out);
 
+/* A cgroup OOM kill reaches an exec as any SIGKILL; the kubelet names it in
+ * the container status. Was the container K8S_CONTAINER of @pod (borrowed)
+ * OOM-killed: state terminated with reason OOMKilled, or lastState so and
+ * finished no earlier than @since (seconds since the epoch, less
+ * K8S_POD_OOM_SKEW_S for the node's clock)? 1: yes, and *limit is the
+ * container's memory limit ("1Gi", borrowed from @pod) or NULL; 0: it ended
+ * otherwise; -1: the status does not say (yet). */
+#define K8S_POD_OOM_SKEW_S 30
+int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit);
+
 #endif

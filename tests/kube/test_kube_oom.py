@@ -24,8 +24,9 @@ def _needs_memcg(fake):
         pytest.skip("the fake cannot enforce memory limits here (needs root and a memory cgroup)")
 
 
-def template(tmp_path, memory):
+def template(tmp_path, memory, restart="Never"):
     pod = yaml.safe_load(CHART_POD.read_text())
+    pod["spec"]["restartPolicy"] = restart
     (c,) = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
     c["resources"]["limits"]["memory"] = memory
     f = tmp_path / "pod.yaml"
@@ -49,6 +50,22 @@ def test_oom_kill_is_said_plainly(fake, codepods, tmp_path):
     # the Failed pod is replaced: the next execution runs in a fresh one (same name)
     assert_ok(result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[]), 90))
     assert fake.pod(first)["metadata"]["uid"] != uid
+
+
+def test_oom_kill_of_a_restarted_container_is_read_from_last_state(fake, codepods, tmp_path):
+    s = codepods("--pod-template", str(template(tmp_path, "200Mi", restart="Always")))
+    conv = new_conv("oomre")
+    name = assert_ok(result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[]), 90))["result"]
+    uid = fake.pod(name)["metadata"]["uid"]
+    res = result_of(s, s.execute(HOG, conversation=conv, tools=[], policy={"timeoutMs": 60000}), 90)
+    err = res.get("error") or {}
+    assert err.get("code") == "PROCESS_EXITED" and "was OOMKilled (memory limit 200Mi)" in err["message"], \
+        describe(res, s)
+    cs = fake.pod(name)["status"]["containerStatuses"][0]
+    assert cs["restartCount"] == 1 and cs["lastState"]["terminated"]["reason"] == "OOMKilled"
+    # the container came back in the same pod, which the conversation keeps using
+    assert_ok(result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[]), 90))
+    assert fake.pod(name)["metadata"]["uid"] == uid
 
 
 def test_a_sigkill_that_is_no_oom_kill_stays_a_signal(fake, codepods, tmp_path):

@@ -179,10 +179,56 @@ static void test_yaml_template_file(void **state)
 	assert_non_null(strstr(err.msg, "/nonexistent/t.yaml"));
 }
 
+/* The running fixture with the container "node" ended as given. */
+static json_t *ended(const char *where, const char *reason, const char *finished)
+{
+	json_t *pod = fixture_json("pod-running-ready.json");
+	json_t *cs = json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
+	json_object_set_new(cs, "name", json_string(K8S_CONTAINER));
+	json_t *spec_c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+	json_object_set_new(spec_c, "name", json_string(K8S_CONTAINER));
+	json_object_set_new(spec_c, "resources", json_pack("{s:{s:s}}", "limits", "memory", "1Gi"));
+	if (where)
+		json_object_set_new(cs, where, json_pack("{s:{s:i, s:s, s:s}}", "terminated", "exitCode", 137,
+		                                         "reason", reason, "finishedAt", finished));
+	return pod;
+}
+
+static void test_oom_killed_from_the_container_status(void **state)
+{
+	(void)state;
+	const long long t = 1764500000; /* 2025-11-30T10:53:20Z */
+	const char *limit = NULL;
+	json_t *pod = ended("state", "OOMKilled", "2025-11-30T10:53:20Z");
+	assert_int_equal(k8s_pod_oom_killed(pod, t, &limit), 1);
+	assert_string_equal(limit, "1Gi");
+	json_decref(pod);
+	pod = ended("state", "Error", "2025-11-30T10:53:20Z");
+	assert_int_equal(k8s_pod_oom_killed(pod, t, &limit), 0);
+	json_decref(pod);
+	/* restarted: lastState tells, if it ended after the exec began */
+	pod = ended("lastState", "OOMKilled", "2025-11-30T10:53:21Z");
+	assert_int_equal(k8s_pod_oom_killed(pod, t, NULL), 1);
+	json_decref(pod);
+	pod = ended("lastState", "OOMKilled", "2025-11-30T10:40:00Z");
+	assert_int_equal(k8s_pod_oom_killed(pod, t, NULL), -1); /* an older OOM kill */
+	json_decref(pod);
+	pod = ended("lastState", "OOMKilled", "not a time");
+	assert_int_equal(k8s_pod_oom_killed(pod, t, NULL), -1);
+	json_decref(pod);
+	pod = ended(NULL, NULL, NULL); /* still running: not yet known */
+	assert_int_equal(k8s_pod_oom_killed(pod, t, NULL), -1);
+	json_decref(pod);
+	json_t *junk = json_pack("{s:[i]}", "status", 1);
+	assert_int_equal(k8s_pod_oom_killed(junk, t, NULL), -1);
+	json_decref(junk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_classify_fixtures),
+		cmocka_unit_test(test_oom_killed_from_the_container_status),
 		cmocka_unit_test(test_unavailable_carries_message),
 		cmocka_unit_test(test_failed_and_template_generation),
 		cmocka_unit_test(test_names_are_hashes),
