@@ -116,10 +116,11 @@ e2e: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
 
 # The same end-to-end suite on the Kubernetes backend, against the fake API
-# server (started by the harness), plus the backend's own scenarios.
+# server (started by the harness), plus the backend's own scenarios and the
+# WebSocket reattach scenarios (tests/serve/test_reattach.py).
 e2e-kube: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
-	  -q -p no:cacheprovider tests/e2e tests/kube
+	  -q -p no:cacheprovider tests/e2e tests/kube tests/serve/test_reattach.py
 
 # The fake Kubernetes API server, checked against the stock kubectl.
 fakekube: all

@@ -31,7 +31,7 @@ class Server:
         self.token_file.write_text(token + "\n")
         self.token = token
         cmd = [harness.CODEPOD_BIN, "serve", "--state-dir", str(self.dir),
-               "--token-file", str(self.token_file)]
+               "--token-file", str(self.token_file), *harness.backend_args()]
         for addr in listen:
             cmd += ["--listen", addr]
         cmd += list(args)
