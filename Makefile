@@ -181,7 +181,7 @@ fuzz: all
 	  echo "  FUZZ  $$n"; \
 	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f build/fuzzlib/libcodepod.a $(LDLIBS); \
 	  mkdir -p build/fuzz/corpus-$$n; \
-	  build/fuzz/$$n -max_total_time=$${FUZZ_SECONDS:-20} build/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_}; done
+	  build/fuzz/$$n -max_total_time=$${FUZZ_SECONDS:-20} -artifact_prefix=build/fuzz/$$n- build/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_}; done
 
 # Speed and memory figures through the C library (tests/bench/bench_codepod.c);
 # reported with their goals, never asserted. BENCH_ARGS: e.g. --quick.

@@ -363,8 +363,9 @@ static int connect_client(void)
 }
 
 /* Sends @b, half-closes (when @half_close), reads until the server closes,
- * @want bytes came back (0: no limit), nothing came for 100 ms after the
- * request was sent (a WebSocket session's answers are in), or @secs pass;
+ * @want bytes came back, nothing came for 100 ms after the request was
+ * sent (only when @want is 0: a WebSocket session's answers are in), or
+ * @secs pass;
  * what came back goes to *reply when not NULL. */
 static void exchange(const struct buf *b, int half_close, size_t want, double secs,
                      struct buf *reply)
@@ -377,8 +378,8 @@ static void exchange(const struct buf *b, int half_close, size_t want, double se
 	for (double end = now_s() + secs; now_s() < end;) {
 		if (sent == b->n && quiet_from == 0)
 			quiet_from = now_s();
-		if (quiet_from > 0 && now_s() - quiet_from > 0.1)
-			break;
+		if (!want && quiet_from > 0 && now_s() - quiet_from > 0.1)
+			break; /* an answer is awaited only when @want says how much */
 		uv_run(&g.loop, UV_RUN_NOWAIT);
 		if (sent < b->n) {
 			ssize_t w = send(fd, b->p + sent, b->n - sent, MSG_NOSIGNAL);
@@ -431,8 +432,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct buf probe = { 0 }, reply = { 0 };
 	puts_(&probe, "GET /healthz HTTP/1.1\r\nHost: fuzz\r\n\r\n");
 	exchange(&probe, 0, 12, 10.0, &reply);
-	if (reply.n < 12 || memcmp(reply.p, "HTTP/1.1 200", 12) != 0)
+	if (reply.n < 12 || memcmp(reply.p, "HTTP/1.1 200", 12) != 0) {
+		fprintf(stderr, "fuzz_serve: GET /healthz got %zu bytes: %.*s\n", reply.n,
+		        (int)(reply.n < 300 ? reply.n : 300), reply.p ? (const char *)reply.p : "");
 		abort();
+	}
 	free(probe.p);
 	free(reply.p);
 	return 0;
