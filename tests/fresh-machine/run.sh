@@ -68,6 +68,12 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
 	cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
 	chroot "$root" update-ca-certificates >/dev/null
 fi
+# Such a machine also tells the official Node builds (which carry their own
+# CA list, unlike Debian's nodejs) to trust the system's: so does the tree.
+extra_ca=
+if [ -n "${NODE_EXTRA_CA_CERTS:-}" ]; then
+	extra_ca=/etc/ssl/certs/ca-certificates.crt
+fi
 
 step "cloning $(git -C "$here" rev-parse --short HEAD) of $here into /home/dev/codepod"
 mkdir -p "$root/home/dev"
@@ -84,7 +90,8 @@ in_tree() {
 	unshare --mount --pid --fork --kill-child -- /bin/bash -c '
 		set -e
 		root=$1
-		shift
+		extra_ca=$2
+		shift 2
 		mount --make-rprivate /
 		mount --bind "$root" "$root"
 		mount --rbind /dev "$root/dev"
@@ -96,9 +103,9 @@ in_tree() {
 		umount -l /.host
 		rmdir /.host
 		cd /home/dev/codepod
-		exec env -i HOME=/root LANG=C.UTF-8 \
+		exec env -i HOME=/root LANG=C.UTF-8 ${extra_ca:+NODE_EXTRA_CA_CERTS=$extra_ca} \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
-	' in-tree "$root" "$@"
+	' in-tree "$root" "$extra_ca" "$@"
 }
 
 run_rc=0
