@@ -34,6 +34,7 @@ struct opts {
 	const char *tools;
 	const char *conversation;
 	const char *policy;
+	const char *policy_defaults, *policy_ceiling; /* the deployment's */
 	const char *file;
 };
 
@@ -43,6 +44,7 @@ static void usage(FILE *f)
 	      "  codepod serve --stdio [--backend local] [--state-dir DIR] [--node PATH]\n"
 	      "                [--no-isolation] [--log-level debug|info|warn|error]\n"
 	      "                [--max-executions N]\n"
+	      "  (serve and run) [--policy-defaults JSON] [--policy-ceiling JSON]\n"
 	      "  codepod serve --listen HOST:PORT [--listen ...] --token-file FILE\n"
 	      "                [--drain-seconds N] [--max-sessions N] [--max-executions N]\n"
 	      "                [--audit-file FILE] [--header-timeout S] [--idle-timeout S]\n"
@@ -80,6 +82,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "tools", required_argument, NULL, 't' },
 		{ "conversation", required_argument, NULL, 'c' },
 		{ "policy", required_argument, NULL, 'p' },
+		{ "policy-defaults", required_argument, NULL, 'P' },
+		{ "policy-ceiling", required_argument, NULL, 'Q' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "kubeconfig", required_argument, NULL, 'K' },
@@ -115,6 +119,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 't': o->tools = optarg; break;
 		case 'c': o->conversation = optarg; break;
 		case 'p': o->policy = optarg; break;
+		case 'P': o->policy_defaults = optarg; break;
+		case 'Q': o->policy_ceiling = optarg; break;
 		case 'l': {
 			int lvl = cp_log_parse_level(optarg);
 			if (lvl < 0) {
@@ -224,11 +230,33 @@ static void release_backend(void *ud)
 	}
 }
 
-static int make_engine(uv_loop_t *loop, struct cp_backend *b, struct codepod **cp)
+/* --policy-defaults / --policy-ceiling: JSON objects with the policy keys. */
+static int deployment_policy(const struct opts *o, struct codepod_config *cfg)
+{
+	json_error_t je;
+	json_t *def = o->policy_defaults ? json_loads(o->policy_defaults, 0, &je) : NULL;
+	json_t *ceil = o->policy_ceiling ? json_loads(o->policy_ceiling, 0, &je) : NULL;
+	struct cp_err err;
+	int rc = 0;
+	if ((o->policy_defaults && !json_is_object(def)) || (o->policy_ceiling && !json_is_object(ceil))) {
+		fprintf(stderr, "codepod: --policy-defaults and --policy-ceiling take a JSON object "
+		        "such as '{\"timeoutMs\":60000}'\n");
+		rc = -1;
+	} else if (cp_policy_deployment(&cfg->defaults, &cfg->ceiling, def, ceil, &err)) {
+		fprintf(stderr, "codepod: --policy-defaults/--policy-ceiling: %s\n", err.msg);
+		rc = -1;
+	}
+	json_decref(def);
+	json_decref(ceil);
+	return rc;
+}
+
+static int make_engine(uv_loop_t *loop, struct cp_backend *b, const struct opts *o,
+                       struct codepod **cp)
 {
 	struct codepod_config cfg = { .loop = loop, .backend = b };
-	cp_policy_defaults(&cfg.defaults);
-	cp_policy_ceiling_defaults(&cfg.ceiling);
+	if (deployment_policy(o, &cfg))
+		return -1;
 	struct cp_err err;
 	if (codepod_new(&cfg, cp, &err)) {
 		fprintf(stderr, "codepod: %s\n", err.msg);
@@ -268,7 +296,7 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **arg
 	}
 	struct cp_backend *b = make_backend(loop, o);
 	struct codepod *cp = NULL;
-	if (!b || make_engine(loop, b, &cp)) {
+	if (!b || make_engine(loop, b, o, &cp)) {
 		if (b)
 			b->ops->destroy(b);
 		return 2;
@@ -421,7 +449,7 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 	int status = 2;
 	struct cp_backend *b = make_backend(loop, o);
 	struct codepod *cp = NULL;
-	if (b && make_engine(loop, b, &cp) == 0) {
+	if (b && make_engine(loop, b, o, &cp) == 0) {
 		struct run_state st = { .backend = &b };
 		struct codepod_exec *e = NULL;
 		uv_timer_init(loop, &st.later);

@@ -105,3 +105,24 @@ json_t *cp_policy_to_json(const struct cp_policy *p)
 		                    json_integer((json_int_t)*slot(&copy, i)));
 	return o;
 }
+
+int cp_policy_deployment(struct cp_policy *defaults, struct cp_policy *ceiling,
+                         const json_t *def, const json_t *ceil, struct cp_err *err)
+{
+	struct cp_policy built_in, c, d;
+	cp_policy_ceiling_defaults(&built_in);
+	cp_policy_defaults(&d);
+	c = built_in;
+	int rc = cp_policy_apply(&c, ceil, &built_in, err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < NFIELDS; i++) /* a lowered ceiling lowers its default */
+		if (*slot(&d, i) > *slot(&c, i))
+			*slot(&d, i) = *slot(&c, i);
+	rc = cp_policy_apply(&d, def, &c, err);
+	if (rc)
+		return rc;
+	*defaults = d;
+	*ceiling = c;
+	return 0;
+}

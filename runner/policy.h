@@ -50,6 +50,18 @@ void cp_policy_ceiling_defaults(struct cp_policy *p);
 int cp_policy_apply(struct cp_policy *out, const json_t *obj,
                     const struct cp_policy *ceiling, struct cp_err *err);
 
+/*
+ * cp_policy_deployment - a deployment's defaults and ceiling (serve/run
+ * --policy-defaults and --policy-ceiling): @ceil (NULL: none) lowers the
+ * built-in ceiling field by field (a value over it is refused: transports and
+ * buffers are sized for it), a default over the resulting ceiling comes down
+ * to it, then @def (NULL: none) sets defaults within that ceiling. Unknown
+ * keys and non-positive values are refused as in cp_policy_apply. On error
+ * nothing is written.
+ */
+int cp_policy_deployment(struct cp_policy *defaults, struct cp_policy *ceiling,
+                         const json_t *def, const json_t *ceil, struct cp_err *err);
+
 /* The policy as a JSON object with the contract's field names (new ref). */
 json_t *cp_policy_to_json(const struct cp_policy *p);
 

@@ -192,3 +192,23 @@ def test_declared_aliases_are_the_ones_the_runner_resolves(session):
                           "await tools.my_tool({}), await tools.x_y({})];", tools=tools)
     res = assert_ok(session.wait_result(eid))
     assert res["result"] == ["a-b", "h\u00e9-\U0001F600", "my-tool", "x_y"]
+
+
+def test_a_deployment_sets_its_ceiling_and_defaults(tmp_path):
+    """--policy-ceiling lowers the built-in ceiling (a default over it comes
+    down to it), --policy-defaults sets defaults within it."""
+    import harness
+    s = harness.session_class()(tmp_path / "state", args=[
+        "--policy-ceiling", '{"timeoutMs": 1000}', "--policy-defaults", '{"maxResultBytes": 100}'])
+    try:
+        eid = s.execute("return 1;", policy={"timeoutMs": 2000})
+        err = s.wait_error(eid)
+        assert err["inReplyTo"] == "execute" and "ceiling of 1000" in err["error"]["message"]
+        res = s.run("await new Promise((r) => setTimeout(r, 5000)); return 1;")
+        assert_failed(res, "TIMEOUT")
+        assert "1000 ms" in res["error"]["message"]
+        assert_failed(s.run("return 'x'.repeat(200);"), "RESULT_TOO_LARGE")
+        assert assert_ok(s.run("return 'x'.repeat(200);", policy={"maxResultBytes": 1000}))
+    finally:
+        assert s.close() == 0
+    assert not s.schema_errors, s.schema_errors[:3]

@@ -180,6 +180,35 @@ static void test_unknown_fields_refused(void **state)
 	}
 }
 
+static void test_deployment_ceiling_and_defaults(void **state)
+{
+	(void)state;
+	struct cp_policy d, c, built_in;
+	struct cp_err err;
+	cp_policy_ceiling_defaults(&built_in);
+	json_t *ceil = parse("{\"timeoutMs\":1000,\"maxResultBytes\":65536}");
+	json_t *def = parse("{\"maxBridgeRequests\":7}");
+	assert_int_equal(cp_policy_deployment(&d, &c, def, ceil, &err), 0);
+	assert_int_equal(c.timeout_ms, 1000);
+	assert_int_equal(d.timeout_ms, 1000);       /* the 30000 default came down */
+	assert_int_equal(c.max_result_bytes, 65536);
+	assert_int_equal(d.max_result_bytes, 32768); /* under the ceiling: unchanged */
+	assert_int_equal(d.max_bridge_requests, 7);
+	assert_int_equal(c.max_memory_mb, built_in.max_memory_mb);
+	json_decref(def);
+	/* A default over the deployment's ceiling, a ceiling over the built-in one. */
+	def = parse("{\"timeoutMs\":2000}");
+	assert_int_equal(cp_policy_deployment(&d, &c, def, ceil, &err), CP_E_INVALID_REQUEST);
+	assert_non_null(strstr(err.msg, "ceiling of 1000"));
+	json_decref(def);
+	json_decref(ceil);
+	ceil = parse("{\"timeoutMs\":100000000}");
+	assert_int_equal(cp_policy_deployment(&d, &c, NULL, ceil, &err), CP_E_INVALID_REQUEST);
+	json_decref(ceil);
+	assert_int_equal(cp_policy_deployment(&d, &c, NULL, NULL, &err), 0);
+	assert_memory_equal(&c, &built_in, sizeof c);
+}
+
 static void expect_refused(const char *text, const char *field, const char *also)
 {
 	struct cp_policy p;
@@ -340,6 +369,7 @@ int main(void)
 		cmocka_unit_test(test_each_field_overrides_alone),
 		cmocka_unit_test(test_several_fields_and_base_kept),
 		cmocka_unit_test(test_unknown_fields_refused),
+		cmocka_unit_test(test_deployment_ceiling_and_defaults),
 		cmocka_unit_test(test_wrong_types_refused),
 		cmocka_unit_test(test_zero_and_negative_refused),
 		cmocka_unit_test(test_over_ceiling_refused_names_ceiling),
