@@ -11,7 +11,7 @@
 
 BUILD  ?= build
 CC     ?= cc
-PKGS   := libcurl jansson libwebsockets openssl libuv yaml-0.1
+PKGS   := libcurl jansson libwebsockets openssl libuv yaml-0.1 libseccomp
 PYTHON := /usr/bin/python3
 
 # Sanitizer flavour is chosen by the caller (make asan sets it).

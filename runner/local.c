@@ -10,14 +10,16 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "local.h"
+#include "local_sandbox.h"
 #include "log.h"
 
 /* After the process exits, how long its pipes may stay open (a child that
  * escaped the kill still holds them) before we stop waiting for EOF. */
 #define DRAIN_MS 2000
-#define MAX_ARGS 48
+#define MAX_ARGS 128
 
 struct local {
 	struct cp_backend base;
@@ -27,6 +29,7 @@ struct local {
 	char *node;      /* resolved path of the Node binary */
 	char *node_root; /* its install folder, bound into the sandbox */
 	int isolate;
+	struct cp_lsandbox sb; /* isolate only */
 	unsigned live;    /* process handles not closed yet */
 	int closing;      /* destroy was asked: free once live reaches 0 */
 };
@@ -69,6 +72,22 @@ static int mkdir_p(const char *path, struct cp_err *err)
 	return 0;
 }
 
+/* As root, the workspace belongs to the sandbox user, the one writer the
+ * program can be. Everything above it stays root's (0700). */
+static int own_workspace(struct local *b, const char *ws, struct cp_err *err)
+{
+	struct stat st;
+	if (!b->isolate || !b->sb.as_root)
+		return 0;
+	if (lstat(ws, &st) || !S_ISDIR(st.st_mode))
+		return cp_err_set(err, CP_E_IO, "workspace %s is not a folder", ws);
+	if (st.st_uid == b->sb.uid && st.st_gid == b->sb.gid)
+		return 0;
+	if (lchown(ws, b->sb.uid, b->sb.gid))
+		return cp_err_errno(err, CP_E_IO, errno, "chown %s", ws);
+	return 0;
+}
+
 /* The workspace folder name is a hash of the scope key: the raw key can
  * hold user data and any byte. */
 static int workspace_path(struct local *b, const char *conversation, char *out,
@@ -84,7 +103,8 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 	int n = snprintf(out, cap, "%s/%s", b->ws_root, hex);
 	if (n < 0 || (size_t)n >= cap)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "state folder path too long");
-	return mkdir_p(out, err);
+	int rc = mkdir_p(out, err);
+	return rc ? rc : own_workspace(b, out, err);
 }
 
 static void report_if_done(struct cp_proc *p);
@@ -188,18 +208,15 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 }
 
 static int build_argv(struct local *b, const struct cp_spawn_req *req, const char *ws,
-                      const char **argv, struct cp_err *err)
+                      struct cp_lsandbox_buf *buf, const char **argv, struct cp_err *err)
 {
 	size_t n = 0;
 	if (b->isolate) {
-		const char *pre[] = { "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-		                      "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		                      "--tmpfs", "/tmp", "--tmpfs", b->state_dir,
-		                      /* Node may live under a hidden folder (/tmp) */
-		                      "--ro-bind", b->node_root, b->node_root,
-		                      "--bind", ws, ws, "--chdir", ws, NULL };
-		for (size_t i = 0; pre[i]; i++)
-			argv[n++] = pre[i];
+		struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, req->memory_mb };
+		int used = cp_lsandbox_argv(&b->sb, &run, buf, argv, MAX_ARGS - 2);
+		if (used < 0)
+			return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
+		n = (size_t)used;
 	}
 	argv[n++] = b->node;
 	for (size_t i = 1; req->argv[i]; i++) {
@@ -240,9 +257,14 @@ static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	if (rc)
 		return rc;
 	const char *argv[MAX_ARGS];
-	rc = build_argv(b, req, ws, argv, err);
+	struct cp_lsandbox_buf argbuf;
+	rc = build_argv(b, req, ws, &argbuf, argv, err);
 	if (rc)
 		return rc;
+	/* bubblewrap reads the seccomp filter from fd 3 */
+	int sfd = b->isolate ? cp_lsandbox_seccomp_fd(&b->sb, err) : -1;
+	if (b->isolate && sfd < 0)
+		return sfd;
 	char home[4200];
 	snprintf(home, sizeof home, "HOME=%s", ws);
 	static char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
@@ -250,8 +272,11 @@ static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	static char lang_env[] = "LANG=C.UTF-8";
 	char *env[] = { path_env, home, tmp_env, lang_env, NULL };
 	struct cp_proc *p = calloc(1, sizeof *p);
-	if (!p)
+	if (!p) {
+		if (sfd >= 0)
+			close(sfd);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
 	p->b = b;
 	p->cbs = cbs;
 	p->ud = ud;
@@ -260,16 +285,22 @@ static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	uv_pipe_init(b->loop, &p->err, 0);
 	uv_timer_init(b->loop, &p->drain);
 	p->in.data = p->out.data = p->err.data = p->drain.data = p->proc.data = p;
-	uv_stdio_container_t stdio[3] = {
+	uv_stdio_container_t stdio[4] = {
 		{ .flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&p->in },
 		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out },
 		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->err },
+		{ .flags = UV_INHERIT_FD, .data.fd = sfd },
 	};
 	uv_process_options_t opt = {
 		.exit_cb = on_exit_cb, .file = argv[0], .args = (char **)argv, .env = env,
-		.cwd = ws, .flags = UV_PROCESS_DETACHED, .stdio_count = 3, .stdio = stdio,
+		.cwd = ws, .flags = UV_PROCESS_DETACHED, .stdio_count = b->isolate ? 4 : 3,
+		.stdio = stdio,
 	};
-	rc = spawn_limited(p, &opt, req->memory_mb);
+	/* Isolated, prlimit sets hard limits inside the sandbox; plain
+	 * processes get the soft data limit around the fork. */
+	rc = b->isolate ? uv_spawn(b->loop, &p->proc, &opt) : spawn_limited(p, &opt, req->memory_mb);
+	if (sfd >= 0)
+		close(sfd);
 	if (rc) {
 		/* uv_spawn leaves the process handle to be closed too. */
 		p->handles_open = 5;
@@ -321,6 +352,7 @@ static void local_kill(struct cp_proc *p)
 
 static void local_free(struct local *b)
 {
+	cp_lsandbox_free(&b->sb);
 	free(b->state_dir);
 	free(b->ws_root);
 	free(b->node);
@@ -342,6 +374,23 @@ static const struct cp_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
 	.note_pid = NULL, .destroy = local_destroy,
 };
+
+/* The sandbox's pieces, then one real run through it that proves each
+ * guarantee (local_sandbox.h); any of them missing refuses the backend. */
+static int sandbox_ready(struct local *b, const struct cp_local_config *cfg, struct cp_err *err)
+{
+	int rc = cp_lsandbox_init(&b->sb, cfg->sandbox_user, cfg->hide, err);
+	if (rc)
+		return rc;
+	cp_lsandbox_reach(&b->sb, b->state_dir);
+	cp_lsandbox_reach(&b->sb, b->node_root);
+	char ws[4096];
+	rc = workspace_path(b, "codepod: start-up probe", ws, sizeof ws, err);
+	if (rc)
+		return rc;
+	struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, 0 };
+	return cp_lsandbox_probe(&b->sb, &run, b->node, err);
+}
 
 int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
                  struct cp_err *err)
@@ -380,6 +429,8 @@ int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
 	}
 	snprintf(b->ws_root, n, "%s/workspaces", real);
 	rc = mkdir_p(b->ws_root, err);
+	if (rc == 0 && b->isolate)
+		rc = sandbox_ready(b, cfg, err);
 	if (rc) {
 		local_free(b);
 		return rc;

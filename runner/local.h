@@ -7,7 +7,7 @@
  * process tree is killed.
  *
  * Loop context: the loop thread only. cp_local_new blocks briefly (it runs
- * `node --version` and a bubblewrap probe once, at start).
+ * the sandbox once with `node`, to prove its guarantees: local_sandbox.h).
  *
  * Ownership: the config strings are copied. The backend is freed through
  * backend->ops->destroy once every process handle has exited.
@@ -24,6 +24,8 @@ struct cp_local_config {
 	const char *state_dir;  /* created if missing */
 	const char *node;       /* resolved Node 22 binary (see cp_node_find) */
 	int isolate;            /* 1: bubblewrap required; 0: plain processes */
+	const char *sandbox_user; /* --sandbox-user, NULL: the default (root only) */
+	const char *hide;       /* a host file programs must not read, or NULL */
 };
 
 int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmdtool.h"
 #include "codepod.h"
@@ -27,6 +28,8 @@ struct opts {
 	struct k8s_backend_options kube;
 	const char *state_dir;
 	const char *node;
+	const char *sandbox_user;
+	const char *token_file; /* serve --listen's: hidden from programs */
 	int no_isolation;
 	int stdio;
 	unsigned max_executions; /* serve --stdio */
@@ -42,8 +45,8 @@ static void usage(FILE *f)
 {
 	fputs("usage:\n"
 	      "  codepod serve --stdio [--backend local] [--state-dir DIR] [--node PATH]\n"
-	      "                [--no-isolation] [--log-level debug|info|warn|error]\n"
-	      "                [--max-executions N]\n"
+	      "                [--sandbox-user USER|UID[:GID]] [--no-isolation]\n"
+	      "                [--log-level debug|info|warn|error] [--max-executions N]\n"
 	      "  (serve and run) [--policy-defaults JSON] [--policy-ceiling JSON]\n"
 	      "  codepod serve --listen HOST:PORT [--listen ...] --token-file FILE\n"
 	      "                [--drain-seconds N] [--max-sessions N] [--max-executions N]\n"
@@ -55,7 +58,8 @@ static void usage(FILE *f)
 	      "                [--state-dir DIR] [--node PATH] [--no-isolation]\n"
 	      "  codepod declarations TOOLS.json\n"
 	      "  codepod --version\n"
-	      "backends: --backend local (default: --state-dir, --node, --no-isolation)\n"
+	      "backends: --backend local (default: --state-dir, --node, --no-isolation,\n"
+	      "                --sandbox-user: as root, programs run as this user; default 65534)\n"
 	      "          --backend kubernetes [--kubeconfig FILES] [--context NAME]\n"
 	      "                [--namespace NS] [--pod-template FILE] [--warm-pool N]\n"
 	      "                [--idle-ttl SECONDS]   (no kubeconfig: in-cluster)\n", f);
@@ -78,6 +82,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "state-dir", required_argument, NULL, 's' },
 		{ "node", required_argument, NULL, 'n' },
 		{ "no-isolation", no_argument, NULL, 'I' },
+		{ "sandbox-user", required_argument, NULL, 'U' },
 		{ "stdio", no_argument, NULL, 'S' },
 		{ "tools", required_argument, NULL, 't' },
 		{ "conversation", required_argument, NULL, 'c' },
@@ -94,7 +99,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "idle-ttl", required_argument, NULL, 'D' },
 		/* serve --listen: given to broker_serve_main, which reads them */
 		{ "listen", required_argument, NULL, 'L' },
-		{ "token-file", required_argument, NULL, 'x' },
+		{ "token-file", required_argument, NULL, 'k' },
 		{ "audit-file", required_argument, NULL, 'x' },
 		{ "drain-seconds", required_argument, NULL, 'x' },
 		{ "max-sessions", required_argument, NULL, 'x' },
@@ -115,6 +120,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 's': o->state_dir = optarg; break;
 		case 'n': o->node = optarg; break;
 		case 'I': o->no_isolation = 1; break;
+		case 'U': o->sandbox_user = optarg; break;
+		case 'k': o->token_file = optarg; break;
 		case 'S': o->stdio = 1; break;
 		case 't': o->tools = optarg; break;
 		case 'c': o->conversation = optarg; break;
@@ -210,10 +217,17 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 		                   "and write anywhere this user can"), NULL);
 	char buf[PATH_MAX];
 	const char *state = o->state_dir ? o->state_dir : default_state_dir(buf, sizeof buf);
-	struct cp_local_config cfg = { loop, state, node, isolate };
+	struct cp_local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->token_file };
 	struct cp_backend *b = NULL;
 	if (cp_local_new(&cfg, &b, &err)) {
-		fprintf(stderr, "codepod: %s\n", err.msg);
+		if (isolate && err.code == CP_E_UNSUPPORTED)
+			fprintf(stderr, "codepod: %s.\nThe local backend runs every program without "
+			        "privileges (no capabilities, no_new_privs, a seccomp filter%s) and "
+			        "refuses to start without them. To run programs without isolation on "
+			        "this machine, start codepod with --no-isolation.\n", err.msg,
+			        geteuid() == 0 ? ", a non-root user" : "");
+		else
+			fprintf(stderr, "codepod: %s\n", err.msg);
 		return NULL;
 	}
 	return b;

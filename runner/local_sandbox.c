@@ -1,0 +1,392 @@
+/*
+ * local_sandbox.c - the local backend's confinement: bubblewrap command
+ * line, seccomp hand-over, sandbox user, hard limits, start-up probe.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "local_sandbox.h"
+#include "syscall_filter.h"
+
+static int parse_id(const char *s, unsigned long *out)
+{
+	char *end = NULL;
+	if (!*s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || v >= 0xFFFFFFFFul)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cp_lsandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_err *err)
+{
+	char user[256];
+	const char *colon = strchr(spec, ':');
+	size_t ulen = colon ? (size_t)(colon - spec) : strlen(spec);
+	if (ulen == 0 || ulen >= sizeof user)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "--sandbox-user: give USER, UID or UID:GID");
+	memcpy(user, spec, ulen);
+	user[ulen] = '\0';
+	unsigned long n;
+	int have_gid = 0;
+	if (parse_id(user, &n) == 0) {
+		*uid = (uid_t)n;
+	} else {
+		struct passwd *pw = getpwnam(user);
+		if (!pw)
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "--sandbox-user: no user named %s", user);
+		*uid = pw->pw_uid;
+		*gid = pw->pw_gid;
+		have_gid = 1;
+	}
+	if (colon) {
+		if (parse_id(colon + 1, &n) == 0) {
+			*gid = (gid_t)n;
+		} else {
+			struct group *gr = getgrnam(colon + 1);
+			if (!gr)
+				return cp_err_set(err, CP_E_INVALID_REQUEST,
+				                  "--sandbox-user: no group named %.64s", colon + 1);
+			*gid = gr->gr_gid;
+		}
+	} else if (!have_gid) {
+		*gid = (gid_t)*uid;
+	}
+	if (*uid == 0 || *gid == 0)
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "--sandbox-user: the sandbox user and group must not be root");
+	return 0;
+}
+
+/* An executable on PATH (the sandbox sees the host's / read-only, so the
+ * same path works inside). */
+static char *find_tool(const char *name)
+{
+	const char *path = getenv("PATH");
+	char *copy = strdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	char *found = NULL;
+	for (char *save = NULL, *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
+		char buf[4096];
+		int w = snprintf(buf, sizeof buf, "%s/%s", dir, name);
+		if (dir[0] == '/' && w > 0 && (size_t)w < sizeof buf && access(buf, X_OK) == 0)
+			found = strdup(buf);
+	}
+	free(copy);
+	return found;
+}
+
+static void add_hide(struct cp_lsandbox *s, const char *path)
+{
+	struct stat st;
+	if (!path || path[0] != '/' || strcmp(path, "/") == 0 || s->nhide >= CP_LSANDBOX_MAX_HIDE ||
+	    stat(path, &st) != 0)
+		return;
+	for (size_t i = 0; i < s->nhide; i++)
+		if (strcmp(s->hide[i], path) == 0)
+			return;
+	char *copy = strdup(path);
+	if (!copy)
+		return;
+	s->hide_is_dir[s->nhide] = S_ISDIR(st.st_mode);
+	s->hide[s->nhide++] = copy;
+}
+
+static int may_search(const struct stat *st, uid_t uid, gid_t gid)
+{
+	if (st->st_uid == uid)
+		return (st->st_mode & S_IXUSR) != 0;
+	if (st->st_gid == gid)
+		return (st->st_mode & S_IXGRP) != 0;
+	return (st->st_mode & S_IXOTH) != 0;
+}
+
+void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path)
+{
+	if (!s->as_root || !path || path[0] != '/')
+		return;
+	char buf[4096];
+	size_t n = strlen(path);
+	if (n >= sizeof buf)
+		return;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		struct stat st;
+		if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && !may_search(&st, s->uid, s->gid)) {
+			add_hide(s, buf);
+			return;
+		}
+		*p = c;
+		if (c == '\0')
+			return;
+	}
+}
+
+int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *hide,
+                     struct cp_err *err)
+{
+	memset(s, 0, sizeof *s);
+	s->as_root = geteuid() == 0;
+	if (user && !s->as_root)
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "--sandbox-user needs codepod to run as root (unprivileged, "
+		                  "programs run as codepod's own user in a user namespace)");
+	s->uid = CP_SANDBOX_DEFAULT_ID;
+	s->gid = CP_SANDBOX_DEFAULT_ID;
+	if (user) {
+		int rc = cp_lsandbox_user_parse(user, &s->uid, &s->gid, err);
+		if (rc)
+			return rc;
+	}
+	s->prlimit = find_tool("prlimit");
+	if (!s->prlimit)
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "prlimit (util-linux) is not installed: it sets the sandbox's hard limits");
+	if (s->as_root) {
+		s->setpriv = find_tool("setpriv");
+		if (!s->setpriv) {
+			cp_lsandbox_free(s);
+			return cp_err_set(err, CP_E_UNSUPPORTED,
+			                  "setpriv (util-linux) is not installed: as root, codepod needs it to "
+			                  "run programs as the sandbox user");
+		}
+	}
+	int rc = cp_seccomp_bpf(&s->bpf, &s->bpf_len, err);
+	if (rc) {
+		cp_lsandbox_free(s);
+		return rc;
+	}
+	/* The token file of serve --listen, codepod's own home, and /run (the
+	 * host's daemons listen on unix sockets there, which no network
+	 * namespace covers). */
+	add_hide(s, hide);
+	add_hide(s, getenv("HOME"));
+	add_hide(s, "/run");
+	return 0;
+}
+
+void cp_lsandbox_free(struct cp_lsandbox *s)
+{
+	free(s->setpriv);
+	free(s->prlimit);
+	free(s->bpf);
+	for (size_t i = 0; i < s->nhide; i++)
+		free(s->hide[i]);
+	memset(s, 0, sizeof *s);
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define PUSH(x)                      \
+	do {                             \
+		if (n >= cap)                \
+			return -1;               \
+		argv[n++] = (x);             \
+	} while (0)
+
+int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
+                     struct cp_lsandbox_buf *buf, const char **argv, size_t cap)
+{
+	size_t n = 0;
+	PUSH("bwrap");
+	if (s->as_root) {
+		/* No user namespace: one would map the program back to host root. */
+		PUSH("--unshare-pid"); PUSH("--unshare-net"); PUSH("--unshare-ipc");
+		PUSH("--unshare-uts"); PUSH("--unshare-cgroup-try");
+		PUSH("--cap-drop"); PUSH("ALL");
+		/* Only what the chain needs until setpriv drops them all: entering
+		 * the workspace (the sandbox user's, 0700) and becoming that user. */
+		PUSH("--cap-add"); PUSH("CAP_DAC_READ_SEARCH");
+		PUSH("--cap-add"); PUSH("CAP_SETUID"); PUSH("--cap-add"); PUSH("CAP_SETGID");
+		PUSH("--cap-add"); PUSH("CAP_SETPCAP");
+	} else {
+		PUSH("--unshare-all"); PUSH("--cap-drop"); PUSH("ALL");
+	}
+	PUSH("--die-with-parent"); PUSH("--new-session"); PUSH("--seccomp"); PUSH("3");
+	PUSH("--ro-bind"); PUSH("/"); PUSH("/");
+	PUSH("--dev"); PUSH("/dev");
+	PUSH("--proc"); PUSH("/proc"); /* bubblewrap covers /proc/sys, sysrq-trigger, irq, bus read-only */
+	snprintf(buf->tmp_size, sizeof buf->tmp_size, "%lu",
+	         (run->memory_mb ? run->memory_mb : 512ul) << 20);
+	PUSH("--perms"); PUSH("1777"); PUSH("--size"); PUSH(buf->tmp_size); PUSH("--tmpfs"); PUSH("/tmp");
+	for (size_t i = 0; i < s->nhide; i++) {
+		if (s->hide_is_dir[i]) {
+			PUSH("--tmpfs"); PUSH(s->hide[i]);
+		} else {
+			PUSH("--ro-bind"); PUSH("/dev/null"); PUSH(s->hide[i]);
+		}
+	}
+	PUSH("--tmpfs"); PUSH(run->state_dir);
+	PUSH("--ro-bind"); PUSH(run->node_root); PUSH(run->node_root);
+	PUSH("--bind"); PUSH(run->ws); PUSH(run->ws);
+	PUSH("--chdir"); PUSH(run->ws);
+	PUSH("--");
+	PUSH(s->prlimit);
+	if (run->memory_mb) {
+		unsigned long long data = ((unsigned long long)run->memory_mb * 2 + 1024) << 20;
+		snprintf(buf->data, sizeof buf->data, "--data=%llu:%llu", data, data);
+		PUSH(buf->data);
+	}
+	PUSH("--nproc=" STR(CP_SANDBOX_NPROC) ":" STR(CP_SANDBOX_NPROC));
+	PUSH("--core=0:0");
+	PUSH("--");
+	if (s->as_root) {
+		snprintf(buf->uid, sizeof buf->uid, "%lu", (unsigned long)s->uid);
+		snprintf(buf->gid, sizeof buf->gid, "%lu", (unsigned long)s->gid);
+		PUSH(s->setpriv);
+		PUSH("--reuid"); PUSH(buf->uid); PUSH("--regid"); PUSH(buf->gid);
+		PUSH("--clear-groups"); PUSH("--inh-caps=-all"); PUSH("--ambient-caps=-all");
+		PUSH("--bounding-set=-all"); PUSH("--no-new-privs"); PUSH("--pdeathsig"); PUSH("keep");
+		PUSH("--");
+	}
+	return (int)n;
+}
+
+#undef PUSH
+#undef STR
+#undef STR_
+
+int cp_lsandbox_seccomp_fd(const struct cp_lsandbox *s, struct cp_err *err)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC))
+		return cp_err_errno(err, CP_E_IO, errno, "pipe for the seccomp filter");
+	/* A few KiB: well below a pipe's capacity, so this never blocks. */
+	size_t off = 0;
+	while (off < s->bpf_len) {
+		ssize_t w = write(fds[1], s->bpf + off, s->bpf_len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = errno;
+			close(fds[0]);
+			close(fds[1]);
+			return cp_err_errno(err, CP_E_IO, e, "writing the seccomp filter");
+		}
+		off += (size_t)w;
+	}
+	close(fds[1]);
+	return fds[0];
+}
+
+/* Runs argv with fd 3 = seccomp and collects its stdout (blocking). */
+static int run_probe(const char *const *argv, int sfd, char *out, size_t cap)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		dup2(fds[1], 1);
+		dup2(fds[1], 2); /* bubblewrap's complaint ends the output on failure */
+		dup2(sfd, 3);
+		if (devnull >= 0)
+			dup2(devnull, 0);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(fds[0], out + n, cap - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		if (n == cap - 1)
+			break;
+	}
+	out[n] = '\0';
+	close(fds[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *status_field(const char *status, const char *name)
+{
+	size_t len = strlen(name);
+	for (const char *p = status; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (strncmp(p, name, len) == 0 && p[len] == ':') {
+			p += len + 1;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+static int field_is(const char *status, const char *name, const char *want)
+{
+	const char *v = status_field(status, name);
+	return v && strncmp(v, want, strlen(want)) == 0 && (v[strlen(want)] == '\n' ||
+	                                                    v[strlen(want)] == '\0');
+}
+
+int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
+                      const char *node, struct cp_err *err)
+{
+	const char *argv[96];
+	struct cp_lsandbox_buf buf;
+	int n = cp_lsandbox_argv(s, run, &buf, argv, sizeof argv / sizeof argv[0] - 4);
+	if (n < 0)
+		return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
+	argv[n++] = node;
+	argv[n++] = "-e";
+	argv[n++] = "process.stdout.write(require('fs').readFileSync('/proc/self/status','utf8'))";
+	argv[n] = NULL;
+	int sfd = cp_lsandbox_seccomp_fd(s, err);
+	if (sfd < 0)
+		return sfd;
+	char status[8192];
+	int rc = run_probe(argv, sfd, status, sizeof status);
+	close(sfd);
+	if (rc != 0) {
+		status[strcspn(status, "\n")] = '\0';
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "the sandbox (bubblewrap with seccomp, prlimit%s) cannot start Node "
+		                  "here (exit status %d: %.120s)", s->as_root ? ", setpriv" : "", rc, status);
+	}
+	static const char *const caps[] = { "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb" };
+	for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+		if (!field_is(status, caps[i], "0000000000000000"))
+			return cp_err_set(err, CP_E_UNSUPPORTED,
+			                  "the sandbox could not drop every capability (%s is not empty)",
+			                  caps[i]);
+	if (!field_is(status, "NoNewPrivs", "1"))
+		return cp_err_set(err, CP_E_UNSUPPORTED, "the sandbox could not set no_new_privs");
+	if (!field_is(status, "Seccomp", "2"))
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "the kernel did not apply the seccomp filter (no seccomp support?)");
+	const char *uid = status_field(status, "Uid");
+	unsigned long ids[4] = { 0, 0, 0, 0 };
+	if (s->as_root && (!uid || sscanf(uid, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4 ||
+	                   !ids[0] || !ids[1] || !ids[2] || !ids[3]))
+		return cp_err_set(err, CP_E_UNSUPPORTED, "the sandbox could not leave the root user");
+	return 0;
+}

@@ -1,0 +1,125 @@
+/*
+ * local_sandbox.h - how the local backend confines a program (SECURITY.md):
+ * the bubblewrap command line, the seccomp filter handed to it, the host
+ * user the program runs as, its resource limits, and the start-up probe
+ * that proves all of it on this machine before any program runs.
+ *
+ * The chain for one execution is
+ *   bwrap [namespaces, mounts, --cap-drop, --seccomp 3] --
+ *     prlimit [hard limits] -- [setpriv [host user, no capabilities] --] node ...
+ * setpriv appears only when codepod runs as root: bubblewrap then keeps just
+ * the capabilities setpriv needs to switch to the sandbox user, and setpriv
+ * drops those too. Unprivileged, bubblewrap puts the program in a user
+ * namespace of its own and drops every capability itself. Either way the
+ * program ends with no capability in any set, no_new_privs and the filter.
+ *
+ * Ownership: cp_lsandbox_init() fills a caller-owned struct whose strings
+ * and buffers it allocates; cp_lsandbox_free() releases them. Argument
+ * vectors point into the struct and into the caller's strings: valid while
+ * both are.
+ *
+ * Context: cp_lsandbox_init() and cp_lsandbox_probe() block (they run once,
+ * before the loop). The rest never blocks.
+ */
+#ifndef CP_LOCAL_SANDBOX_H
+#define CP_LOCAL_SANDBOX_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* Processes (threads included) the sandbox user may have at once, host-wide:
+ * bounds a fork bomb. Programs of all conversations share it when codepod
+ * runs as root (one sandbox user); a Node process uses about a dozen. */
+#define CP_SANDBOX_NPROC 4096
+/* The default sandbox user when codepod runs as root: nobody:nogroup. */
+#define CP_SANDBOX_DEFAULT_ID 65534
+
+#define CP_LSANDBOX_MAX_HIDE 8
+
+struct cp_lsandbox {
+	int as_root;          /* codepod is root: switch to uid/gid with setpriv */
+	uid_t uid;            /* the program's host user (as_root only) */
+	gid_t gid;
+	char *setpriv;        /* resolved paths, NULL when not needed */
+	char *prlimit;
+	unsigned char *bpf;   /* the compiled seccomp filter */
+	size_t bpf_len;
+	char *hide[CP_LSANDBOX_MAX_HIDE]; /* host paths covered in the sandbox */
+	int hide_is_dir[CP_LSANDBOX_MAX_HIDE];
+	size_t nhide;
+};
+
+/**
+ * cp_lsandbox_user_parse() - parse --sandbox-user: a user name, a UID, or
+ * UID:GID / NAME:GROUP. Without a group, the user's primary group (for a
+ * name) or the same number (for a UID). Root (0) is refused.
+ */
+int cp_lsandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_err *err);
+
+/**
+ * cp_lsandbox_init() - everything the sandbox needs, checked.
+ * @user: --sandbox-user, or NULL for the default; given while codepod is
+ *        not root, it is refused (only root can switch users).
+ * @hide: a file to make unreadable inside (the serve token file), or NULL.
+ *
+ * Return: 0, or CP_E_UNSUPPORTED naming what is missing (setpriv, prlimit,
+ * a seccomp filter), or CP_E_INVALID_REQUEST for a bad --sandbox-user.
+ */
+int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *hide,
+                     struct cp_err *err);
+
+void cp_lsandbox_free(struct cp_lsandbox *s);
+
+/**
+ * cp_lsandbox_reach() - make @path reachable for the sandbox user: the
+ * topmost folder on the way to it that the user may not search (a 0700
+ * home, say) is covered with an empty tmpfs inside the sandbox, so the
+ * binds made after it (state folder, Node, workspace) can be walked to,
+ * while the rest of that folder stays out of sight. A no-op unprivileged.
+ */
+void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path);
+
+/* What cp_lsandbox_argv() needs to know about one execution. */
+struct cp_lsandbox_run {
+	const char *state_dir; /* hidden but for ws */
+	const char *node_root; /* bound read-only (it may live under a hidden folder) */
+	const char *ws;        /* the workspace: bound read-write, the working folder */
+	unsigned long memory_mb; /* sizes the data limit and /tmp; 0: unlimited */
+};
+
+/* Room the caller keeps for numbers formatted into the argv. */
+struct cp_lsandbox_buf {
+	char tmp_size[32], data[64], uid[16], gid[16];
+};
+
+/**
+ * cp_lsandbox_argv() - write the chain up to (not including) the command
+ * into @argv, which has @cap slots; the command follows at the returned
+ * index. Seccomp is read from fd 3 (see cp_lsandbox_seccomp_fd).
+ *
+ * Return: the number of slots used, or -1 when @cap is too small.
+ */
+int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
+                     struct cp_lsandbox_buf *buf, const char **argv, size_t cap);
+
+/**
+ * cp_lsandbox_seccomp_fd() - a new pipe's read end holding the filter, for
+ * one bubblewrap to read as fd 3 (the caller closes it once the child runs).
+ * Return: the fd, or a negative cp_code with err filled.
+ */
+int cp_lsandbox_seccomp_fd(const struct cp_lsandbox *s, struct cp_err *err);
+
+/**
+ * cp_lsandbox_probe() - run `node` through the whole chain once, with @ws
+ * as its workspace, and read its /proc/self/status: the program must have
+ * no capability in any set, NoNewPrivs 1, Seccomp 2 (filter mode) and, when
+ * codepod is root, a user other than root.
+ *
+ * Return: 0, or CP_E_UNSUPPORTED naming the first guarantee missing.
+ */
+int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
+                      const char *node, struct cp_err *err);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * syscall_filter.c - the local sandbox's seccomp filter (see syscall_filter.h for what it
+ * refuses and why).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "syscall_filter.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+/* Refused with EPERM. Names this libseccomp does not know for the native
+ * architecture (e.g. i386-only calls) are skipped. */
+static const char *const denied[] = {
+	/* the mount table: the sandbox's view of the host is fixed */
+	"mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+	"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+	/* namespaces: a new user namespace would hand back every capability */
+	"unshare", "setns",
+	/* kernel keyrings, eBPF, other processes' memory */
+	"keyctl", "add_key", "request_key", "bpf", "ptrace", "process_vm_readv",
+	"process_vm_writev", "kcmp", "pidfd_getfd",
+	/* the kernel itself */
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"create_module", "get_kernel_syms", "query_module", "uselib", "lookup_dcookie",
+	"nfsservctl", "_sysctl", "iopl", "ioperm", "reboot", "swapon", "swapoff", "acct",
+	"quotactl", "quotactl_fd", "syslog", "vhangup",
+	/* file handles reach files outside the sandbox's mounts */
+	"open_by_handle_at", "name_to_handle_at",
+	/* side channels and kernel attack surface */
+	"perf_event_open", "userfaultfd", "fanotify_init", "io_uring_setup",
+	"io_uring_enter", "io_uring_register",
+	/* host-wide clocks and names */
+	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
+	"sethostname", "setdomainname",
+};
+
+static const unsigned long long new_ns_flags[] = {
+	CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+	CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWTIME,
+};
+
+static int add_rules(scmp_filter_ctx ctx)
+{
+	int rc = 0;
+	for (size_t i = 0; i < sizeof denied / sizeof denied[0] && rc == 0; i++) {
+		int nr = seccomp_syscall_resolve_name(denied[i]);
+		if (nr != __NR_SCMP_ERROR)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	}
+	/* One rule per flag: libseccomp compares "masked equal", not "any bit set". */
+	for (size_t i = 0; i < sizeof new_ns_flags / sizeof new_ns_flags[0] && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+		                      SCMP_A0(SCMP_CMP_MASKED_EQ, new_ns_flags[i], new_ns_flags[i]));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* The kernel reads an ioctl request as 32 bits: compare only those. */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+		                      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+		                      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
+	return rc;
+}
+
+/* libseccomp 2.5 exports to a file descriptor only: go through a memfd. */
+static int export_bpf(scmp_filter_ctx ctx, unsigned char **out, size_t *len, struct cp_err *err)
+{
+	int fd = memfd_create("codepod-seccomp", MFD_CLOEXEC);
+	if (fd < 0)
+		return cp_err_errno(err, CP_E_IO, errno, "memfd_create");
+	int rc = seccomp_export_bpf(ctx, fd);
+	off_t size = rc == 0 ? lseek(fd, 0, SEEK_END) : -1;
+	if (rc || size <= 0 || lseek(fd, 0, SEEK_SET) != 0) {
+		close(fd);
+		return cp_err_set(err, CP_E_UNSUPPORTED, "libseccomp could not export the filter");
+	}
+	unsigned char *buf = malloc((size_t)size);
+	if (!buf) {
+		close(fd);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	size_t got = 0;
+	while (got < (size_t)size) {
+		ssize_t r = read(fd, buf + got, (size_t)size - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	if (got != (size_t)size) {
+		free(buf);
+		return cp_err_set(err, CP_E_IO, "reading the exported seccomp filter failed");
+	}
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+int cp_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return cp_err_set(err, CP_E_UNSUPPORTED, "libseccomp cannot build a filter here");
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (rc == 0)
+		rc = add_rules(ctx);
+	if (rc) {
+		seccomp_release(ctx);
+		return cp_err_set(err, CP_E_UNSUPPORTED, "libseccomp refused a rule: %s", strerror(-rc));
+	}
+	rc = export_bpf(ctx, out, len, err);
+	seccomp_release(ctx);
+	return rc;
+}

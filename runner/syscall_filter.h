@@ -1,0 +1,37 @@
+/*
+ * syscall_filter.h - the seccomp filter every local-backend program runs under,
+ * built once with libseccomp and handed to bubblewrap (--seccomp FD) as
+ * compiled BPF.
+ *
+ * The filter allows by default and refuses, with EPERM, what a container
+ * runtime's default profile refuses to an unprivileged container (Docker's
+ * and containerd's): mounting, new namespaces (unshare, setns, clone with a
+ * CLONE_NEW* flag), keyrings, bpf, ptrace and cross-process memory access,
+ * kernel modules and kexec, open_by_handle_at, perf events, userfaultfd,
+ * swap, reboot, accounting, quotas, the kernel log, clocks, io_uring, and
+ * terminal injection (TIOCSTI). clone3 answers ENOSYS, as in Docker's profile,
+ * because its flags cannot be inspected: the C library then falls back to
+ * clone, whose flags can. A syscall of another architecture (i386 or x32
+ * entry points on x86_64) kills the process: nothing legitimate uses them
+ * and the rules above would not apply to them.
+ *
+ * Ownership: cp_seccomp_bpf() returns a new buffer the caller frees with
+ * free(). Context: any thread; blocks on nothing (a memfd round trip).
+ */
+#ifndef CP_SYSCALL_FILTER_H
+#define CP_SYSCALL_FILTER_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+/**
+ * cp_seccomp_bpf() - the filter as a BPF program (struct sock_filter[]).
+ * @out: set to a new buffer of @len bytes (free with free()).
+ *
+ * Return: 0, or CP_E_UNSUPPORTED when libseccomp cannot build the filter
+ * for this architecture, or CP_E_IO / CP_E_NOMEM.
+ */
+int cp_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err);
+
+#endif
