@@ -167,10 +167,6 @@ static void admit(struct codepod_exec *e, size_t idx, const json_t *env, int too
 	const json_t *tool = find_tool(e, c->tool);
 	const json_t *input = json_object_get(env, "i");
 	const json_t *big = json_object_get(env, "big");
-	if (e->requests > e->pol.max_bridge_requests)
-		return deny(e, idx, "Tool request limit reached: at most %llu tool requests "
-		            "per execution (maxBridgeRequests).",
-		            (unsigned long long)e->pol.max_bridge_requests);
 	if (!tool)
 		return deny(e, idx, "Unknown tool: %s", c->tool);
 	const json_t *en = json_object_get(tool, "enabled");
@@ -210,9 +206,22 @@ void cp_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len)
 		cp_exec_finish(e, CP_E_INTERNAL, "control channel: malformed tool call frame");
 		return;
 	}
-	if ((size_t)json_integer_value(n) != e->ncalls + 1) {
+	if ((uint64_t)json_integer_value(n) != e->requests + 1) {
 		json_decref(env);
 		cp_exec_finish(e, CP_E_INTERNAL, "control channel: tool call numbered out of order");
+		return;
+	}
+	if (e->requests >= e->pol.max_bridge_requests) {
+		/* Over the request limit: denied and counted, not listed, so the
+		 * outcome stays within maxBridgeRequests entries (callsOmitted). */
+		json_decref(env);
+		e->requests++;
+		e->calls_omitted++;
+		char msg[CP_ERR_MSG_MAX];
+		snprintf(msg, sizeof msg, "Tool request limit reached: at most %llu tool requests "
+		         "per execution (maxBridgeRequests).",
+		         (unsigned long long)e->pol.max_bridge_requests);
+		send_answer(e, (size_t)(e->requests - 1), "err", "m", json_string(msg));
 		return;
 	}
 	if (add_call(e, tool)) {

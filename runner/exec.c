@@ -146,7 +146,7 @@ static void deliver(struct codepod_exec *e)
 	json_t *outcome = cp_outcome_build(e);
 	cp_log(CP_LOG_INFO, "exec.done", "id", json_string(e->id),
 	       "code", json_string(e->code == CP_OK ? "OK" : cp_code_name(e->code)),
-	       "calls", json_integer((json_int_t)e->ncalls),
+	       "calls", json_integer((json_int_t)e->requests),
 	       "runMs", json_integer((json_int_t)(e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0)),
 	       NULL);
 	e->cp->running--;
@@ -283,10 +283,10 @@ static void on_return(struct codepod_exec *e, const char *payload, size_t len)
 		               CP_MAX_JSON_DEPTH);
 		return;
 	}
-	struct cp_err err;
-	json_t *v = cp_json_load(payload, len, &err);
+	/* jansson's error text quotes the payload: never put it in a message */
+	json_t *v = cp_json_load(payload, len, NULL);
 	if (!v) {
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: result is not JSON: %s", err.msg);
+		cp_exec_finish(e, CP_E_INTERNAL, "control channel: the result frame is not valid JSON");
 		return;
 	}
 	e->result = v;
@@ -300,8 +300,15 @@ static void on_return(struct codepod_exec *e, const char *payload, size_t len)
 static void on_too_large(struct codepod_exec *e, const char *payload, size_t len)
 {
 	json_t *v = json_loadb(payload, len, 0, NULL);
-	json_int_t size = json_integer_value(json_object_get(v, "size"));
+	json_t *jsize = json_object_get(v, "size");
+	json_int_t size = json_is_integer(jsize) ? json_integer_value(jsize) : -1;
 	json_decref(v);
+	/* The runner sends Z only for a result over the limit: anything else
+	 * is not a Z frame the runner wrote. */
+	if (size < 0 || (unsigned long long)size <= e->pol.max_result_bytes) {
+		cp_exec_finish(e, CP_E_INTERNAL, "control channel: malformed result-size frame");
+		return;
+	}
 	cp_exec_finish(e, CP_E_RESULT_TOO_LARGE,
 	               "The result is %lld bytes, over the limit of %llu bytes "
 	               "(maxResultBytes). Return a summary, or save the full output "
@@ -340,6 +347,18 @@ static void on_throw(struct codepod_exec *e, const char *payload, size_t len)
 	cp_exec_finish(e, CP_E_SCRIPT_ERROR, "The program threw an uncaught error (see programError).");
 }
 
+/* The program called process.exit(code): remembered to tell that exit
+ * status from a death by signal (the sandbox's init reports a signal S as
+ * status 128 + S). Only believed when the process's real end matches. */
+static void on_exit_said(struct codepod_exec *e, const char *payload, size_t len)
+{
+	json_t *v = json_loadb(payload, len, 0, NULL);
+	json_t *code = json_object_get(v, "code");
+	if (json_is_integer(code) && json_integer_value(code) >= 0 && json_integer_value(code) <= 255)
+		e->exit_said = (int)json_integer_value(code);
+	json_decref(v);
+}
+
 static void sink_raw(void *ud, const char *buf, size_t len)
 {
 	struct codepod_exec *e = ud;
@@ -368,6 +387,7 @@ static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 	case 'R': on_return(e, payload, len); break;
 	case 'Z': on_too_large(e, payload, len); break;
 	case 'T': on_throw(e, payload, len); break;
+	case 'X': on_exit_said(e, payload, len); break;
 	case 'N':
 		cp_exec_finish(e, CP_E_NEVER_SETTLES,
 		               "The program awaits something that can never settle "
@@ -408,14 +428,14 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 			cp_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process ran out of memory (limit %llu MiB) and was killed.",
 			               (unsigned long long)e->pol.max_memory_mb);
-		else if (ex->signal)
+		else if (ex->signal && e->exit_said != 128 + ex->signal)
 			cp_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process was killed by signal %d (%s) before the program returned.",
 			               ex->signal, strsignal(ex->signal));
 		else
 			cp_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process exited with code %d before the program returned.",
-			               ex->code);
+			               ex->signal ? 128 + ex->signal : ex->code);
 	}
 	if (e->delivered)
 		maybe_release(e);
@@ -610,6 +630,7 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 	e->cp = cp;
 	e->host = host;
 	e->ud = ud;
+	e->exit_said = -1;
 	e->t_submit_ms = cp_exec_now_ms();
 	int rc = exec_init(e, request, err);
 	if (rc) {

@@ -71,13 +71,15 @@ struct codepod_exec {
 	char err_tail[64];       /* last bytes of stderr: OOM notes across chunks */
 	size_t err_tail_len;
 	int oom_seen;
+	int exit_said;           /* code of the runner's X frame, -1: none */
 
-	struct cp_call *calls;   /* index = call number - 1 */
+	struct cp_call *calls;   /* index = call number - 1; at most maxBridgeRequests */
 	size_t ncalls, calls_cap;
 	size_t *queue;           /* FIFO of call indexes waiting for a slot */
 	size_t q_head, q_len, q_cap;
 	uint64_t in_flight;
 	uint64_t requests;       /* tool requests counted toward the limit */
+	uint64_t calls_omitted;  /* requests over the limit: denied, not in calls[] */
 	int pumping, pump_again;
 
 	/* the outcome, filled by finish() */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define HDR_MARK 0x1e
-#define KINDS "YOECRZTN"
+#define KINDS "YOECRZTNX"
 #define LEN_DIGITS_MAX 20
 /* Payload buffers larger than this are released after their frame. */
 #define KEEP_BUF_MAX (1u << 20)

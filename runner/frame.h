@@ -9,7 +9,7 @@
  * synchronously inside cp_frame_feed()/cp_frame_finish().
  *
  * Scanning: bytes up to the next 0x1E are raw. At a 0x1E the parser checks
- * for exactly `\x1ecp1 <nonce> <K> <decimal len>\n`, K one of "YOECRZTN",
+ * for exactly `\x1ecp1 <nonce> <K> <decimal len>\n`, K one of "YOECRZTNX",
  * nonce equal to ours (compared in constant time), len plain decimal (no
  * sign; leading zeros allowed), at most 20 digits, no overflow. A candidate
  * that turns out not to be a header makes its 0x1E byte raw and scanning
@@ -95,7 +95,7 @@ int cp_frame_finish(struct cp_frame_parser *p, const struct cp_frame_sink *sink,
  * @cap: size of @out; must hold the header and the NUL (64 is always enough).
  *
  * For tests and tools. Return: the header's length (without the NUL), or -1
- * if the nonce is not 32 lowercase hex, the kind is not one of "YOECRZTN",
+ * if the nonce is not 32 lowercase hex, the kind is not one of "YOECRZTNX",
  * or @cap is too small.
  */
 int cp_frame_header(char *out, size_t cap, const char *nonce, char kind, size_t len);

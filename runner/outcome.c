@@ -51,6 +51,11 @@ json_t *cp_outcome_build(const struct codepod_exec *e)
 	free(logs);
 	if (!o)
 		return NULL;
+	/* Calls over the request limit are only counted, by status (all are
+	 * denied), so a program firing 100,000 calls cannot inflate the outcome. */
+	if (e->calls_omitted)
+		json_object_set_new(o, "callsOmitted",
+		                    json_pack("{s:I}", "denied", (json_int_t)e->calls_omitted));
 	if (e->code == CP_OK && e->result)
 		json_object_set(o, "result", e->result);
 	if (e->code != CP_OK) {

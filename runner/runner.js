@@ -341,6 +341,11 @@
     if (!done) fail(e);
   });
   process.on('unhandledRejection', (e) => { if (!done && started) fail(e); });
+  // process.exit(N) from the program: say so, because a sandbox's init reports
+  // a death by signal S as status 128 + S and the two would look alike.
+  process.on('exit', (code) => {
+    if (started && !done) frame('X', '{"code":' + ((+code || 0) & 255) + '}');
+  });
   // The loop emptied while the program still awaits: nothing can settle it.
   process.on('beforeExit', () => {
     if (!done && started) { finish('N', ''); exit(0); }

@@ -66,7 +66,7 @@ static void on_frame(void *ud, char kind, const char *payload, size_t len)
 	struct rec *r = ud;
 	unsigned char head[1 + 1 + sizeof len];
 
-	if (!payload || !strchr("YOECRZTN", kind) || kind == '\0' || len > r->max_payload)
+	if (!payload || !strchr("YOECRZTNX", kind) || kind == '\0' || len > r->max_payload)
 		abort();
 	r->in_raw = 0;
 	head[0] = 'F';

@@ -138,7 +138,7 @@ static void test_header_writer(void **state)
 	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'O', 12), 43);
 	assert_memory_equal(h, "\x1e" "cp1 " NONCE " O 12\n", 44);
 	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'N', 0), 42);
-	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'X', 0), -1);
+	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'Q', 0), -1);
 	assert_int_equal(cp_frame_header(h, sizeof h, "0123456789ABCDEF0123456789abcdef", 'O', 0), -1);
 	assert_int_equal(cp_frame_header(h, sizeof h, "0123", 'O', 0), -1);
 	assert_int_equal(cp_frame_header(small, sizeof small, NONCE, 'O', 0), -1);
@@ -176,7 +176,7 @@ static void test_every_kind(void **state)
 	const char *k;
 
 	(void)state;
-	for (k = "YOECRZTN"; *k; k++) {
+	for (k = "YOECRZTNX"; *k; k++) {
 		struct rec b = { 0 };
 		char want[64];
 
@@ -223,7 +223,7 @@ static void test_malformed_headers(void **state)
 		"\x1e" "cp1 " NONCE " O \n",
 		"\x1e" "cp1 " NONCE " O 3 \n",
 		"\x1e" "cp1 " NONCE " O 3\r\n",
-		"\x1e" "cp1 " NONCE " X 3\n",
+		"\x1e" "cp1 " NONCE " Q 3\n",
 		"\x1e" "cp1 " NONCE " o 3\n",
 		"\x1e" "cp1 " NONCE "  O 3\n",
 		"\x1e" "cp1 " NONCE "O 3\n",

@@ -259,6 +259,24 @@ static void test_calls_unfinished_states(void **state)
 	               "\"status\":\"succeeded\"," USAGE(7, 250, 650) "}");
 }
 
+/* Requests over maxBridgeRequests are not listed, only counted by status:
+ * the outcome of 100,000 calls stays within the limit's entries. */
+static void test_calls_omitted_over_the_limit(void **state)
+{
+	struct fx *f = *state;
+	f->e.calls = calloc(4, sizeof *f->e.calls);
+	f->e.calls_cap = 4;
+	add_call(f, "a", CP_CALL_OK, 1300, 1301);
+	f->e.requests = 100000;
+	f->e.calls_omitted = 99999;
+	expect_outcome(&f->e,
+	               "{\"calls\":["
+	               "{\"id\":\"1\",\"ms\":1,\"status\":\"ok\",\"tool\":\"a\"}],"
+	               "\"callsOmitted\":{\"denied\":99999},"
+	               "\"executionId\":\"e1\",\"logs\":\"\",\"logsTruncated\":false,"
+	               "\"status\":\"succeeded\"," USAGE(100000, 250, 650) "}");
+}
+
 /* Never ready (failed at startup): startupMs runs to the end, runMs is 0. */
 static void test_usage_never_ready(void **state)
 {
@@ -406,6 +424,7 @@ int main(void)
 		T(test_error_code_names),
 		T(test_calls),
 		T(test_calls_unfinished_states),
+		T(test_calls_omitted_over_the_limit),
 		T(test_usage_never_ready),
 		T(test_usage_large_numbers),
 		T(test_logs_from_window),
