@@ -221,7 +221,12 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 	PUSH("--die-with-parent"); PUSH("--new-session"); PUSH("--seccomp"); PUSH("3");
 	PUSH("--ro-bind"); PUSH("/"); PUSH("/");
 	PUSH("--dev"); PUSH("/dev");
-	PUSH("--proc"); PUSH("/proc"); /* bubblewrap covers /proc/sys, sysrq-trigger, irq, bus read-only */
+	PUSH("--proc"); PUSH("/proc");
+	/* bubblewrap covers irq and bus, but skips sys and sysrq-trigger when its
+	 * own access() test finds them read-only at that point: cover them here
+	 * (the sysctl tree a process sees follows its namespaces, not the mount) */
+	PUSH("--ro-bind"); PUSH("/proc/sys"); PUSH("/proc/sys");
+	PUSH("--ro-bind-try"); PUSH("/proc/sysrq-trigger"); PUSH("/proc/sysrq-trigger");
 	snprintf(buf->tmp_size, sizeof buf->tmp_size, "%lu",
 	         (run->memory_mb ? run->memory_mb : 512ul) << 20);
 	PUSH("--perms"); PUSH("1777"); PUSH("--size"); PUSH(buf->tmp_size); PUSH("--tmpfs"); PUSH("/tmp");
@@ -233,6 +238,14 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 		}
 	}
 	PUSH("--tmpfs"); PUSH(run->state_dir);
+	/* bubblewrap would make the workspace's parent 0700 root: the sandbox
+	 * user could not walk to its own workspace by path */
+	snprintf(buf->ws_parent, sizeof buf->ws_parent, "%s", run->ws);
+	char *slash = strrchr(buf->ws_parent, '/');
+	if (slash && slash != buf->ws_parent) {
+		*slash = '\0';
+		PUSH("--perms"); PUSH("0755"); PUSH("--dir"); PUSH(buf->ws_parent);
+	}
 	PUSH("--ro-bind"); PUSH(run->node_root); PUSH(run->node_root);
 	PUSH("--bind"); PUSH(run->ws); PUSH(run->ws);
 	PUSH("--chdir"); PUSH(run->ws);

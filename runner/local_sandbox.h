@@ -92,6 +92,7 @@ struct cp_lsandbox_run {
 /* Room the caller keeps for numbers formatted into the argv. */
 struct cp_lsandbox_buf {
 	char tmp_size[32], data[64], uid[16], gid[16];
+	char ws_parent[4096];
 };
 
 /**

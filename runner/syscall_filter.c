@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "syscall_filter.h"
@@ -62,6 +63,13 @@ static int add_rules(scmp_filter_ctx ctx)
 		                      SCMP_A0(SCMP_CMP_MASKED_EQ, new_ns_flags[i], new_ns_flags[i]));
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* A unix socket at a host path answers a connect() even from another
+	 * network namespace and through a read-only mount: no AF_UNIX sockets
+	 * of the program's own (socketpair(2), which libuv uses for child
+	 * stdio, stays allowed: it reaches nothing outside the process tree). */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+		                      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
 	/* The kernel reads an ioctl request as 32 bits: compare only those. */
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,

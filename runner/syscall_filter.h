@@ -8,8 +8,10 @@
  * and containerd's): mounting, new namespaces (unshare, setns, clone with a
  * CLONE_NEW* flag), keyrings, bpf, ptrace and cross-process memory access,
  * kernel modules and kexec, open_by_handle_at, perf events, userfaultfd,
- * swap, reboot, accounting, quotas, the kernel log, clocks, io_uring, and
- * terminal injection (TIOCSTI). clone3 answers ENOSYS, as in Docker's profile,
+ * swap, reboot, accounting, quotas, the kernel log, clocks, io_uring,
+ * terminal injection (TIOCSTI), and unix sockets of its own (socket(AF_UNIX):
+ * a host daemon's socket file answers a connect() through any network
+ * namespace and read-only mount; socketpair(2) stays allowed). clone3 answers ENOSYS, as in Docker's profile,
  * because its flags cannot be inspected: the C library then falls back to
  * clone, whose flags can. A syscall of another architecture (i386 or x32
  * entry points on x86_64) kills the process: nothing legitimate uses them
