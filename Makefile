@@ -122,6 +122,16 @@ e2e-kube: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
 	  -q -p no:cacheprovider tests/e2e tests/kube tests/serve/test_reattach.py
 
+# The hostile-program suite (tests/hostile, SECURITY.md): on the local backend
+# as root and as an unprivileged user (the suite starts that codepod itself
+# through setpriv), then on the Kubernetes backend against the fake API
+# server with the chart's pod template.
+.PHONY: hostile
+hostile: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/hostile
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
+	  -q -p no:cacheprovider tests/hostile
+
 # The fake Kubernetes API server, checked against the stock kubectl.
 fakekube: all
 	$(Q)$(PYTHON) -m pytest -q -p no:cacheprovider tests/fakekube
@@ -154,8 +164,8 @@ sdk-tests: all
 # The test groups: each a target of its own. `make test` runs all of them even
 # when one fails, then fails, its last line `N passed, M failed (test groups)`
 # (scripts/test-groups.sh). A new group is a new target added to this list.
-TEST_GROUPS := lint unit replay runner-js e2e e2e-kube fakekube decl-typecheck serve-tests \
-               chart-tests sdk-tests
+TEST_GROUPS := lint unit replay runner-js e2e e2e-kube hostile fakekube decl-typecheck \
+               serve-tests chart-tests sdk-tests
 
 test: all
 	$(Q)bash scripts/test-groups.sh "$(MAKE)" $(TEST_GROUPS)

@@ -149,10 +149,11 @@ def processes_with_marker(marker):
 
 
 class Session:
-    def __init__(self, state_dir, args=(), env=None):
+    def __init__(self, state_dir, args=(), env=None, wrap=()):
+        """wrap: a command prefix for codepod, e.g. setpriv to run it as another user."""
         self.state_dir = str(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
-        cmd = [CODEPOD_BIN, "serve", "--stdio", "--state-dir", self.state_dir,
+        cmd = [*wrap, CODEPOD_BIN, "serve", "--stdio", "--state-dir", self.state_dir,
                *backend_args(), *args]
         # One fake API server serves every test: keep their conversations
         # apart (sessions on one state dir share them, as on disk).

@@ -19,6 +19,20 @@ until aiohttp's writer has drained (send_bytes awaits it); stdin is written
 one message at a time and the next message is not read before the pipe has
 drained. Nothing is buffered without bound in either direction.
 
+Each exec runs in a session and process group of its own (as a runtime's
+exec does), so a program signalling its parent's group (`process.kill(
+process.ppid, 'SIGKILL')` is kill(0, ...) from inside a PID namespace) hits
+only its own exec, never the fake. As root, the fake also applies the parts
+of the pod's securityContext that isolation depends on, through setpriv:
+runAsUser/runAsGroup (pod level, container level winning), fsGroup and
+supplementalGroups, runAsNonRoot (an exec as uid 0 is refused as the
+kubelet would refuse the container), capabilities (the runtime's default
+set, less `drop`, plus `add`; `ALL` drops every one) as the bounding set,
+and allowPrivilegeEscalation: false as no_new_privs. The root filesystem is
+always read-only (readOnlyRootFilesystem: true or not; stricter than a real
+node), the pod's folder and /tmp are writable like emptyDirs (0777, group
+fsGroup).
+
 As on a real node, closing the WebSocket does NOT kill the process (see
 wire.md §3.5): it sees stdin EOF and, once it writes, EPIPE. Pod deletion
 kills every process of the pod (its PID namespace, and anything found by its
@@ -100,6 +114,59 @@ def _has_child(pid, comm):
     return False
 
 
+# The capabilities a container runtime (containerd, Docker) gives a container
+# by default, before the securityContext's drop/add.
+RUNTIME_DEFAULT_CAPS = ("chown", "dac_override", "fsetid", "fowner", "mknod", "net_raw",
+                        "setgid", "setuid", "setfcap", "setpcap", "net_bind_service",
+                        "sys_chroot", "kill", "audit_write")
+
+
+class SecurityRefused(Exception):
+    """The kubelet would not run this container as its securityContext asks."""
+
+
+def security_prefix(pod, container):
+    """setpriv argv applying the securityContext of `container` in `pod`, or []
+    for a privileged container."""
+    spec = pod.get("spec") or {}
+    psc = spec.get("securityContext") or {}
+    c = next((c for c in spec.get("containers", []) if c.get("name") == container), {})
+    csc = c.get("securityContext") or {}
+    if csc.get("privileged"):
+        return []
+
+    def pick(key):
+        return csc[key] if key in csc else psc.get(key)
+    uid, gid = pick("runAsUser"), pick("runAsGroup")
+    uid = 0 if uid is None else int(uid)  # the fake's "image" has no USER: root
+    gid = 0 if gid is None else int(gid)
+    if pick("runAsNonRoot") and uid == 0:
+        raise SecurityRefused("container has runAsNonRoot and image will run as root")
+    groups = [int(g) for g in [psc.get("fsGroup"), *(psc.get("supplementalGroups") or [])]
+              if g is not None]
+    caps = csc.get("capabilities") or {}
+    drop = {str(x).lower().removeprefix("cap_") for x in caps.get("drop") or []}
+    add = {str(x).lower().removeprefix("cap_") for x in caps.get("add") or []}
+    keep = set() if "all" in drop else set(RUNTIME_DEFAULT_CAPS) - drop
+    keep |= add - {"all"}
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
+    argv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
+    argv += ["--bounding-set=" + ",".join(["-all"] + [f"+{x}" for x in sorted(keep)]),
+             "--inh-caps=-all"]
+    if csc.get("allowPrivilegeEscalation") is False:
+        argv.append("--no-new-privs")
+    return argv + ["--"]
+
+
+def _as_empty_dir(path, fs_group):
+    """Writable by any user, like an emptyDir (group fsGroup, setgid)."""
+    if fs_group is not None:
+        os.chown(path, -1, int(fs_group))
+        os.chmod(path, 0o2777)
+    else:
+        os.chmod(path, 0o777)
+
+
 class Exec:
     def __init__(self, store, faults, use_bwrap, exec_path=""):
         self.store, self.faults = store, faults
@@ -107,7 +174,7 @@ class Exec:
         self.exec_path = exec_path
         self.protocols = (V5, V4)  # serve --exec-protocols: e.g. only v4, as a pre-1.30 apiserver
 
-    def _argv(self, ns, name, command):
+    def _argv(self, ns, name, command, pod=None, container=None):
         pod_dir = self.store.pod_dir(ns, name)
         pod_tmp = os.path.join(self.store.state_dir, "podtmp", ns, name)
         os.makedirs(pod_dir, exist_ok=True)
@@ -124,9 +191,14 @@ class Exec:
             # namespaces: one PID namespace per pod, whose PID 1 adopts the
             # orphans of every exec, and one user namespace (the host's), so
             # a second exec can see, read and kill what the first started.
+            sec = security_prefix(pod, container) if pod is not None else []
+            if sec:
+                fs_group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+                _as_empty_dir(pod_dir, fs_group)
+                os.chmod(pod_tmp, 0o1777)
             init = self._pod_sandbox(ns, name, pod_dir, pod_tmp)
             argv = ["nsenter", "-t", str(init), "-p", "-m", "-n", "-i", "-u",
-                    f"--wd={pod_dir}", "--", *command]
+                    f"--wd={pod_dir}", "--", *sec, *command]
             return argv, pod_dir, env
         # Unprivileged: a sandbox per exec in the host's PID namespace (bwrap
         # then makes a user namespace per exec, and one exec cannot read
@@ -230,12 +302,19 @@ class Exec:
 
         drops = self.faults.take(("exec_drop",), request.method, request.path_qs)
         drop = drops[0] if drops else None
-        argv, pod_dir, env = self._argv(ns, name, command)
+        pod = self.store.get(ns, name)
+        try:
+            argv, pod_dir, env = self._argv(ns, name, command, pod, container)
+        except SecurityRefused as e:
+            msg = f"error executing command {command}: {e}"
+            await ws.send_bytes(b"\x03" + json.dumps(st.exec_internal(msg), separators=(",", ":")).encode())
+            await ws.close(code=1000)
+            return ws
         memcg = self.store.memcg
-        cgroup = memcg.cgroup_for(ns, name, self.store.get(ns, name), container) if memcg else None
+        cgroup = memcg.cgroup_for(ns, name, pod, container) if memcg else None
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=pod_dir, env=env,
+                *argv, cwd=pod_dir, env=env, start_new_session=True,
                 stdin=subprocess.PIPE if want["stdin"] else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if want["stdout"] else subprocess.DEVNULL,
                 stderr=subprocess.PIPE if want["stderr"] else subprocess.DEVNULL,

@@ -1,0 +1,123 @@
+"""Processes a program starts or abuses: daemons that leave the process tree,
+fork bombs, a stopped runner, busy Workers, signals at its parent, an exit
+status that looks like a signal, a heap that grows without end."""
+import re
+import time
+import uuid
+
+import pytest
+
+from conftest import BACKEND
+from harness import assert_failed, assert_ok, processes_with_marker
+
+PRELUDE = """const cp = require('node:child_process');
+const fs = require('node:fs');
+"""
+
+
+def gone(marker, timeout=30):
+    """Waits (with a deadline that only catches a hang) for the marker to vanish."""
+    end = time.monotonic() + timeout
+    while processes_with_marker(marker):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_setsid_and_double_fork_daemons_die_with_the_execution(hs):
+    marker = f"hostile-daemon-{uuid.uuid4().hex}"
+    res = assert_ok(hs.run(PRELUDE + f"""
+cp.spawn('setsid', ['sh', '-c', 'exec sleep 300 {marker}-a'], {{ detached: true, stdio: 'ignore' }}).unref();
+cp.execSync('sh -c "(sleep 300 {marker}-b >/dev/null 2>&1 &) &"');
+cp.spawn('sh', ['-c', 'trap "" HUP TERM; exec sleep 300 {marker}-c'], {{ detached: true, stdio: 'ignore' }}).unref();
+return 'spawned';"""))
+    assert res["result"] == "spawned"
+    assert gone(marker), f"daemons survived their execution: {processes_with_marker(marker)}"
+    hs.next_works()
+
+
+@pytest.mark.skipif(BACKEND != "local", reason="a pod's bound is the kubelet's pids limit, "
+                    "which the fake API server does not emulate")
+def test_a_fork_bomb_is_bounded_and_cannot_raise_its_bound(hs):
+    res = assert_ok(hs.run(PRELUDE + """
+const lim = fs.readFileSync('/proc/self/limits', 'utf8').match(/^Max processes\\s+(\\S+)\\s+(\\S+)/m);
+let raise = 'ok';
+try { cp.execSync('prlimit --pid $$ --nproc=unlimited:unlimited', { stdio: 'pipe' }); } catch (e) { raise = e.status; }
+// Fork until the kernel refuses: every child sleeps, none exits; the shell
+// dies at the first fork it cannot make ("Cannot fork").
+try {
+  cp.execSync("sh -c 'n=0; while [ $n -lt 20000 ]; do sleep 60 </dev/null >/dev/null 2>&1 & n=$((n+1)); echo $n > forked; done'",
+    { stdio: 'ignore', timeout: 60000 });
+} catch (e) { }
+const out = fs.readFileSync('forked', 'utf8').trim();
+return { soft: lim[1], hard: lim[2], raise, forked: +out };""", policy={"timeoutMs": 90000},
+        timeout=180))
+    r = res["result"]
+    assert r["soft"] == "4096" and r["hard"] == "4096", r
+    assert r["raise"] == 1, r  # prlimit: "failed to set the NPROC resource limit: Operation not permitted"
+    assert 0 < r["forked"] < 4096, r
+    hs.next_works()
+
+
+def test_a_fork_bomb_ends_at_the_deadline(hs):
+    res = hs.run(PRELUDE + """
+cp.spawn('sh', ['-c', 'f() { f | f & }; f'], { stdio: 'ignore' });
+await new Promise(() => setInterval(() => {}, 1000));""", policy={"timeoutMs": 3000}, timeout=180)
+    assert_failed(res, "TIMEOUT")
+    hs.next_works()
+
+
+def test_a_stopped_runner_times_out(hs):
+    res = hs.run("process.kill(process.pid, 'SIGSTOP');\nreturn 'never';",
+                 policy={"timeoutMs": 2000}, timeout=120)
+    assert_failed(res, "TIMEOUT")
+    hs.next_works()
+
+
+def test_a_busy_worker_does_not_outlive_the_program(hs):
+    marker = f"hostile-worker-{uuid.uuid4().hex}"
+    res = assert_ok(hs.run(f"""const {{ Worker }} = require('node:worker_threads');
+new Worker('for (;;) {{}}', {{ eval: true, argv: ['{marker}'] }});
+await new Promise((r) => setTimeout(r, 200));
+return 'returned';"""))
+    assert res["result"] == "returned"
+    res = hs.run("""const { Worker } = require('node:worker_threads');
+new Worker('for (;;) {}', { eval: true });
+for (;;) {}""", policy={"timeoutMs": 2000}, timeout=120)
+    assert_failed(res, "TIMEOUT")
+    hs.next_works()
+
+
+def test_signals_at_the_parent_hit_only_the_program(hs):
+    res = hs.run("const k = (s) => { try { process.kill(process.ppid, s); return 'sent'; }"
+                 " catch (e) { return e.code; } };\n"
+                 "return [process.ppid, k('SIGKILL'), k('SIGSTOP')];", timeout=120)
+    if BACKEND == "local":
+        # ppid is the sandbox's init (pid 1): root's when codepod is (EPERM), and
+        # a PID namespace's init ignores signals from inside it anyway
+        assert_ok(res)
+        want = "EPERM" if hs.mode == "root" else "sent"
+        assert res["result"] == [1, want, want], res["result"]
+    else:
+        # in a pod the parent is outside the PID namespace: ppid 0, and
+        # kill(0, ...) is the exec's own process group (its own session)
+        err = assert_failed(res, "PROCESS_EXITED")
+        assert "signal 9" in err["message"], err
+    hs.next_works()
+
+
+def test_exit_137_is_an_exit_code_not_a_signal(hs):
+    err = assert_failed(hs.run("process.exit(137);"), "PROCESS_EXITED")
+    assert err["message"] == "The runner process exited with code 137 before the program returned.", err
+    err = assert_failed(hs.run("process.kill(process.pid, 'SIGKILL');"), "PROCESS_EXITED")
+    assert re.search(r"killed by signal 9\b", err["message"]), err
+    hs.next_works()
+
+
+def test_a_heap_that_grows_without_end_is_an_out_of_memory_end(hs):
+    res = hs.run("const keep = [];\nfor (;;) keep.push(new Array(1e6).fill(Math.random()));",
+                 policy={"maxMemoryMb": 128}, timeout=180)
+    err = assert_failed(res, "PROCESS_EXITED")
+    assert re.search(r"out of memory", err["message"]), err
+    hs.next_works()
