@@ -100,7 +100,7 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 	}
 	uv_loop_init(&b->loop);
 	b->isolate = isolate;
-	struct cp_local_config lc = { &b->loop, state_dir, node, isolate };
+	struct cp_local_config lc = { &b->loop, state_dir, node, isolate, NULL, NULL };
 	if (cp_local_new(&lc, &b->backend, &err)) {
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
