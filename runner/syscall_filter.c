@@ -69,7 +69,7 @@ static int add_rules(scmp_filter_ctx ctx)
 	 * stdio, stays allowed: it reaches nothing outside the process tree). */
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-		                      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+		                      SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0));
 	/* The kernel reads an ioctl request as 32 bits: compare only those. */
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
