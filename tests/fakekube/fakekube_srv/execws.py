@@ -28,7 +28,8 @@ runAsUser/runAsGroup (pod level, container level winning), fsGroup and
 supplementalGroups, runAsNonRoot (an exec as uid 0 is refused as the
 kubelet would refuse the container), capabilities (the runtime's default
 set, less `drop`, plus `add`; `ALL` drops every one) as the bounding set,
-and allowPrivilegeEscalation: false as no_new_privs. The root filesystem is
+and allowPrivilegeEscalation: false as no_new_privs, plus a process limit
+standing for the kubelet's pids limit (POD_PIDS_LIMIT per uid). The root filesystem is
 always read-only (readOnlyRootFilesystem: true or not; stricter than a real
 node), the pod's folder and /tmp are writable like emptyDirs (0777, group
 fsGroup).
@@ -68,7 +69,7 @@ def host_binds_over_tmp(exec_path):
     out = []
     for p in dict.fromkeys(keep):
         if _under_tmp(p) and os.path.isdir(p):
-            out += ["--ro-bind", p, p]
+            out += [*_walkable_under_tmp(p), "--ro-bind", p, p]
     return out
 
 
@@ -121,6 +122,9 @@ RUNTIME_DEFAULT_CAPS = ("chown", "dac_override", "fsetid", "fowner", "mknod", "n
                         "sys_chroot", "kill", "audit_write")
 
 
+POD_PIDS_LIMIT = 1024
+
+
 class SecurityRefused(Exception):
     """The kubelet would not run this container as its securityContext asks."""
 
@@ -149,13 +153,29 @@ def security_prefix(pod, container):
     add = {str(x).lower().removeprefix("cap_") for x in caps.get("add") or []}
     keep = set() if "all" in drop else set(RUNTIME_DEFAULT_CAPS) - drop
     keep |= add - {"all"}
-    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
+    # The kubelet's pod pids limit, roughly: a per-user process limit (shared
+    # by the pods of one uid), so a fork bomb in a pod cannot take the host's.
+    argv = ["prlimit", f"--nproc={POD_PIDS_LIMIT}:{POD_PIDS_LIMIT}", "--",
+            "setpriv", f"--reuid={uid}", f"--regid={gid}"]
     argv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
     argv += ["--bounding-set=" + ",".join(["-all"] + [f"+{x}" for x in sorted(keep)]),
              "--inh-caps=-all"]
     if csc.get("allowPrivilegeEscalation") is False:
         argv.append("--no-new-privs")
     return argv + ["--"]
+
+
+def _walkable_under_tmp(path):
+    """bwrap args making the folders on the way to `path` inside the pod's own
+    /tmp searchable by any user (bwrap would create them 0700 root), so a pod
+    folder under the host's /tmp stays reachable once the exec is not root."""
+    out = []
+    parts = path.split("/")
+    for i in range(3, len(parts)):
+        d = "/".join(parts[:i])
+        if d.startswith("/tmp/"):
+            out += ["--perms", "0755", "--dir", d]
+    return out
 
 
 def _as_empty_dir(path, fs_group):
@@ -197,8 +217,12 @@ class Exec:
                 _as_empty_dir(pod_dir, fs_group)
                 os.chmod(pod_tmp, 0o1777)
             init = self._pod_sandbox(ns, name, pod_dir, pod_tmp)
-            argv = ["nsenter", "-t", str(init), "-p", "-m", "-n", "-i", "-u",
-                    f"--wd={pod_dir}", "--", *sec, *command]
+            # -r -w: the root and working folder of the pod's init (its
+            # folder), taken as file descriptors, so the working folder is
+            # reachable from the root (a path would be resolved before the
+            # root moves, and getcwd() would then fail for a non-root user)
+            argv = ["nsenter", "-t", str(init), "-p", "-m", "-n", "-i", "-u", "-r", "-w",
+                    "--", *sec, *command]
             return argv, pod_dir, env
         # Unprivileged: a sandbox per exec in the host's PID namespace (bwrap
         # then makes a user namespace per exec, and one exec cannot read
@@ -223,7 +247,8 @@ class Exec:
             ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
              "--unshare-cgroup-try", "--die-with-parent", "--ro-bind", "/", "/",
              "--dev", "/dev", "--proc", "/proc", "--bind", pod_tmp, "/tmp",
-             *host_binds_over_tmp(self.exec_path), "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63],
+             *host_binds_over_tmp(self.exec_path), *_walkable_under_tmp(pod_dir),
+             "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63],
              "--info-fd", str(w), "--", "sleep", "infinity"],
             pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
