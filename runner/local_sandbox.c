@@ -369,9 +369,12 @@ int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run 
 	int n = cp_lsandbox_argv(s, run, &buf, argv, sizeof argv / sizeof argv[0] - 4);
 	if (n < 0)
 		return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
+	/* the guarantees, then that Node runs there (any Node: --node may be a
+	 * stand-in that only knows --version) */
+	argv[n++] = "/bin/sh";
+	argv[n++] = "-c";
+	argv[n++] = "cat /proc/self/status && exec \"$0\" --version";
 	argv[n++] = node;
-	argv[n++] = "-e";
-	argv[n++] = "process.stdout.write(require('fs').readFileSync('/proc/self/status','utf8'))";
 	argv[n] = NULL;
 	int sfd = cp_lsandbox_seccomp_fd(s, err);
 	if (sfd < 0)
@@ -383,8 +386,13 @@ int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run 
 		status[strcspn(status, "\n")] = '\0';
 		return cp_err_set(err, CP_E_UNSUPPORTED,
 		                  "the sandbox (bubblewrap with seccomp, prlimit%s) cannot start Node "
-		                  "here (exit status %d: %.120s)", s->as_root ? ", setpriv" : "", rc, status);
+		                  "here (exit status %d: %.120s)", s->as_root ? ", setpriv" : "", rc,
+		                  strncmp(status, "Name:", 5) == 0 ? "Node does not run as the sandbox user"
+		                                                   : status);
 	}
+	if (!status_field(status, "CapEff") || !status_field(status, "Seccomp"))
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "the sandbox probe could not read its own /proc/self/status");
 	static const char *const caps[] = { "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb" };
 	for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
 		if (!field_is(status, caps[i], "0000000000000000"))

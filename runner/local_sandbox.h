@@ -113,8 +113,9 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 int cp_lsandbox_seccomp_fd(const struct cp_lsandbox *s, struct cp_err *err);
 
 /**
- * cp_lsandbox_probe() - run `node` through the whole chain once, with @ws
- * as its workspace, and read its /proc/self/status: the program must have
+ * cp_lsandbox_probe() - run the whole chain once, with @ws as its
+ * workspace: `cat /proc/self/status`, then `NODE --version` (so Node is
+ * known to run there as the sandbox user). The status must show
  * no capability in any set, NoNewPrivs 1, Seccomp 2 (filter mode) and, when
  * codepod is root, a user other than root.
  *
