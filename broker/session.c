@@ -435,6 +435,12 @@ static void do_attach(struct broker_session *s, const char *id)
 		return;
 	}
 	const json_t *outcome = hub_take_outcome(s->hub, id);
+	if (!outcome && s->own_hub) {
+		send_error(s, id, type, NULL, "UNKNOWN_EXECUTION",
+		           "no running execution %.64s in this session; attach takes over executions "
+		           "of a dropped WebSocket session (serve --listen)", id);
+		return;
+	}
 	if (!outcome) {
 		send_error(s, id, type, NULL, "UNKNOWN_EXECUTION",
 		           "no running or kept execution %.64s here: unknown, expired, or run "
