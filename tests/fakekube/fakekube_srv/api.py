@@ -484,8 +484,8 @@ class Server:
                 request.transport.abort()
                 return resp
             await resp.write_eof()
-        except (ConnectionError, asyncio.CancelledError):
-            raise
+        except ConnectionError:
+            return resp  # the client went away: the watch simply ends
         finally:
             if w is not None:
                 self.store.close_watch(w)
