@@ -308,6 +308,9 @@ int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit)
 		if (at >= 0 && at + K8S_POD_OOM_SKEW_S >= since)
 			verdict = 1;
 	}
+	/* A pod being deleted has its containers killed: that SIGKILL was no OOM kill. */
+	if (verdict == -1 && json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+		verdict = 0;
 	if (verdict == 1 && limit) {
 		const json_t *spec = named_container(json_object_get(json_object_get(pod, "spec"),
 		                                                     "containers"));

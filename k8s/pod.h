@@ -84,7 +84,7 @@ void k8s_pod_classify(const json_t *pod, const char *template_hash,
  * finished no earlier than @since (seconds since the epoch, less
  * K8S_POD_OOM_SKEW_S for the node's clock)? 1: yes, and *limit is the
  * container's memory limit ("1Gi", borrowed from @pod) or NULL; 0: it ended
- * otherwise; -1: the status does not say (yet). */
+ * otherwise, or the pod is being deleted; -1: the status does not say (yet). */
 #define K8S_POD_OOM_SKEW_S 30
 int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit);
 

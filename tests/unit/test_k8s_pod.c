@@ -218,6 +218,9 @@ static void test_oom_killed_from_the_container_status(void **state)
 	json_decref(pod);
 	pod = ended(NULL, NULL, NULL); /* still running: not yet known */
 	assert_int_equal(k8s_pod_oom_killed(pod, t, NULL), -1);
+	json_object_set_new(json_object_get(pod, "metadata"), "deletionTimestamp",
+	                    json_string("2025-11-30T10:53:25Z"));
+	assert_int_equal(k8s_pod_oom_killed(pod, t, NULL), 0); /* killed by the deletion */
 	json_decref(pod);
 	json_t *junk = json_pack("{s:[i]}", "status", 1);
 	assert_int_equal(k8s_pod_oom_killed(junk, t, NULL), -1);
