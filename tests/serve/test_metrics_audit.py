@@ -47,7 +47,8 @@ def test_metrics_pass_promtool_and_count(serve):
 def test_audit_lines_and_clean_logs(serve):
     s = serve()
     run_some(s)
-    audits = {a["id"]: a for a in s.logs("audit")}
+    lines = s.wait_logs("audit", lambda ls: {"m1", "m2", "m3"} <= {a.get("id") for a in ls})
+    audits = {a["id"]: a for a in lines}
     assert set(audits) == {"m1", "m2", "m3"}
     a = audits["m1"]
     assert a["conversationHash"] == hashlib.sha256(b"secret-conversation-key").hexdigest()

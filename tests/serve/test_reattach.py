@@ -102,7 +102,8 @@ def test_an_outcome_that_finished_while_detached_is_delivered_on_attach(serve):
     assert res["type"] == "result" and res["result"] == "kept"
     types = [m["type"] for m in q.msgs if m.get("id") == "quick"]
     assert types == ["accepted", "result"], types
-    assert [a["code"] for a in s.logs("audit") if a.get("id") == "quick"] == ["OK"]
+    audit = s.wait_logs("audit", lambda ls: any(a.get("id") == "quick" for a in ls))
+    assert [a["code"] for a in audit if a.get("id") == "quick"] == ["OK"]
 
 
 def test_attach_to_an_unknown_id_says_so(serve):

@@ -81,6 +81,20 @@ class Server:
                 out.append(m)
         return out
 
+    def wait_logs(self, event, done, timeout=30):
+        """The log lines of one event once done(lines) holds. stderr is read by
+        a thread of ours, so a line codepod wrote before a result may arrive
+        here after it; the deadline only catches a hang."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                lines = self.logs(event)
+                if done(lines):
+                    return lines
+                left = deadline - time.monotonic()
+                assert left > 0, "no such %s log lines: %s" % (event, self.stderr_text())
+                self.cond.wait(min(left, 0.5))
+
     def connect(self, token=None, **kw):
         return WsClient(self.host, self.port, token=self.token if token is None else token, **kw)
 
