@@ -51,9 +51,42 @@ class MemCg:
         self.pods = {}  # (ns, name) -> {"path", "limit", "oom_kills", "container"}
         self.stale = []  # cgroups of gone pods whose processes were still exiting
 
+    @staticmethod
+    def _sweep(root):
+        """Remove the cgroups of fakes that died without cleaning up (a
+        SIGKILL): cgroups outlive their processes."""
+        try:
+            names = os.listdir(root)
+        except OSError:
+            return
+        for d in names:
+            m = re.fullmatch(r"fakekube-(\d+)", d)
+            if not m:
+                continue
+            try:
+                os.kill(int(m.group(1)), 0)
+                continue  # that fake is alive
+            except ProcessLookupError:
+                pass
+            except OSError:
+                continue
+            top = os.path.join(root, d)
+            for sub in os.listdir(top):
+                if os.path.isdir(os.path.join(top, sub)):
+                    try:
+                        os.rmdir(os.path.join(top, sub))
+                    except OSError:
+                        pass
+            try:
+                os.rmdir(top)
+            except OSError:
+                pass
+
     def _detect(self):
         if os.geteuid() != 0:
             return None, None
+        for root in (V2_ROOT, V1_ROOT):
+            self._sweep(root)
         base = f"fakekube-{os.getpid()}"
         path = os.path.join(V2_ROOT, base)
         try:
