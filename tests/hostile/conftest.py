@@ -77,7 +77,11 @@ class Hostile:
             env["HOME"] = str(home)
             wrap = _setpriv(UNPRIV_UID)
         self.uid = UNPRIV_UID if mode == "unprivileged" and IS_ROOT else os.geteuid()
-        self.session = Session(state, args=args, env=env, wrap=wrap)
+        try:
+            self.session = Session(state, args=args, env=env, wrap=wrap)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def run(self, js, timeout=120, **kw):
         return self.session.run(js, timeout=timeout, **kw)
