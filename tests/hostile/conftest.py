@@ -99,9 +99,10 @@ class Hostile:
         return p
 
     def close(self):
-        rc = self.session.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return rc
+        try:
+            return self.session.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(params=modes())
