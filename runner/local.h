@@ -25,7 +25,7 @@ struct cp_local_config {
 	const char *node;       /* resolved Node 22 binary (see cp_node_find) */
 	int isolate;            /* 1: bubblewrap required; 0: plain processes */
 	const char *sandbox_user; /* --sandbox-user, NULL: the default (root only) */
-	const char *hide;       /* a host file programs must not read, or NULL */
+	const char *const *hide; /* host files programs must not read: NULL-terminated, or NULL */
 };
 
 int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,

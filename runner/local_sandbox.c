@@ -138,7 +138,7 @@ void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path)
 	}
 }
 
-int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *hide,
+int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *const *hide,
                      struct cp_err *err)
 {
 	memset(s, 0, sizeof *s);
@@ -172,10 +172,11 @@ int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *hide,
 		cp_lsandbox_free(s);
 		return rc;
 	}
-	/* The token file of serve --listen, codepod's own home, and /run (the
-	 * host's daemons listen on unix sockets there, which no network
+	/* serve --listen's token and audit files, codepod's own home, and /run
+	 * (the host's daemons listen on unix sockets there, which no network
 	 * namespace covers). */
-	add_hide(s, hide);
+	for (size_t i = 0; hide && hide[i]; i++)
+		add_hide(s, hide[i]);
 	add_hide(s, getenv("HOME"));
 	add_hide(s, "/run");
 	return 0;

@@ -62,12 +62,13 @@ int cp_lsandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_e
  * cp_lsandbox_init() - everything the sandbox needs, checked.
  * @user: --sandbox-user, or NULL for the default; given while codepod is
  *        not root, it is refused (only root can switch users).
- * @hide: a file to make unreadable inside (the serve token file), or NULL.
+ * @hide: files to make unreadable inside (serve's token and audit files),
+ *        NULL-terminated, or NULL.
  *
  * Return: 0, or CP_E_UNSUPPORTED naming what is missing (setpriv, prlimit,
  * a seccomp filter), or CP_E_INVALID_REQUEST for a bad --sandbox-user.
  */
-int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *hide,
+int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *const *hide,
                      struct cp_err *err);
 
 void cp_lsandbox_free(struct cp_lsandbox *s);

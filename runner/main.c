@@ -29,7 +29,8 @@ struct opts {
 	const char *state_dir;
 	const char *node;
 	const char *sandbox_user;
-	const char *token_file; /* serve --listen's: hidden from programs */
+	const char *token_file; /* serve --listen's token and audit files: hidden from programs */
+	const char *audit_file;
 	int no_isolation;
 	int stdio;
 	unsigned max_executions; /* serve --stdio */
@@ -100,7 +101,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		/* serve --listen: given to broker_serve_main, which reads them */
 		{ "listen", required_argument, NULL, 'L' },
 		{ "token-file", required_argument, NULL, 'k' },
-		{ "audit-file", required_argument, NULL, 'x' },
+		{ "audit-file", required_argument, NULL, 'a' },
 		{ "drain-seconds", required_argument, NULL, 'x' },
 		{ "max-sessions", required_argument, NULL, 'x' },
 		{ "max-executions", required_argument, NULL, 'E' },
@@ -122,6 +123,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'I': o->no_isolation = 1; break;
 		case 'U': o->sandbox_user = optarg; break;
 		case 'k': o->token_file = optarg; break;
+		case 'a': o->audit_file = optarg; break;
 		case 'S': o->stdio = 1; break;
 		case 't': o->tools = optarg; break;
 		case 'c': o->conversation = optarg; break;
@@ -217,7 +219,13 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 		                   "and write anywhere this user can"), NULL);
 	char buf[PATH_MAX];
 	const char *state = o->state_dir ? o->state_dir : default_state_dir(buf, sizeof buf);
-	struct cp_local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->token_file };
+	const char *hide[3] = { NULL, NULL, NULL };
+	size_t nhide = 0;
+	if (o->token_file)
+		hide[nhide++] = o->token_file;
+	if (o->audit_file)
+		hide[nhide++] = o->audit_file;
+	struct cp_local_config cfg = { loop, state, node, isolate, o->sandbox_user, hide };
 	struct cp_backend *b = NULL;
 	if (cp_local_new(&cfg, &b, &err)) {
 		if (isolate && err.code == CP_E_UNSUPPORTED)

@@ -146,8 +146,9 @@ return { uid: st.uid, mode: (st.mode & 0o777).toString(8), file: fs.statSync('mi
 
 
 @pytest.mark.skipif(not IS_ROOT or BACKEND != "local", reason="only root can give the token file a user")
-def test_the_serve_token_file_is_unreadable(hs):
-    """serve --listen: its token file is hidden (and, as root, not the sandbox user's)."""
+def test_the_serve_token_and_audit_files_are_unreadable(hs):
+    """serve --listen: its token and audit files are hidden (and, as root, not the
+    sandbox user's to read anyway)."""
     import sys
     from conftest import HERE
     sys.path.insert(0, str(HERE.parent / "serve"))
@@ -171,13 +172,18 @@ def test_the_serve_token_file_is_unreadable(hs):
             launcher.write_text("#!/bin/sh\nexec " + " ".join(wrap) + f" {saved} \"$@\"\n")
             launcher.chmod(0o755)
             h.CODEPOD_BIN = str(launcher)
-        srv = Server(state)
+        audit = server_dir / "audit.log"
+        audit.write_text('{"event":"audit","id":"earlier"}\n')
+        if wrap:
+            os.chown(audit, hs.uid, hs.uid)
+        srv = Server(state, args=["--audit-file", str(audit)])
         os.chmod(srv.token_file, 0o600)
         if wrap:
             os.chown(srv.token_file, hs.uid, hs.uid)
         ws = srv.connect()
-        js = (PRELUDE + f"return code(() => fs.readFileSync({json.dumps(str(srv.token_file))}, 'utf8')) === 'ok'"
-              f" ? fs.readFileSync({json.dumps(str(srv.token_file))}, 'utf8') : 'EACCES';")
+        read = "(p) => code(() => fs.readFileSync(p, 'utf8')) === 'ok' ? fs.readFileSync(p, 'utf8') : 'EACCES'"
+        js = (PRELUDE + f"const read = {read};\n"
+              f"return [read({json.dumps(str(srv.token_file))}), read({json.dumps(str(audit))})];")
         ws.send_text(json.dumps({"type": "execute", "id": "tok", "conversation": "tok",
                                  "js": js, "tools": []}))
         while True:
@@ -186,7 +192,10 @@ def test_the_serve_token_file_is_unreadable(hs):
                 break
         assert m["type"] == "result" and m["status"] == "succeeded", m
         assert srv.token not in json.dumps(m), "the program read the serve token"
-        assert m["result"] in ("EACCES", ""), m  # unreadable as root; hidden (empty) as its owner
+        # the token and the audit records: covered by /dev/null on a nodev mount,
+        # which no one can open, whoever owns the file underneath
+        assert m["result"] == ["EACCES", "EACCES"], m
+        assert "earlier" in audit.read_text()
         ws.close()
     finally:
         h.CODEPOD_BIN = saved
@@ -198,8 +207,8 @@ def test_the_serve_token_file_is_unreadable(hs):
 def test_the_unprivileged_mode_really_is_unprivileged(hs):
     if hs.mode != "unprivileged" or not IS_ROOT:
         pytest.skip("checks the suite's own set-up of the unprivileged mode")
+    hs.next_works()  # codepod is up: setpriv has made it the unprivileged user by now
     pid = hs.session.proc.pid
     with open(f"/proc/{pid}/status") as f:
         uid_line = next(line for line in f if line.startswith("Uid:"))
     assert uid_line.split()[1:] == [str(UNPRIV_UID)] * 4
-    hs.next_works()
