@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from conftest import BACKEND, IS_ROOT, UNPRIV_UID, local_only
+from hostile import BACKEND, IS_ROOT, UNPRIV_UID, local_only
 from harness import assert_ok
 
 PRELUDE = """const cp = require('node:child_process');
@@ -150,7 +150,7 @@ def test_the_serve_token_and_audit_files_are_unreadable(hs):
     """serve --listen: its token and audit files are hidden (and, as root, not the
     sandbox user's to read anyway)."""
     import sys
-    from conftest import HERE
+    from hostile import HERE
     sys.path.insert(0, str(HERE.parent / "serve"))
     import harness as h
     from wssession import Server

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import BACKEND
+from hostile import BACKEND
 from harness import assert_failed, assert_ok, processes_with_marker
 
 PRELUDE = """const cp = require('node:child_process');

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import BACKEND, IS_ROOT, local_only
+from hostile import BACKEND, IS_ROOT, local_only
 from harness import assert_ok
 
 PRELUDE = """const cp = require('node:child_process');

@@ -1,0 +1,118 @@
+"""The hostile-program suite (issue 9, SECURITY.md): what a model-written
+program set on escaping might try, each case asserting its exact outcome and
+that codepod then serves the next execution.
+
+Modes (the `hs` fixture is parametrized over them):
+- local backend, codepod as root ("root"): programs run as the sandbox user;
+- local backend, codepod unprivileged ("unprivileged"): the test starts
+  codepod through setpriv as UNPRIV_UID, with a state folder of that user;
+  when the test itself is not root this is the only local mode;
+- CODEPOD_BACKEND=kubernetes ("pod"): the fake API server the e2e harness
+  starts, with pods made from the chart's template
+  (charts/codepod/files/sandbox-pod.yaml), whose securityContext the fake
+  applies to every exec.
+
+Files a program must not reach are put in a folder of the checkout, not
+under /tmp (the sandbox's /tmp is its own, so a secret there proves nothing).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "e2e"))
+
+import harness  # noqa: E402
+from harness import BACKEND, CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok  # noqa: E402
+
+UNPRIV_UID = 47123  # no user of its own: the suite's unprivileged codepod
+POD_TEMPLATE = REPO / "charts" / "codepod" / "files" / "sandbox-pod.yaml"
+IS_ROOT = os.geteuid() == 0
+
+
+def modes():
+    if BACKEND == "kubernetes":
+        return ["pod"]
+    return ["root", "unprivileged"] if IS_ROOT else ["unprivileged"]
+
+
+def _setpriv(uid):
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+def _runnable_by(uid):
+    """Can `uid` run codepod and the project's Node from this checkout?"""
+    node = NODE_DIR / "node"
+    r = subprocess.run([*_setpriv(uid), "sh", "-c", 'test -x "$0" && test -x "$1"',
+                        CODEPOD_BIN, str(node)], capture_output=True)
+    return r.returncode == 0
+
+
+class Hostile:
+    """One codepod session in one mode, with a private folder in the checkout."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.dir = HERE / f".run-{uuid.uuid4().hex[:12]}"
+        self.dir.mkdir(mode=0o755)
+        state = self.dir / "state"
+        args, env, wrap = [], os.environ.copy(), ()
+        if mode == "pod":
+            args = ["--pod-template", str(POD_TEMPLATE)]
+        if mode == "unprivileged" and IS_ROOT:
+            if not _runnable_by(UNPRIV_UID):
+                shutil.rmtree(self.dir)
+                pytest.skip(f"uid {UNPRIV_UID} cannot run {CODEPOD_BIN} and .deps/node "
+                            "from this checkout (a folder on the way is not searchable)")
+            state.mkdir()
+            home = self.dir / "home"
+            home.mkdir()
+            for p in (state, home):
+                os.chown(p, UNPRIV_UID, UNPRIV_UID)
+            env["HOME"] = str(home)
+            wrap = _setpriv(UNPRIV_UID)
+        self.uid = UNPRIV_UID if mode == "unprivileged" and IS_ROOT else os.geteuid()
+        try:
+            self.session = Session(state, args=args, env=env, wrap=wrap)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def run(self, js, timeout=120, **kw):
+        return self.session.run(js, timeout=timeout, **kw)
+
+    def next_works(self):
+        """Every case ends here: codepod still serves an ordinary execution."""
+        res = assert_ok(self.session.run("console.log('next'); return 'next';", timeout=120))
+        assert res["result"] == "next" and res["logs"] == "next\n", res
+
+    def secret(self, text, mode=0o600):
+        """A file only its owner (the test's user) may read, where the sandbox can see it."""
+        p = self.dir / f"secret-{uuid.uuid4().hex[:8]}"
+        p.write_text(text)
+        os.chmod(p, mode)
+        return p
+
+    def close(self):
+        try:
+            return self.session.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(params=modes())
+def hs(request):
+    h = Hostile(request.param)
+    yield h
+    err = b"".join(h.session.stderr_lines[-20:]).decode(errors="replace")
+    rc = h.close()
+    assert rc == 0, f"codepod exited {rc} after EOF on stdin; stderr tail:\n{err}"
+    assert not h.session.stray, f"stray lines on codepod's stdout: {h.session.stray[:5]}"
+
+
+local_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
