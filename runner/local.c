@@ -19,7 +19,7 @@
 /* After the process exits, how long its pipes may stay open (a child that
  * escaped the kill still holds them) before we stop waiting for EOF. */
 #define DRAIN_MS 2000
-#define MAX_ARGS 128
+#define MAX_ARGS 256
 
 struct local {
 	struct cp_backend base;

@@ -201,6 +201,29 @@ void cp_lsandbox_free(struct cp_lsandbox *s)
 		argv[n++] = (x);             \
 	} while (0)
 
+/* `--perms 0755 --dir A` for each proper ancestor A of @path longer than
+ * @skip bytes, the strings kept in @buf. Return: 0, or -1 when out of room. */
+static int push_ancestors(struct cp_lsandbox_buf *buf, const char *path, size_t skip,
+                          const char **argv, size_t *n, size_t cap)
+{
+	for (const char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+		size_t len = (size_t)(p - path);
+		if (len <= skip)
+			continue;
+		if (buf->dirs_used + len + 1 > sizeof buf->dirs || *n + 4 > cap)
+			return -1;
+		char *dir = buf->dirs + buf->dirs_used;
+		memcpy(dir, path, len);
+		dir[len] = '\0';
+		buf->dirs_used += len + 1;
+		argv[(*n)++] = "--perms";
+		argv[(*n)++] = "0755";
+		argv[(*n)++] = "--dir";
+		argv[(*n)++] = dir;
+	}
+	return 0;
+}
+
 int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
                      struct cp_lsandbox_buf *buf, const char **argv, size_t cap)
 {
@@ -238,15 +261,19 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 			PUSH("--ro-bind"); PUSH("/dev/null"); PUSH(s->hide[i]);
 		}
 	}
+	/* bubblewrap makes the folders it creates on the way to a mount point
+	 * 0700 root: the sandbox user could not reach Node (a checkout under
+	 * /tmp) or its own workspace (a state dir under /tmp) by path. So each
+	 * ancestor is made 0755 before the mount that would create it; one that
+	 * exists is left as it is (--dir on a folder is a no-op). */
+	buf->dirs_used = 0;
+	size_t state_len = strlen(run->state_dir);
+	if (push_ancestors(buf, run->state_dir, 0, argv, &n, cap))
+		return -1;
 	PUSH("--tmpfs"); PUSH(run->state_dir);
-	/* bubblewrap would make the workspace's parent 0700 root: the sandbox
-	 * user could not walk to its own workspace by path */
-	snprintf(buf->ws_parent, sizeof buf->ws_parent, "%s", run->ws);
-	char *slash = strrchr(buf->ws_parent, '/');
-	if (slash && slash != buf->ws_parent) {
-		*slash = '\0';
-		PUSH("--perms"); PUSH("0755"); PUSH("--dir"); PUSH(buf->ws_parent);
-	}
+	if (push_ancestors(buf, run->ws, state_len, argv, &n, cap) ||
+	    push_ancestors(buf, run->node_root, 0, argv, &n, cap))
+		return -1;
 	PUSH("--ro-bind"); PUSH(run->node_root); PUSH(run->node_root);
 	PUSH("--bind"); PUSH(run->ws); PUSH(run->ws);
 	PUSH("--chdir"); PUSH(run->ws);
@@ -365,7 +392,7 @@ static int field_is(const char *status, const char *name, const char *want)
 int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
                       const char *node, struct cp_err *err)
 {
-	const char *argv[96];
+	const char *argv[192];
 	struct cp_lsandbox_buf buf;
 	int n = cp_lsandbox_argv(s, run, &buf, argv, sizeof argv / sizeof argv[0] - 4);
 	if (n < 0)

@@ -93,7 +93,9 @@ struct cp_lsandbox_run {
 /* Room the caller keeps for numbers formatted into the argv. */
 struct cp_lsandbox_buf {
 	char tmp_size[32], data[64], uid[16], gid[16];
-	char ws_parent[4096];
+	/* the ancestors of Node's folder and of the workspace, NUL-separated */
+	char dirs[16384];
+	size_t dirs_used;
 };
 
 /**
