@@ -10,6 +10,7 @@ from kubehelp import (HOSTNAME_JS, describe, log, log_events, new_conv, pod_name
                       sigkill, wait_until)
 
 TICK = 15
+IN_USE_UNTIL = "codepod.dev/in-use-until"
 
 
 def ok_run(s, conv, timeout=60):
@@ -116,6 +117,13 @@ def test_restart_after_sigkill_reaps_every_idle_pod(fake, codepods):
     convs = [new_conv(f"k{i}") for i in range(3)]
     for c in convs:
         ok_run(a, c)
+    # An execution's end clears the pod's in-use-until after its result is
+    # sent: a replica killed before that PATCH leaves the pod marked busy, and
+    # every replica then keeps it until the mark expires. Wait for the clears.
+    for c in convs:
+        wait_until(lambda c=c: all(IN_USE_UNTIL not in (p["metadata"].get("annotations") or {})
+                                   for p in fake.conv_pods(c)),
+                   30, f"the in-use mark of {c}'s pod to be cleared", interval=0.1)
     sigkill(a)
     for c in convs:  # idle for longer than the TTL
         fake.set_last_used(pod_name(c), 3600)
