@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "local_sandbox.h"
 #include "syscall_filter.h"
 
@@ -326,48 +326,6 @@ int cp_lsandbox_seccomp_fd(const struct cp_lsandbox *s, struct cp_err *err)
 	return fds[0];
 }
 
-/* Runs argv with fd 3 = seccomp and collects its stdout (blocking). */
-static int run_probe(const char *const *argv, int sfd, char *out, size_t cap)
-{
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC))
-		return -1;
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDWR);
-		dup2(fds[1], 1);
-		dup2(fds[1], 2); /* bubblewrap's complaint ends the output on failure */
-		dup2(sfd, 3);
-		if (devnull >= 0)
-			dup2(devnull, 0);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	size_t n = 0;
-	for (;;) {
-		ssize_t r = read(fds[0], out + n, cap - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-		if (n == cap - 1)
-			break;
-	}
-	out[n] = '\0';
-	close(fds[0]);
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static const char *status_field(const char *status, const char *name)
 {
 	size_t len = strlen(name);
@@ -408,7 +366,9 @@ int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run 
 	if (sfd < 0)
 		return sfd;
 	char status[8192];
-	int rc = run_probe(argv, sfd, status, sizeof status);
+	/* blocking: the probe runs once, before the loop (local_sandbox.h);
+	 * bubblewrap's complaint on stderr ends the output on failure */
+	int rc = cp_capture_run(argv, sfd, CP_CAPTURE_STDERR, status, sizeof status);
 	close(sfd);
 	if (rc != 0) {
 		status[strcspn(status, "\n")] = '\0';

@@ -1,66 +1,21 @@
 /*
  * nodefind.c - finding Node 22 and probing bubblewrap, once at start.
- * These block (fork, exec, wait) on purpose: they run before the loop does.
+ * These block (cp_capture_run: fork, exec, wait) on purpose: they run before
+ * the loop does.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "local.h"
-
-/* Runs argv, returns its exit status (or -1) and the start of its stdout. */
-static int run_capture(const char *const *argv, char *out, size_t cap)
-{
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC))
-		return -1;
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		int devnull = open("/dev/null", O_RDWR);
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(devnull, 2);
-		}
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	size_t n = 0;
-	for (;;) {
-		ssize_t r = read(fds[0], out + n, cap - 1 - n);
-		if (r > 0 && n + (size_t)r < cap - 1) {
-			n += (size_t)r;
-			continue;
-		}
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r > 0)
-			n += (size_t)r;
-		break;
-	}
-	out[n] = '\0';
-	close(fds[0]);
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static int version_ok(const char *node, char *version, size_t cap)
 {
 	const char *argv[] = { node, "--version", NULL };
-	if (run_capture(argv, version, cap) != 0)
+	if (cp_capture_run(argv, -1, 0, version, cap) != 0)
 		return -1;
 	version[strcspn(version, "\r\n")] = '\0';
 	unsigned major = 0, minor = 0;
@@ -149,7 +104,7 @@ int cp_bwrap_usable(struct cp_err *err)
 	const char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
 	                       "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true", NULL };
 	char out[64];
-	int st = run_capture(argv, out, sizeof out);
+	int st = cp_capture_run(argv, -1, 0, out, sizeof out);
 	if (st == 0)
 		return 1;
 	cp_err_set(err, CP_E_UNSUPPORTED, st == 127
