@@ -163,23 +163,10 @@ static int add_string_literal(struct ctx *c, struct buf *b, const char *s, size_
 	return rc;
 }
 
-static int is_identifier(const char *s, size_t n)
-{
-	if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '$'))
-			return 0;
-	}
-	return 1;
-}
-
 /* Property and tool names: bare when an identifier, quoted otherwise. */
 static int add_name(struct ctx *c, struct buf *b, const char *s, size_t n)
 {
-	if (is_identifier(s, n))
+	if (broker_decl_is_identifier(s, n))
 		return buf_add(c, b, s, n);
 	return add_string_literal(c, b, s, n);
 }

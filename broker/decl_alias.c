@@ -7,16 +7,19 @@
 
 #include "decl_alias.h"
 
-static int is_identifier(const char *s, size_t n)
+static int is_ident_char(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '_' || ch == '$';
+}
+
+int broker_decl_is_identifier(const char *s, size_t n)
 {
 	if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
 		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '$'))
+	for (size_t i = 0; i < n; i++)
+		if (!is_ident_char((unsigned char)s[i]))
 			return 0;
-	}
 	return 1;
 }
 
@@ -36,7 +39,7 @@ static int is_reserved(const char *s)
 
 char *broker_decl_alias(const char *name, size_t n)
 {
-	if (is_identifier(name, n))
+	if (broker_decl_is_identifier(name, n))
 		return NULL;
 	char *a = malloc(n + 1);
 	size_t k = 0;
@@ -53,12 +56,10 @@ char *broker_decl_alias(const char *name, size_t n)
 				a[k++] = '_';
 			continue;
 		}
-		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		         ch == '_' || ch == '$';
-		a[k++] = ok ? (char)ch : '_';
+		a[k++] = is_ident_char(ch) ? (char)ch : '_';
 	}
 	a[k] = '\0';
-	if (!is_identifier(a, k) || is_reserved(a)) {
+	if (!broker_decl_is_identifier(a, k) || is_reserved(a)) {
 		free(a);
 		return NULL;
 	}

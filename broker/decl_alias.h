@@ -12,6 +12,10 @@
 
 #include <stddef.h>
 
+/* 1 if @s (@n bytes) is an ASCII JavaScript identifier ([A-Za-z_$][A-Za-z0-9_$]*),
+ * the names the declarations write bare and the runner needs no alias for. */
+int broker_decl_is_identifier(const char *s, size_t n);
+
 /* The alias of @name (@n bytes of UTF-8), or NULL when the name is an ASCII
  * identifier already (no alias needed), when the alias is not an identifier
  * (a leading digit) or is a name the runner reserves ("then", "__proto__",
