@@ -3,10 +3,10 @@
  * E, C, R, Z, T, N and unknown kinds) through the real engine
  * (runner/exec.c, calls.c, outcome.c) over a fake backend.
  *
- * The fake runner answers the engine's hello by sending the input as
- * frames: records [kind][len high][len low][payload], each framed with the
- * execution's nonce (a record whose length runs past the end takes the
- * rest). Then it exits with code 0. Byte 0 sets the policy: bit 0 a small
+ * The fake runner (fake_scripted.h) answers the engine's hello by sending
+ * the input as frames: records [kind][len high][len low][payload], each
+ * framed with the execution's nonce (a record whose length runs past the
+ * end takes the rest). Then it exits with code 0. Byte 0 sets the policy: bit 0 a small
  * maxResultBytes, bit 1 a small maxBridgeRequests, bit 2 answers tool calls
  * with an error instead of their input. The host answers every tool call at
  * once.
@@ -25,136 +25,10 @@
 #include <uv.h>
 
 #include "codepod.h"
+#include "fake_scripted.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-struct fake_backend {
-	struct cp_backend base; /* first: the engine hands back &base */
-	uv_loop_t *loop;
-	const uint8_t *frames;
-	size_t nframes;
-	unsigned live;
-};
-
-struct cp_proc {
-	struct fake_backend *b;
-	struct cp_proc_cbs cbs;
-	void *ud;
-	uv_timer_t t;
-	int killed, sent;
-	char nonce[33];
-};
-
-static void emit(struct cp_proc *p, char kind, const uint8_t *payload, size_t len)
-{
-	char hdr[96];
-	int n = snprintf(hdr, sizeof hdr, "\x1e" "cp1 %s %c %zu\n", p->nonce, kind, len);
-	char *buf = malloc((size_t)n + len + 1);
-	if (!buf)
-		abort();
-	memcpy(buf, hdr, (size_t)n);
-	if (len)
-		memcpy(buf + n, payload, len);
-	p->cbs.out(p->ud, buf, (size_t)n + len);
-	free(buf);
-}
-
-static void on_closed(uv_handle_t *h)
-{
-	struct cp_proc *p = h->data;
-	p->b->live--;
-	free(p);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-	struct cp_proc *p = t->data;
-	if (!p->killed && !p->sent) {
-		p->sent = 1;
-		const uint8_t *d = p->b->frames;
-		size_t left = p->b->nframes;
-		while (left >= 3 && !p->killed) {
-			size_t len = (size_t)d[1] << 8 | d[2];
-			if (len > left - 3)
-				len = left - 3;
-			emit(p, (char)d[0], d + 3, len);
-			d += 3 + len;
-			left -= 3 + len;
-		}
-		uv_timer_start(&p->t, on_timer, 0, 0); /* then exit */
-		return;
-	}
-	struct cp_proc_exit ex;
-	memset(&ex, 0, sizeof ex);
-	ex.code = p->killed ? -1 : 0;
-	ex.signal = p->killed ? 9 : 0;
-	p->killed = 1;
-	p->cbs.exited(p->ud, &ex);
-	uv_close((uv_handle_t *)&p->t, on_closed);
-}
-
-static int fake_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
-                      const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
-                      struct cp_err *err)
-{
-	struct fake_backend *b = (struct fake_backend *)(void *)base;
-	(void)req;
-	struct cp_proc *p = calloc(1, sizeof *p);
-	if (!p)
-		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	p->b = b;
-	p->cbs = *cbs;
-	p->ud = ud;
-	uv_timer_init(b->loop, &p->t);
-	p->t.data = p;
-	b->live++;
-	*out = p;
-	return 0;
-}
-
-static int fake_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
-{
-	if (p->killed)
-		return cp_err_set(err, CP_E_STATE, "fake: the process is gone");
-	if (!p->nonce[0] && len > 12 && memcmp(buf, "{\"k\":\"hello\"", 12) == 0) {
-		json_t *h = json_loadb(buf, len, JSON_ALLOW_NUL, NULL);
-		const char *nonce = json_string_value(json_object_get(h, "nonce"));
-		if (!nonce || strlen(nonce) != 32)
-			abort();
-		memcpy(p->nonce, nonce, 33);
-		json_decref(h);
-		uv_timer_start(&p->t, on_timer, 0, 0);
-	}
-	return 0;
-}
-
-static void fake_kill(struct cp_proc *p)
-{
-	if (p->killed)
-		return;
-	p->killed = 1;
-	uv_timer_stop(&p->t);
-	uv_timer_start(&p->t, on_timer, 0, 0);
-}
-
-static void fake_note_pid(struct cp_proc *p, long pid, unsigned long long start)
-{
-	(void)p;
-	if (pid <= 1)
-		abort(); /* the engine passes on only a real pid */
-	(void)start;
-}
-
-static void fake_destroy(struct cp_backend *b)
-{
-	(void)b;
-}
-
-static const struct cp_backend_ops fake_ops = {
-	.spawn = fake_spawn, .write = fake_write, .kill = fake_kill,
-	.note_pid = fake_note_pid, .destroy = fake_destroy,
-};
 
 /* ---- the host ---- */
 
@@ -225,22 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (uv_loop_init(&loop))
 		abort();
 	struct fake_backend fb;
-	memset(&fb, 0, sizeof fb);
-	fb.base.ops = &fake_ops;
-	fb.base.name = "local";
-	fb.loop = &loop;
-	fb.frames = data + 1;
-	fb.nframes = size - 1;
-
-	struct codepod_config cfg;
-	memset(&cfg, 0, sizeof cfg);
-	cfg.loop = &loop;
-	cfg.backend = &fb.base;
-	cp_policy_defaults(&cfg.defaults);
-	cp_policy_ceiling_defaults(&cfg.ceiling);
-	struct codepod *cp = NULL;
-	if (codepod_new(&cfg, &cp, NULL))
-		abort();
+	fake_backend_init(&fb, &loop, data + 1, size - 1);
+	struct codepod *cp = fake_engine_new(&loop, &fb.base);
 	json_t *req = json_pack("{s:s,s:s,s:s,s:[{s:s},{s:s,s:b}],s:{s:i,s:i,s:i}}",
 	                        "id", "e1", "conversation", "c", "js", "return 1",
 	                        "tools", "name", "t", "name", "off", "enabled", 0,

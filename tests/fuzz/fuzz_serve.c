@@ -39,6 +39,7 @@
 #include <uv.h>
 
 #include "codepod.h"
+#include "fake_scripted.h"
 #include "http_server.h"
 #include "idset.h"
 #include "log.h"
@@ -48,103 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define TOKEN "fuzz-token"
 #define FUZZ_MAX_INPUT (256u * 1024u)
 
-/* ---- the fake runner: Y then R "1" for every program ---- */
-
-struct fake_backend {
-	struct cp_backend base; /* first: the engine hands back &base */
-	uv_loop_t *loop;
-};
-
-struct cp_proc {
-	struct cp_proc_cbs cbs;
-	void *ud;
-	uv_timer_t t;
-	int killed, answered;
-	char nonce[33];
-};
-
-static void emit(struct cp_proc *p, char kind, const char *payload)
-{
-	char buf[160];
-	int n = snprintf(buf, sizeof buf, "\x1e" "cp1 %s %c %zu\n%s", p->nonce, kind,
-	                 strlen(payload), payload);
-	p->cbs.out(p->ud, buf, (size_t)n);
-}
-
-static void on_closed(uv_handle_t *h)
-{
-	free(h->data);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-	struct cp_proc *p = t->data;
-	if (!p->killed && !p->answered) {
-		p->answered = 1;
-		emit(p, 'Y', "{\"pid\":42}");
-		emit(p, 'R', "1");
-		uv_timer_start(&p->t, on_timer, 0, 0);
-		return;
-	}
-	struct cp_proc_exit ex;
-	memset(&ex, 0, sizeof ex);
-	ex.code = p->killed ? -1 : 0;
-	ex.signal = p->killed ? 9 : 0;
-	p->killed = 1;
-	p->cbs.exited(p->ud, &ex);
-	uv_close((uv_handle_t *)&p->t, on_closed);
-}
-
-static int fake_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
-                      const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
-                      struct cp_err *err)
-{
-	struct fake_backend *b = (struct fake_backend *)(void *)base;
-	(void)req;
-	struct cp_proc *p = calloc(1, sizeof *p);
-	if (!p)
-		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	p->cbs = *cbs;
-	p->ud = ud;
-	uv_timer_init(b->loop, &p->t);
-	p->t.data = p;
-	*out = p;
-	return 0;
-}
-
-static int fake_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
-{
-	if (p->killed)
-		return cp_err_set(err, CP_E_STATE, "fake: the process is gone");
-	if (!p->nonce[0] && len > 12 && memcmp(buf, "{\"k\":\"hello\"", 12) == 0) {
-		json_t *h = json_loadb(buf, len, JSON_ALLOW_NUL, NULL);
-		const char *nonce = json_string_value(json_object_get(h, "nonce"));
-		if (!nonce || strlen(nonce) != 32)
-			abort();
-		memcpy(p->nonce, nonce, 33);
-		json_decref(h);
-		uv_timer_start(&p->t, on_timer, 0, 0);
-	}
-	return 0;
-}
-
-static void fake_kill(struct cp_proc *p)
-{
-	if (p->killed)
-		return;
-	p->killed = 1;
-	uv_timer_stop(&p->t);
-	uv_timer_start(&p->t, on_timer, 0, 0);
-}
-
-static void fake_destroy(struct cp_backend *b)
-{
-	(void)b;
-}
-
-static const struct cp_backend_ops fake_ops = {
-	.spawn = fake_spawn, .write = fake_write, .kill = fake_kill, .destroy = fake_destroy,
-};
+/* The fake runner's answer to every program (fake_scripted.h): Y, R "1". */
+static const uint8_t SCRIPT[] = "Y\0\x0a{\"pid\":42}" "R\0\x01" "1";
 
 /* ---- the server, once ---- */
 
@@ -200,17 +106,10 @@ static void setup(void)
 	if (!f || fputs(TOKEN "\n", f) < 0 || fclose(f))
 		abort();
 	atexit(remove_token);
-	g.fb.base.ops = &fake_ops;
-	g.fb.base.name = "local";
-	g.fb.loop = &g.loop;
-	struct codepod_config cfg;
-	memset(&cfg, 0, sizeof cfg);
-	cfg.loop = &g.loop;
-	cfg.backend = &g.fb.base;
-	cp_policy_defaults(&cfg.defaults);
-	cp_policy_ceiling_defaults(&cfg.ceiling);
+	fake_backend_init(&g.fb, &g.loop, SCRIPT, sizeof SCRIPT - 1);
+	g.cp = fake_engine_new(&g.loop, &g.fb.base);
 	g.ids = cp_idset_new(1024);
-	if (!g.ids || codepod_new(&cfg, &g.cp, NULL))
+	if (!g.ids)
 		abort();
 	static const char *const listen[] = { "127.0.0.1:0" };
 	struct broker_http_config hc;

@@ -46,6 +46,7 @@
 #include <uv.h>
 
 #include "codepod.h"
+#include "fake_runner.h"
 #include "idset.h"
 #include "log.h"
 #include "session.h"
@@ -81,16 +82,7 @@ static void emit(struct cp_proc *p, char kind, const char *payload)
 {
 	if (p->killed)
 		return; /* a killed runner writes nothing more */
-	char hdr[96];
-	size_t len = strlen(payload);
-	int n = snprintf(hdr, sizeof hdr, "\x1e" "cp1 %s %c %zu\n", p->nonce, kind, len);
-	char *buf = malloc((size_t)n + len);
-	if (!buf)
-		abort();
-	memcpy(buf, hdr, (size_t)n);
-	memcpy(buf + n, payload, len);
-	p->cbs.out(p->ud, buf, (size_t)n + len);
-	free(buf);
+	fake_frame(&p->cbs, p->ud, p->nonce, kind, payload, strlen(payload));
 }
 
 static void on_proc_closed(uv_handle_t *h)
@@ -160,17 +152,12 @@ static void schedule(struct cp_proc *p, int stage)
 	uv_timer_start(&p->t, on_emit_timer, 0, 0);
 }
 
-/* The hello names the nonce and the tools; the first tool is the one the
- * runner calls (tool names may hold any character: the call is built with
- * jansson). */
-static void on_hello(struct cp_proc *p, const char *buf, size_t len)
+/* The hello (fake_hello took the nonce) names the tools; the first tool is
+ * the one the runner calls (tool names may hold any character: the call is
+ * built with jansson). Consumes @h. */
+static void on_hello(struct cp_proc *p, json_t *h)
 {
-	json_t *h = json_loadb(buf, len, JSON_ALLOW_NUL, NULL);
-	const char *nonce = json_string_value(json_object_get(h, "nonce"));
 	const char *tool = json_string_value(json_object_get(json_array_get(json_object_get(h, "tools"), 0), "n"));
-	if (!nonce || strlen(nonce) != 32)
-		abort(); /* the engine always sends a 32-hex nonce */
-	memcpy(p->nonce, nonce, 33);
 	/* Tool names are 1 to 128 bytes (the engine checks). */
 	if (!tool || strlen(tool) >= sizeof p->tool)
 		tool = "noTool";
@@ -229,8 +216,9 @@ static int fake_write(struct cp_proc *p, const char *buf, size_t len, struct cp_
 		return cp_err_set(err, CP_E_STATE, "fake: the process is gone");
 	if (p->mode != M_RUNNER)
 		return 0;
-	if (len > 12 && memcmp(buf, "{\"k\":\"hello\"", 12) == 0)
-		on_hello(p, buf, len);
+	json_t *h = fake_hello(buf, len, p->nonce);
+	if (h)
+		on_hello(p, h);
 	else if (len > 5 && memcmp(buf, "{\"k\":", 5) == 0)
 		on_answer(p, buf, len);
 	return 0;
@@ -406,12 +394,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fb.base.name = "local";
 	fb.loop = &loop;
 
-	struct codepod_config cfg;
-	memset(&cfg, 0, sizeof cfg);
-	cfg.loop = &loop;
-	cfg.backend = &fb.base;
-	cp_policy_defaults(&cfg.defaults);
-	cp_policy_ceiling_defaults(&cfg.ceiling);
 	struct fuzz_state f;
 	memset(&f, 0, sizeof f);
 	struct broker_hub_config hc;
@@ -423,7 +405,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	f.ids = cp_idset_new(64);
 	f.hub = broker_hub_new(&hc);
-	if (codepod_new(&cfg, &f.cp, NULL) || !f.ids || !f.hub)
+	f.cp = fake_engine_new(&loop, &fb.base);
+	if (!f.ids || !f.hub)
 		abort();
 	open_session(&f);
 
