@@ -54,11 +54,14 @@ def _runnable_by(uid):
 
 
 class Hostile:
-    """One codepod session in one mode, with a private folder in the checkout."""
+    """One codepod session in one mode, with a private folder in the checkout
+    (or in /var/tmp when the checkout is under /tmp, which every sandbox
+    hides: its files must stay where a program can try them)."""
 
     def __init__(self, mode):
         self.mode = mode
-        self.dir = HERE / f".run-{uuid.uuid4().hex[:12]}"
+        base = HERE if not str(HERE.resolve()).startswith("/tmp/") else Path("/var/tmp")
+        self.dir = base / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
         state = self.dir / "state"
         args, env, wrap = [], os.environ.copy(), ()
