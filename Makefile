@@ -54,10 +54,10 @@ $(BUILD)/.deps-ok: scripts/deps.sh
 deps:
 	$(Q)bash scripts/deps.sh
 
-$(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js
+$(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js k8s/supervisor.js
 	$(Q)mkdir -p $(dir $@)
 	@echo "  GEN   $@"
-	$(Q){ echo '/* generated from runner/runner.js and runner/boot.js: do not edit */'; \
+	$(Q){ echo '/* generated from runner/runner.js, runner/boot.js, k8s/supervisor.js: do not edit */'; \
 	  echo 'const unsigned char cp_runner_js[] = {'; \
 	  od -An -v -tx1 runner/runner.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
 	  echo '0};'; \
@@ -65,7 +65,11 @@ $(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js
 	  echo 'const unsigned char cp_boot_js[] = {'; \
 	  od -An -v -tx1 runner/boot.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
 	  echo '0};'; \
-	  echo 'const unsigned long cp_boot_js_len = sizeof cp_boot_js - 1;'; } > $@
+	  echo 'const unsigned long cp_boot_js_len = sizeof cp_boot_js - 1;'; \
+	  echo 'const unsigned char cp_supervisor_js[] = {'; \
+	  od -An -v -tx1 k8s/supervisor.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0};'; \
+	  echo 'const unsigned long cp_supervisor_js_len = sizeof cp_supervisor_js - 1;'; } > $@
 
 # Every compile waits for the Debian packages (order-only: a fresh machine's
 # `make -j2` must not compile before scripts/deps.sh installed the headers).

@@ -170,6 +170,12 @@ static void put_pods(struct out *o, const struct cp_backend *b)
 	       "codepod_pods_total{how=\"replaced\"} %lu\n"
 	       "codepod_pods_total{how=\"reaped\"} %lu\n",
 	    st.found, st.claimed, st.created, st.warm_created, st.replaced, st.reaped);
+	put(o, "# HELP codepod_supervisors_total Pod supervisors started, and those that failed "
+	       "(their pod falls back to one exec per script).\n"
+	       "# TYPE codepod_supervisors_total counter\n"
+	       "codepod_supervisors_total{outcome=\"started\"} %lu\n"
+	       "codepod_supervisors_total{outcome=\"fallback\"} %lu\n",
+	    st.supervisors_started, st.supervisor_fallbacks);
 }
 
 char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backend,

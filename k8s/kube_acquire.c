@@ -467,6 +467,7 @@ void kube_conv_release(struct kconv *c)
 void kube_conv_stale(struct kconv *c)
 {
 	kube_conv_release(c);
+	kube_super_drop(c);
 	free(c->pod);
 	c->pod = NULL;
 	c->state = KC_IDLE;

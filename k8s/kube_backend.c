@@ -45,6 +45,8 @@ static const char killer_js[] =
 	"for(const p of s)try{process.kill(p,'SIGKILL')}catch(e){}}";
 
 static void start_exec(struct cp_proc *p);
+static void kube_kill(struct cp_proc *p);
+static int start_killer(struct cp_proc *p);
 
 static void proc_free(struct cp_proc *p)
 {
@@ -68,7 +70,8 @@ static void on_timer_closed(uv_handle_t *h)
 /* Freed once the exit went out and the killer is done. */
 static void maybe_release(struct cp_proc *p)
 {
-	if (p->reported && !p->killer && !p->ex && !uv_is_closing((uv_handle_t *)&p->timer))
+	if (p->reported && !p->killer && !p->ex && !p->sup &&
+	    !uv_is_closing((uv_handle_t *)&p->timer))
 		uv_close((uv_handle_t *)&p->timer, on_timer_closed);
 }
 
@@ -143,8 +146,9 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 {
 	struct cp_proc *p = ud;
 	p->ex = NULL;
-	if (p->conv->running > 0 && --p->conv->running == 0)
+	if (p->counted && p->conv->running > 0 && --p->conv->running == 0)
 		kube_touch_done(p->conv);
+	p->counted = 0;
 	if (x->ex.unavailable || x->ex.lost)
 		kube_conv_stale(p->conv); /* check the pod again next time */
 	if (try_again(p, x))
@@ -166,7 +170,221 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 
 static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
 
+/* The pod is in use while an execution runs in it (standby runners aside). */
+static void count_running(struct cp_proc *p)
+{
+	p->counted = 1;
+	p->conv->running++;
+	kube_touch(p->conv);
+}
+
+/* ---- through the pod's supervisor (kube_super.h) ---- */
+
+static void chan_exited(void *ud, const struct cp_proc_exit *ex);
+static const struct cp_proc_cbs chan_cbs = { on_out, on_err, chan_exited };
+
+static void start_direct(struct cp_proc *p);
+
+/* Wait for the supervisor to come up, in the order the executions came. */
+static void wait_super(struct cp_proc *p)
+{
+	p->state = KP_WAIT_SUPER;
+	p->next_wait = NULL;
+	struct cp_proc **pp = &p->conv->super_waiters;
+	while (*pp)
+		pp = &(*pp)->next_wait;
+	*pp = p;
+}
+
+static struct cp_proc *take_super_waiters(struct kconv *c)
+{
+	struct cp_proc *w = c->super_waiters;
+	c->super_waiters = NULL;
+	return w;
+}
+
+/* The supervisor failed in this pod: one exec per script from now on, said
+ * in the log and the metrics; the executions waiting for it go direct. */
+static void super_fallback(struct kconv *c, const char *why)
+{
+	if (!c->super_off) {
+		c->super_off = 1;
+		c->k->stats.supervisor_fallbacks++;
+		cp_log(CP_LOG_WARN, "kube.supervisor_fallback", "pod", json_string(c->pod),
+		       "detail", json_string(why), "message",
+		       json_string("one exec per script in this pod from now on"), NULL);
+	}
+	for (struct cp_proc *w = take_super_waiters(c), *next; w; w = next) {
+		next = w->next_wait;
+		start_exec(w);
+	}
+}
+
+static void super_open(struct cp_proc *p)
+{
+	struct kconv *c = p->conv;
+	struct cp_err err;
+	int took = kube_warm_take(p);
+	if (took) {
+		p->state = KP_EXEC;
+		if (!p->standby)
+			count_running(p);
+		if (took < 0)
+			kube_kill(p);
+		return;
+	}
+	if (ksuper_open(c->super, (const char *const *)p->argv, p->tag, &chan_cbs, p, &p->chan,
+	                &err)) {
+		super_fallback(c, err.msg);
+		start_direct(p);
+		return;
+	}
+	p->sup = c->super;
+	p->state = KP_EXEC;
+	if (!p->standby)
+		count_running(p);
+	if (p->sent_len && ksuper_write(p->sup, p->chan, p->sent, p->sent_len, &err))
+		kube_kill(p);
+	cp_log(CP_LOG_DEBUG, "kube.exec", "id", json_string(p->exec_id), "pod", json_string(c->pod),
+	       "channel", json_integer(p->chan), NULL);
+}
+
+static void on_super_ready(void *ud, struct ksuper *s)
+{
+	struct kconv *c = ud;
+	if (c->super != s)
+		return;
+	for (struct cp_proc *w = take_super_waiters(c), *next; w; w = next) {
+		next = w->next_wait;
+		super_open(w);
+	}
+}
+
+static void on_super_gone(void *ud, struct ksuper *s, const char *detail)
+{
+	struct kconv *c = ud;
+	struct kube *k = c->k;
+	k->pending--;
+	if (c->super == s) { /* not dropped by us: it died, or never came up */
+		c->super = NULL;
+		if (ksuper_was_ready(s) && !c->super_lost_work) {
+			/* An idle stream that went (an idle timeout on the way): the
+			 * next execution starts another supervisor. */
+			cp_log(CP_LOG_INFO, "kube.supervisor_idle_loss", "pod", json_string(c->pod),
+			       "detail", json_string(detail), NULL);
+			for (struct cp_proc *w = take_super_waiters(c), *next; w; w = next) {
+				next = w->next_wait;
+				start_exec(w);
+			}
+		} else {
+			super_fallback(c, detail);
+		}
+	}
+	c->super_lost_work = 0;
+	kube_maybe_free(k);
+}
+
+static const struct ksuper_cbs super_cbs = { on_super_ready, on_super_gone };
+
+const struct ksuper_cbs *kube_super_cbs(void)
+{
+	return &super_cbs;
+}
+
+const struct cp_proc_cbs *kube_chan_cbs(void)
+{
+	return &chan_cbs;
+}
+
+void kube_super_drop(struct kconv *c)
+{
+	struct ksuper *s = c->super;
+	c->super = NULL;
+	c->super_off = 0; /* a new pod gets a new chance */
+	if (s)
+		ksuper_close(s);
+	/* Those waiting for it wait for the conversation's next pod instead. */
+	struct cp_proc *w = take_super_waiters(c);
+	for (struct cp_proc *next; w; w = next) {
+		next = w->next_wait;
+		w->state = KP_WAIT_POD;
+		w->next_wait = c->waiters;
+		c->waiters = w;
+	}
+	if (c->waiters && !c->k->closing)
+		kube_conv_want(c);
+}
+
+/* A channel's process exited, or the stream under it went. */
+static void chan_exited(void *ud, const struct cp_proc_exit *ex)
+{
+	struct cp_proc *p = ud;
+	/* still the conversation's pod (not one that replaced it meanwhile) */
+	int same_pod = p->sup && p->conv->pod && strcmp(p->conv->pod, ksuper_pod(p->sup)) == 0;
+	p->sup = NULL;
+	if (p->counted && p->conv->running > 0 && --p->conv->running == 0)
+		kube_touch_done(p->conv);
+	p->counted = 0;
+	if (ex->lost && !p->killed && !p->standby)
+		p->conv->super_lost_work = 1;
+	if (ex->lost && !p->killed && !p->got_output && !p->retried && !p->standby) {
+		/* The supervisor went before the runner said anything: nothing of
+		 * the program ran; start it over: on a direct exec (the supervisor
+		 * failed here), or in the conversation's next pod. */
+		p->retried = 1;
+		if (same_pod) {
+			start_exec(p);
+		} else {
+			p->state = KP_WAIT_POD;
+			p->next_wait = p->conv->waiters;
+			p->conv->waiters = p;
+			kube_conv_want(p->conv);
+		}
+		return;
+	}
+	p->exit = *ex;
+	if (p->killed && p->exit.lost)
+		p->exit.lost = 0; /* we ended it: not an unknown fate */
+	/* The supervisor is gone and cannot kill what the program left behind:
+	 * a killer exec does, as without a supervisor. */
+	if (ex->lost && same_pod && !p->killer)
+		start_killer(p);
+	/* A SIGKILL we did not send, or the whole container gone under the
+	 * supervisor, is most often the cgroup's OOM killer: the pod's
+	 * container status says so (kube_oom.c reports). */
+	if (same_pod && !p->killed && (p->exit.signal == 9 || p->exit.lost) && kube_oom_check(p) == 0)
+		return;
+	kube_proc_report(p);
+}
+
 static void start_exec_now(struct cp_proc *p)
+{
+	struct kconv *c = p->conv;
+	if (p->k->supervise && !c->super_off) {
+		if (!c->super) {
+			struct cp_err err;
+			if (ksuper_new(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER, &super_cbs, c,
+			               &c->super, &err)) {
+				c->super = NULL;
+				super_fallback(c, err.msg);
+			} else {
+				p->k->pending++;
+				p->k->stats.supervisors_started++;
+			}
+		}
+		if (c->super) {
+			if (ksuper_is_ready(c->super))
+				super_open(p);
+			else
+				wait_super(p);
+			return;
+		}
+	}
+	start_direct(p);
+}
+
+/* One exec for this runner. */
+static void start_direct(struct cp_proc *p)
 {
 	struct kconv *c = p->conv;
 	struct cp_err err;
@@ -177,8 +395,8 @@ static void start_exec_now(struct cp_proc *p)
 	}
 	p->state = KP_EXEC;
 	p->exec_wall = time(NULL);
-	c->running++;
-	kube_touch(c);
+	if (!p->standby)
+		count_running(p);
 	if (p->sent_len && k8s_exec_write(p->ex, p->sent, p->sent_len, &err) < 0) {
 		k8s_exec_abort(p->ex);
 		return;
@@ -241,6 +459,15 @@ static void on_kill_grace(uv_timer_t *t)
 	struct cp_proc *p = t->data;
 	if (p->ex)
 		k8s_exec_abort(p->ex);
+	if (p->sup) {
+		/* The supervisor never said the channel ended: give up on it. */
+		ksuper_detach(p->sup, p->chan);
+		struct cp_proc_exit ex;
+		memset(&ex, 0, sizeof ex);
+		ex.code = -1;
+		ex.signal = 9;
+		chan_exited(p, &ex);
+	}
 }
 
 static void on_killer_exited(void *ud, const struct k8s_exec_exit *x)
@@ -259,6 +486,23 @@ static void on_killer_exited(void *ud, const struct k8s_exec_exit *x)
 }
 
 static const struct k8s_exec_cbs killer_cbs = { on_killer_out, on_killer_out, NULL, on_killer_exited };
+
+/* The killer exec for @p's processes; 0 when it started. */
+static int start_killer(struct cp_proc *p)
+{
+	char pid[24], start[24];
+	snprintf(pid, sizeof pid, "%ld", p->pid);
+	snprintf(start, sizeof start, "%llu", p->start);
+	const char *argv[] = { "node", "-e", killer_js, pid, p->tag, start, NULL };
+	struct cp_err err;
+	if (k8s_exec_start(p->k->execs, p->k->ns, p->conv->pod, K8S_CONTAINER, argv,
+	                   &killer_cbs, p, &p->killer, &err)) {
+		cp_log(CP_LOG_WARN, "kube.kill_failed", "id", json_string(p->exec_id),
+		       "detail", json_string(err.msg), NULL);
+		return -1;
+	}
+	return 0;
+}
 
 static void kube_kill(struct cp_proc *p)
 {
@@ -285,25 +529,48 @@ static void kube_kill(struct cp_proc *p)
 	case KP_WAIT_CREDS:
 		k8s_creds_cancel(&p->cw); /* on_creds reports */
 		return;
+	case KP_WAIT_SUPER:
+		for (struct cp_proc **pp = &p->conv->super_waiters; *pp; pp = &(*pp)->next_wait) {
+			if (*pp == p) {
+				*pp = p->next_wait;
+				break;
+			}
+		}
+		p->exit.code = -1;
+		p->exit.signal = 9;
+		report_soon(p);
+		return;
 	case KP_EXEC:
+		if (p->sup) { /* the supervisor kills it: no second exec */
+			ksuper_kill(p->sup, p->chan, p->tag);
+			uv_timer_stop(&p->timer);
+			uv_timer_start(&p->timer, on_kill_grace, KILL_GRACE_MS, 0);
+			return;
+		}
 		break;
 	case KP_DONE:
 		return;
 	}
-	char pid[24], start[24];
-	snprintf(pid, sizeof pid, "%ld", p->pid);
-	snprintf(start, sizeof start, "%llu", p->start);
-	const char *argv[] = { "node", "-e", killer_js, pid, p->tag, start, NULL };
-	struct cp_err err;
-	if (k8s_exec_start(p->k->execs, p->k->ns, p->conv->pod, K8S_CONTAINER, argv,
-	                   &killer_cbs, p, &p->killer, &err)) {
-		cp_log(CP_LOG_WARN, "kube.kill_failed", "id", json_string(p->exec_id),
-		       "detail", json_string(err.msg), NULL);
+	if (start_killer(p)) {
 		k8s_exec_abort(p->ex);
 		return;
 	}
 	uv_timer_stop(&p->timer);
 	uv_timer_start(&p->timer, on_kill_grace, KILL_GRACE_MS, 0);
+}
+
+static void kube_adopt(struct cp_proc *p, const char *exec_id)
+{
+	if (!p->standby)
+		return;
+	p->standby = 0;
+	char *id = strdup(exec_id ? exec_id : "");
+	if (id) {
+		free(p->exec_id);
+		p->exec_id = id;
+	}
+	if (p->state == KP_EXEC && (p->ex || p->sup) && !p->counted)
+		count_running(p);
 }
 
 static void kube_note_pid(struct cp_proc *p, long pid, unsigned long long start)
@@ -330,6 +597,8 @@ static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_
 		memcpy(p->sent + p->sent_len, buf, len);
 		p->sent_len += len;
 	}
+	if (p->sup)
+		return ksuper_write(p->sup, p->chan, buf, len, err);
 	if (!p->ex)
 		return 0;
 	int rc = k8s_exec_write(p->ex, buf, len, err);
@@ -362,6 +631,10 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 	struct kconv *c = kube_conv_get(k, req->conversation, err);
 	if (!c)
 		return err ? err->code : CP_E_INTERNAL;
+	/* A runner started ahead needs the pod already there: it must neither
+	 * start an acquisition nor keep a failing one alive. */
+	if (req->standby && c->state != KC_READY)
+		return cp_err_set(err, CP_E_STATE, "the conversation has no pod now");
 	struct cp_proc *p = calloc(1, sizeof *p);
 	if (!p)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
@@ -372,6 +645,7 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 	p->argv = copy_argv(req->argv);
 	p->exec_id = strdup(req->exec_id ? req->exec_id : "");
 	snprintf(p->tag, sizeof p->tag, "%s", req->tag ? req->tag : "");
+	p->standby = req->standby;
 	if (!p->argv || !p->exec_id) {
 		for (size_t i = 0; p->argv && p->argv[i]; i++)
 			free(p->argv[i]);
@@ -399,12 +673,14 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 
 static void on_tick_closed(uv_handle_t *h)
 {
-	free(h->data);
+	struct kube *k = h->data;
+	if (--k->handles_open == 0)
+		free(k);
 }
 
 void kube_maybe_free(struct kube *k)
 {
-	if (!k->closing || k->pending || k->procs || uv_is_closing((uv_handle_t *)&k->tick))
+	if (!k->closing || k->pending || k->procs || k->warm || uv_is_closing((uv_handle_t *)&k->tick))
 		return;
 	while (k->convs) {
 		struct kconv *c = k->convs;
@@ -417,7 +693,9 @@ void kube_maybe_free(struct kube *k)
 	json_decref(k->tmpl);
 	free(k->ns);
 	k->tick.data = k;
+	k->warm_timer.data = k;
 	uv_close((uv_handle_t *)&k->tick, on_tick_closed);
+	uv_close((uv_handle_t *)&k->warm_timer, on_tick_closed);
 }
 
 static void kube_destroy(struct cp_backend *b)
@@ -425,14 +703,17 @@ static void kube_destroy(struct cp_backend *b)
 	struct kube *k = (struct kube *)b;
 	k->closing = 1;
 	kube_pool_stop(k);
-	for (struct kconv *c = k->convs; c; c = c->next)
+	kube_warm_stop(k);
+	for (struct kconv *c = k->convs; c; c = c->next) {
 		kube_conv_release(c);
+		kube_super_drop(c);
+	}
 	kube_maybe_free(k);
 }
 
 static const struct cp_backend_ops kube_ops = {
 	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
-	.note_pid = kube_note_pid, .destroy = kube_destroy,
+	.note_pid = kube_note_pid, .adopt = kube_adopt, .destroy = kube_destroy,
 };
 
 void k8s_backend_get_stats(const struct cp_backend *b, struct k8s_backend_stats *out)
@@ -448,6 +729,8 @@ int k8s_backend_new(const struct k8s_backend_config *cfg, struct cp_backend **ou
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	k->base.ops = &kube_ops;
 	k->base.name = "kubernetes";
+	k->base.shared_sandbox = 1;
+	k->supervise = !cfg->no_supervisor;
 	k->loop = cfg->loop;
 	k->warm_pool = cfg->warm_pool;
 	k->idle_ttl_s = cfg->idle_ttl_s;
@@ -479,6 +762,9 @@ int k8s_backend_new(const struct k8s_backend_config *cfg, struct cp_backend **ou
 	}
 	uv_timer_init(k->loop, &k->tick);
 	k->tick.data = k;
+	uv_timer_init(k->loop, &k->warm_timer);
+	k->warm_timer.data = k;
+	k->handles_open = 2;
 	kube_pool_start(k);
 	*out = &k->base;
 	return 0;

@@ -5,8 +5,11 @@
  * the exec WebSocket. Pods are found by label, claimed from a warm pool, or
  * created from the pod template, then waited for through a watch. A pod that
  * can never become ready (ImagePullBackOff, Unschedulable, ...) ends the
- * acquisition at once with its reason. Ending an execution kills every
- * process it started through a second exec (closing the stream does not).
+ * acquisition at once with its reason. Each execution's runner is started
+ * by the pod's supervisor over one long-lived exec (kube_super.h), which also
+ * kills every process it started; where the supervisor cannot run (or dies),
+ * each runner is its own exec and ending it is a second exec (closing the
+ * stream does not kill it).
  * A periodic tick keeps the warm pool full and reaps idle and broken pods,
  * with preconditions so two replicas never delete a pod the other just used;
  * the first tick, at start, adopts the managed pods already there.
@@ -35,6 +38,7 @@ struct k8s_backend_config {
 	unsigned warm_pool;         /* ready unclaimed pods to keep; 0: none */
 	unsigned idle_ttl_s;        /* reap conversation pods idle longer; 0: never */
 	unsigned tick_s;            /* pool and reaper period; 0: 15 s */
+	int no_supervisor;          /* 1: one exec per script (kube_super.h) */
 };
 
 int k8s_backend_new(const struct k8s_backend_config *c, struct cp_backend **out,
@@ -51,6 +55,7 @@ struct k8s_backend_options {
 	const char *pod_template;
 	unsigned warm_pool;
 	unsigned idle_ttl_s;
+	int no_supervisor;
 };
 int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *o,
                              struct cp_backend **out, struct cp_err *err);
@@ -58,6 +63,7 @@ int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *
 /* Counters for logs, metrics and tests. */
 struct k8s_backend_stats {
 	unsigned long found, claimed, created, replaced, reaped, warm_created;
+	unsigned long supervisors_started, supervisor_fallbacks;
 };
 void k8s_backend_get_stats(const struct cp_backend *b, struct k8s_backend_stats *out);
 

@@ -17,6 +17,7 @@
 #include "creds.h"
 #include "exec.h"
 #include "kube_backend.h"
+#include "kube_super.h"
 #include "pod.h"
 #include "rest.h"
 #include "watch.h"
@@ -38,6 +39,11 @@ struct kconv {
 	struct k8s_pod_watch *watch;
 	uint64_t touched_ms;           /* last-used annotation written */
 	int busy_marked;               /* in-use-until written, not cleared yet */
+	struct ksuper *super;          /* the pod's supervisor (kube_super.h) */
+	int super_off;                 /* it failed in this pod: one exec per script */
+	int super_lost_work;           /* its stream ended under an execution */
+	struct cp_proc *super_waiters; /* executions waiting for it to be ready */
+	struct kstandby *standby;      /* a warm pod's runner, inherited (kube_warm.c) */
 };
 
 struct kube {
@@ -49,17 +55,22 @@ struct kube {
 	json_t *tmpl;
 	char tmpl_hash[17];
 	struct kconv *convs;
+	struct kwarm *warm;            /* warm pods this replica made (kube_warm.c) */
+	uv_timer_t warm_timer;         /* looks again while one is not Ready */
+	int handles_open;              /* tick and warm_timer, until closed */
 	unsigned warm_pool, idle_ttl_s, tick_s;
+	int supervise;                 /* run executions through a supervisor */
 	uv_timer_t tick;
 	int pool_busy, reap_busy;
 	unsigned long passes;          /* pool-and-reaper passes begun (1: the one at start) */
 	struct k8s_backend_stats stats;
-	unsigned pending;              /* REST calls and watches not answered yet */
+	unsigned pending;              /* REST calls, watches and supervisor streams
+	                                  not ended yet */
 	unsigned procs;                /* process handles not freed yet */
 	int closing;                   /* destroy was asked: free when all is quiet */
 };
 
-enum kproc_state { KP_WAIT_POD, KP_WAIT_CREDS, KP_EXEC, KP_DONE };
+enum kproc_state { KP_WAIT_POD, KP_WAIT_CREDS, KP_WAIT_SUPER, KP_EXEC, KP_DONE };
 
 struct cp_proc {
 	struct cp_proc *next_wait;
@@ -72,6 +83,8 @@ struct cp_proc {
 	char tag[33];
 	enum kproc_state state;
 	struct k8s_exec *ex;
+	struct ksuper *sup;            /* KP_EXEC on a supervisor channel */
+	uint32_t chan;
 	struct k8s_exec *killer;
 	struct k8s_creds_wait cw;
 	char *sent;                    /* stdin so far, kept until output comes,
@@ -84,6 +97,8 @@ struct cp_proc {
 	time_t exec_wall;              /* when the runner's exec started (wall clock) */
 	char *oom_pod;                 /* the pod read by kube_oom.c, while it is */
 	int oom_tries;
+	int standby;                   /* started ahead: not counted as running */
+	int counted;                   /* counted in conv->running */
 	struct cp_proc_exit exit;
 };
 
@@ -98,6 +113,22 @@ void kube_conv_release(struct kconv *c);     /* stop what is in progress */
 void kube_touch(struct kconv *c);            /* write the last-used annotation */
 void kube_touch_done(struct kconv *c);       /* the last execution ended */
 void kube_now_rfc3339(char out[32]);
+
+/* kube_backend.c: the conversation's supervisor goes with its pod */
+void kube_super_drop(struct kconv *c);
+const struct ksuper_cbs *kube_super_cbs(void);  /* a conversation's, ud = kconv */
+const struct cp_proc_cbs *kube_chan_cbs(void);  /* an execution's, ud = cp_proc */
+
+/* kube_warm.c: warm pods with their supervisor and a standby runner */
+void kube_warm_created(struct kube *k, const char *pod);
+void kube_warm_listed(struct kube *k, const json_t *items);  /* a warm-pod list */
+void kube_warm_poll(uv_timer_t *t);                         /* kube_pool.c */
+int kube_warm_is_up(struct kube *k, const char *pod);
+void kube_warm_claimed(struct kconv *c, const char *pod);    /* before acquire_claimed */
+/* 1: @p now runs on the inherited standby runner; 0: not usable (killed);
+ * -1: taken, but writing to it failed. */
+int kube_warm_take(struct cp_proc *p);
+void kube_warm_stop(struct kube *k);
 
 /* kube_backend.c: a conversation's pod is ready, or will not be */
 void kube_proc_pod_ready(struct cp_proc *p);

@@ -54,8 +54,18 @@ static void on_pod(void *arg, json_t *obj, const struct k8s_status *st, const st
 		cp_log(CP_LOG_INFO, "kube.oom_killed", "id", json_string(p->exec_id),
 		       "pod", json_string(p->oom_pod), NULL);
 	}
-	if (verdict >= 0 || ++p->oom_tries >= OOM_TRIES || p->k->closing ||
-	    (err && err->code == CP_E_NOT_FOUND)) {
+	/* A supervisor's stream that went with its container (kube_super.h):
+	 * a pod deleted, or a container that ended, took the runner too, so
+	 * its fate is known after all. */
+	int gone = (err && err->code == CP_E_NOT_FOUND) || verdict >= 0 ||
+	           (!err && json_object_get(json_object_get(obj, "metadata"), "deletionTimestamp"));
+	if (p->exit.lost && gone) {
+		p->exit.lost = 0;
+		if (!p->exit.signal && verdict != 1)
+			p->exit.signal = 9;
+		p->exit.code = -1;
+	}
+	if (verdict >= 0 || ++p->oom_tries >= OOM_TRIES || p->k->closing || gone) {
 		done(p);
 		return;
 	}

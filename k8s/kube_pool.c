@@ -80,16 +80,19 @@ static const char *label(const json_t *pod, const char *key)
 static void on_warm_created(void *arg, json_t *obj, const struct k8s_status *st,
                             const struct cp_err *err)
 {
-	(void)obj;
 	(void)st;
 	struct call *x = arg;
 	struct kube *k = x->k;
 	if (call_end(x))
 		return;
-	if (err)
+	if (err) {
 		cp_log(CP_LOG_WARN, "kube.warm_create_failed", "reason", json_string(err->msg), NULL);
-	else
+	} else {
 		k->stats.warm_created++;
+		const char *name = meta_str(obj, "name");
+		if (name)
+			kube_warm_created(k, name); /* its supervisor once it is Ready */
+	}
 }
 
 static void create_warm(struct kube *k, const char *why)
@@ -141,6 +144,7 @@ static void on_warm_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	json_t *items = listed(x, obj, err, &k->pool_busy);
 	if (!items)
 		return;
+	kube_warm_listed(k, items);
 	unsigned usable = 0;
 	size_t i;
 	json_t *pod;
@@ -198,6 +202,9 @@ static void on_claim_patched(void *arg, json_t *obj, const struct k8s_status *st
 		struct kconv *c = x->c;
 		json_incref(obj);
 		call_end(x);
+		const char *name = meta_str(obj, "name");
+		if (name && c->state == KC_ACQUIRING)
+			kube_warm_claimed(c, name); /* its supervisor and standby runner too */
 		kube_acquire_claimed(c, obj);
 		json_decref(obj);
 		kube_pool_refill_soon(c->k);
@@ -244,7 +251,18 @@ static void on_claim_listed(void *arg, json_t *obj, const struct k8s_status *st,
 		call_end(x);
 		return;
 	}
-	x->items = json_incref(err ? NULL : json_object_get(obj, "items"));
+	/* Pods whose supervisor and standby runner are up first. */
+	const json_t *items = err ? NULL : json_object_get(obj, "items");
+	x->items = json_array();
+	for (int pass = 0; x->items && pass < 2; pass++) {
+		size_t i;
+		json_t *pod;
+		json_array_foreach(items, i, pod) {
+			const char *name = meta_str(pod, "name");
+			if ((name && kube_warm_is_up(x->k, name)) == (pass == 0))
+				json_array_append(x->items, pod);
+		}
+	}
 	try_claim(x);
 }
 
@@ -394,4 +412,9 @@ void kube_pool_refill_soon(struct kube *k)
 {
 	if (!k->closing)
 		refill(k, "claim");
+}
+
+void kube_warm_poll(uv_timer_t *t)
+{
+	kube_pool_refill_soon(t->data);
 }

@@ -55,13 +55,15 @@ int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *
 		return err ? err->code : CP_E_INVALID_REQUEST;
 	}
 	struct k8s_backend_config bc = { .loop = loop, .cfg = &cfg, .ns = o->ns, .tmpl = tmpl,
-	                                 .warm_pool = o->warm_pool, .idle_ttl_s = o->idle_ttl_s };
+	                                 .warm_pool = o->warm_pool, .idle_ttl_s = o->idle_ttl_s,
+	                                 .no_supervisor = o->no_supervisor };
 	rc = k8s_backend_new(&bc, out, err);
 	if (!rc)
 		cp_log(CP_LOG_INFO, "kube.start", "config", json_string(from),
 		       "server", json_string(cfg.server),
 		       "namespace", json_string(o->ns ? o->ns : cfg.ns),
-		       "warmPool", json_integer(o->warm_pool), NULL);
+		       "warmPool", json_integer(o->warm_pool),
+		       "supervisor", json_boolean(!o->no_supervisor), NULL);
 	json_decref(tmpl);
 	k8s_config_release(&cfg);
 	return rc;

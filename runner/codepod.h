@@ -40,6 +40,12 @@ struct codepod_config {
 	struct cp_backend *backend;
 	struct cp_policy defaults; /* applied when a request names no value */
 	struct cp_policy ceiling;  /* requests over it are INVALID_REQUEST */
+	/* Runners already started (runner/prestart.h): at most this many wait,
+	 * one per recently active conversation (0: none; every runner starts
+	 * on demand), each for prestart_idle_s after its conversation's last
+	 * execution (0: CP_PRESTART_DEFAULT_IDLE_S). */
+	unsigned prestart_max;
+	unsigned prestart_idle_s;
 };
 
 struct codepod_host {
@@ -58,8 +64,17 @@ struct codepod_host {
 int codepod_new(const struct codepod_config *cfg, struct codepod **out,
                 struct cp_err *err);
 
-/* Frees the engine. Every execution must have delivered done() first. */
+/* Frees the engine. Every execution must have delivered done() first.
+ * Runners still waiting are killed; the backend must outlive their exit
+ * reports (destroy it after this call, then run the loop dry). */
 void codepod_free(struct codepod *cp);
+
+/* No more runners are started ahead of time, and the waiting ones are
+ * killed: call it when the host drains, so the loop can run dry. */
+void codepod_quiesce(struct codepod *cp);
+
+/* Runners started and waiting for an execution right now. */
+unsigned codepod_prestarted_waiting(const struct codepod *cp);
 
 /* The backend the engine was configured with (borrowed). */
 const struct cp_backend *codepod_backend(const struct codepod *cp);

@@ -14,6 +14,7 @@
 #include "jsondepth.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "prestart.h"
 
 /* How long a killed process tree may take to go before the outcome is
  * delivered anyway (something escaped and still holds the pipes). */
@@ -85,12 +86,31 @@ int codepod_new(const struct codepod_config *cfg, struct codepod **out,
 	if (!cp)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	cp->cfg = *cfg;
+	int rc = cp_prestart_new(cfg->loop, cfg->backend, cfg->prestart_max,
+	                         cfg->prestart_idle_s ? cfg->prestart_idle_s
+	                                              : CP_PRESTART_DEFAULT_IDLE_S,
+	                         &cp->prestart, err);
+	if (rc) {
+		free(cp);
+		return rc;
+	}
 	*out = cp;
 	return 0;
 }
 
+void codepod_quiesce(struct codepod *cp)
+{
+	cp_prestart_stop(cp->prestart);
+}
+
+unsigned codepod_prestarted_waiting(const struct codepod *cp)
+{
+	return cp_prestart_waiting(cp->prestart);
+}
+
 void codepod_free(struct codepod *cp)
 {
+	cp_prestart_free(cp->prestart);
 	free(cp);
 }
 
@@ -132,8 +152,11 @@ static void on_timer_closed(uv_handle_t *h)
 /* The execution may be freed once done() went out and the process is gone. */
 static void maybe_release(struct codepod_exec *e)
 {
-	if (e->delivered && !e->proc && !uv_is_closing((uv_handle_t *)&e->timer))
-		uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+	if (!e->delivered || e->proc || uv_is_closing((uv_handle_t *)&e->timer))
+		return;
+	if (e->prestart_noted) /* the runner is gone: the pool may start the next */
+		cp_prestart_exec_ended(e->cp->prestart, e->conversation);
+	uv_close((uv_handle_t *)&e->timer, on_timer_closed);
 }
 
 static void deliver(struct codepod_exec *e)
@@ -148,7 +171,7 @@ static void deliver(struct codepod_exec *e)
 	       "code", json_string(e->code == CP_OK ? "OK" : cp_code_name(e->code)),
 	       "calls", json_integer((json_int_t)e->requests),
 	       "runMs", json_integer((json_int_t)(e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0)),
-	       NULL);
+	       "prestarted", json_boolean(e->prestarted), NULL);
 	e->cp->running--;
 	if (outcome) {
 		e->host->done(e->ud, e, outcome);
@@ -235,6 +258,7 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	}
 	e->state = CP_ST_RUNNING;
 	e->t_ready_ms = cp_exec_now_ms();
+	cp_prestart_exec_ready(e->cp->prestart, e->conversation);
 	const struct cp_backend_ops *ops = e->cp->cfg.backend->ops;
 	json_t *v = json_loadb(payload, len, 0, NULL);
 	json_int_t pid = json_integer_value(json_object_get(v, "pid"));
@@ -418,12 +442,12 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 		int oom = ex->oom || e->oom_seen;
 		if (ex->unavailable)
 			cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE, "The sandbox is unavailable: %s", ex->detail);
+		else if (ex->oom && ex->detail[0]) /* also when the stream went with the container */
+			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			               "The runner process ran out of memory and was killed: %s.", ex->detail);
 		else if (ex->lost)
 			cp_exec_finish(e, cp_calls_any_in_flight(e) ? CP_E_OUTCOME_UNKNOWN : CP_E_PROCESS_EXITED,
 			               "The connection to the runner process was lost: %s", ex->detail);
-		else if (ex->oom && ex->detail[0])
-			cp_exec_finish(e, CP_E_PROCESS_EXITED,
-			               "The runner process ran out of memory and was killed: %s.", ex->detail);
 		else if (oom)
 			cp_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process ran out of memory (limit %llu MiB) and was killed.",
@@ -530,28 +554,21 @@ static json_t *hello_tools(const json_t *tools)
 
 static int start_runner(struct codepod_exec *e, struct cp_err *err)
 {
-	char heap[48];
-	snprintf(heap, sizeof heap, "--max-old-space-size=%llu",
-	         (unsigned long long)e->pol.max_memory_mb);
-	char *boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
-	if (!boot)
-		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	const char *argv[] = { "node", "--disable-warning=ExperimentalWarning", heap,
-	                       "-e", boot, NULL };
-	struct cp_spawn_req req = { e->conversation, e->id, argv,
-	                            (unsigned long)e->pol.max_memory_mb, e->tag };
 	struct cp_backend *b = e->cp->cfg.backend;
-	int rc = b->ops->spawn(b, &req, &proc_cbs, e, &e->proc, err);
-	free(boot);
-	if (rc)
-		return rc;
-	char len[32];
-	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
-	if (b->ops->write(e->proc, len, (size_t)n, err) ||
-	    b->ops->write(e->proc, (const char *)cp_runner_js, cp_runner_js_len, err)) {
-		b->ops->kill(e->proc);
-		return 0; /* exited() follows and ends the execution */
+	unsigned long mb = (unsigned long)e->pol.max_memory_mb;
+	/* A runner already waiting serves this execution (and only this one);
+	 * its tag is the one the hello must carry. */
+	if (!cp_prestart_take(e->cp->prestart, e->conversation, mb, e->id, &proc_cbs, e,
+	                      &e->proc, e->tag)) {
+		struct cp_runner_spec spec = { e->conversation, e->id, mb, e->tag, 0 };
+		int rc = cp_runner_spawn(b, &spec, &proc_cbs, e, &e->proc, err);
+		if (rc)
+			return rc;
+	} else {
+		e->prestarted = 1;
 	}
+	e->prestart_noted = 1;
+	cp_prestart_exec_started(e->cp->prestart, e->conversation, mb);
 	json_t *hello = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
 	                          "k", "hello", "nonce", e->nonce, "tag", e->tag,
 	                          "src", e->src, e->src_len,

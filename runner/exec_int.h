@@ -44,6 +44,7 @@ struct cp_call {
 struct codepod {
 	struct codepod_config cfg;
 	unsigned running;
+	struct cp_prestart *prestart; /* NULL: every runner starts on demand */
 };
 
 struct codepod_exec {
@@ -62,6 +63,8 @@ struct codepod_exec {
 
 	enum cp_exec_state state;
 	struct cp_proc *proc;    /* NULL once exited() came */
+	int prestarted;          /* the runner was waiting when this began */
+	int prestart_noted;      /* the pool was told it started: tell it the end */
 	int delivered;           /* done() was called */
 	uv_timer_t timer;        /* startup, then deadline, then grace */
 	uint64_t t_submit_ms, t_ready_ms, t_end_ms;

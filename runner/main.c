@@ -18,7 +18,11 @@
 #include "local.h"
 #include "log.h"
 #include "serve_cmd.h"
+#include "prestart.h"
 #include "stdio_serve.h"
+
+/* long options without a short letter */
+enum { OPT_PRESTART = 1000, OPT_PRESTART_IDLE, OPT_NO_SUPERVISOR, OPT_SUPERVISOR };
 
 #define CODEPOD_VERSION "0.1.0"
 #define RECENT_IDS 100000
@@ -40,6 +44,8 @@ struct opts {
 	const char *policy;
 	const char *policy_defaults, *policy_ceiling; /* the deployment's */
 	const char *file;
+	unsigned prestart_max;    /* --prestart N */
+	unsigned prestart_idle_s; /* --prestart-idle SECONDS */
 };
 
 static void usage(FILE *f)
@@ -49,6 +55,7 @@ static void usage(FILE *f)
 	      "                [--sandbox-user USER|UID[:GID]] [--no-isolation]\n"
 	      "                [--log-level debug|info|warn|error] [--max-executions N]\n"
 	      "  (serve and run) [--policy-defaults JSON] [--policy-ceiling JSON]\n"
+	      "                [--prestart N] [--prestart-idle SECONDS]\n"
 	      "  codepod serve --listen HOST:PORT [--listen ...] --token-file FILE\n"
 	      "                [--drain-seconds N] [--max-sessions N] [--max-executions N]\n"
 	      "                [--audit-file FILE] [--header-timeout S] [--idle-timeout S]\n"
@@ -63,7 +70,8 @@ static void usage(FILE *f)
 	      "                --sandbox-user: as root, programs run as this user; default 65534)\n"
 	      "          --backend kubernetes [--kubeconfig FILES] [--context NAME]\n"
 	      "                [--namespace NS] [--pod-template FILE] [--warm-pool N]\n"
-	      "                [--idle-ttl SECONDS]   (no kubeconfig: in-cluster)\n", f);
+	      "                [--idle-ttl SECONDS] [--no-supervisor|--supervisor]\n"
+	      "                (no kubeconfig: in-cluster)\n", f);
 }
 
 static const char *default_state_dir(char *buf, size_t cap)
@@ -98,6 +106,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "pod-template", required_argument, NULL, 'T' },
 		{ "warm-pool", required_argument, NULL, 'W' },
 		{ "idle-ttl", required_argument, NULL, 'D' },
+		{ "prestart", required_argument, NULL, OPT_PRESTART },
+		{ "no-supervisor", no_argument, NULL, OPT_NO_SUPERVISOR },
+		{ "supervisor", no_argument, NULL, OPT_SUPERVISOR },
+		{ "prestart-idle", required_argument, NULL, OPT_PRESTART_IDLE },
 		/* serve --listen: given to broker_serve_main, which reads them */
 		{ "listen", required_argument, NULL, 'L' },
 		{ "token-file", required_argument, NULL, 'k' },
@@ -115,6 +127,17 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	};
 	int c;
 	optind = 1;
+	/* $CODEPOD_PRESTART is the default of --prestart (test harnesses switch
+	 * the pre-started runner off for a whole run with it). */
+	const char *ps = getenv("CODEPOD_PRESTART");
+	char *ps_end = NULL;
+	unsigned long psv = ps && *ps ? strtoul(ps, &ps_end, 10) : CP_PRESTART_DEFAULT_MAX;
+	o->prestart_max = ps && *ps && (*ps_end || psv > 100000) ? CP_PRESTART_DEFAULT_MAX
+	                                                          : (unsigned)psv;
+	o->prestart_idle_s = CP_PRESTART_DEFAULT_IDLE_S;
+	/* $CODEPOD_SUPERVISOR=0 is the default of --no-supervisor, the same way. */
+	const char *sup = getenv("CODEPOD_SUPERVISOR");
+	o->kube.no_supervisor = sup && strcmp(sup, "0") == 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b': o->backend = optarg; break;
@@ -124,6 +147,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'U': o->sandbox_user = optarg; break;
 		case 'k': o->token_file = optarg; break;
 		case 'a': o->audit_file = optarg; break;
+		case OPT_NO_SUPERVISOR: o->kube.no_supervisor = 1; break;
+		case OPT_SUPERVISOR: o->kube.no_supervisor = 0; break;
 		case 'S': o->stdio = 1; break;
 		case 't': o->tools = optarg; break;
 		case 'c': o->conversation = optarg; break;
@@ -145,18 +170,26 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'N': o->kube.ns = optarg; break;
 		case 'T': o->kube.pod_template = optarg; break;
 		case 'W':
-		case 'D': {
+		case 'D':
+		case OPT_PRESTART:
+		case OPT_PRESTART_IDLE: {
 			char *end = NULL;
 			unsigned long v = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || v > 100000) {
-				fprintf(stderr, "codepod: --%s must be a number from 0 to 100000\n",
-				        c == 'W' ? "warm-pool" : "idle-ttl");
+			if (!*optarg || *end || v > 100000 || (c == OPT_PRESTART_IDLE && v == 0)) {
+				fprintf(stderr, "codepod: --%s must be a number from %d to 100000\n",
+				        c == 'W' ? "warm-pool" : c == 'D' ? "idle-ttl"
+				        : c == OPT_PRESTART ? "prestart" : "prestart-idle",
+				        c == OPT_PRESTART_IDLE);
 				return -1;
 			}
 			if (c == 'W')
 				o->kube.warm_pool = (unsigned)v;
-			else
+			else if (c == 'D')
 				o->kube.idle_ttl_s = (unsigned)v;
+			else if (c == OPT_PRESTART)
+				o->prestart_max = (unsigned)v;
+			else
+				o->prestart_idle_s = (unsigned)v;
 			break;
 		}
 		case 'E': { /* serve --stdio reads it here; serve --listen in serve_cmd.c */
@@ -241,14 +274,23 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 	return b;
 }
 
-/* A backend keeps the loop alive (its timers, its API connections) until it
- * is released; called when the work is over, and again (harmlessly) at exit. */
+/* The engine and its backend, released together. */
+struct held {
+	struct codepod *cp;
+	struct cp_backend *b;
+};
+
+/* A backend keeps the loop alive (its timers, its API connections), and so
+ * do runners waiting for an execution, until released; called when the work
+ * is over, and again (harmlessly) at exit. */
 static void release_backend(void *ud)
 {
-	struct cp_backend **b = ud;
-	if (*b) {
-		(*b)->ops->destroy(*b);
-		*b = NULL;
+	struct held *h = ud;
+	if (h->cp)
+		codepod_quiesce(h->cp);
+	if (h->b) {
+		h->b->ops->destroy(h->b);
+		h->b = NULL;
 	}
 }
 
@@ -276,7 +318,9 @@ static int deployment_policy(const struct opts *o, struct codepod_config *cfg)
 static int make_engine(uv_loop_t *loop, struct cp_backend *b, const struct opts *o,
                        struct codepod **cp)
 {
-	struct codepod_config cfg = { .loop = loop, .backend = b };
+	struct codepod_config cfg = { .loop = loop, .backend = b,
+	                              .prestart_max = o->prestart_max,
+	                              .prestart_idle_s = o->prestart_idle_s };
 	if (deployment_policy(o, &cfg))
 		return -1;
 	struct cp_err err;
@@ -291,7 +335,7 @@ static int make_engine(uv_loop_t *loop, struct cp_backend *b, const struct opts 
 
 struct serve_state {
 	struct broker_stdio *stdio;
-	struct cp_backend **backend;
+	struct held *held;
 	uv_signal_t sigterm, sigint;
 };
 
@@ -300,7 +344,7 @@ static void on_serve_done(void *ud)
 	struct serve_state *st = ud;
 	uv_close((uv_handle_t *)&st->sigterm, NULL);
 	uv_close((uv_handle_t *)&st->sigint, NULL);
-	release_backend(st->backend);
+	release_backend(st->held);
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -323,14 +367,17 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **arg
 			b->ops->destroy(b);
 		return 2;
 	}
+	struct held h = { cp, b };
 	if (o->listen) {
-		int hrc = broker_serve_main(loop, cp, argc, argv, release_backend, &b);
+		int hrc = broker_serve_main(loop, cp, argc, argv, release_backend, &h);
+		release_backend(&h);
+		h.cp = NULL;
 		codepod_free(cp);
-		release_backend(&b);
+		uv_run(loop, UV_RUN_DEFAULT);
 		return hrc;
 	}
 	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
-	struct serve_state st = { .backend = &b };
+	struct serve_state st = { .held = &h };
 	struct cp_err err;
 	size_t max_message = (size_t)(16u << 20) + (1u << 20);
 	unsigned max_exec = o->max_executions ? o->max_executions : 256;
@@ -352,8 +399,9 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **arg
 		uv_run(loop, UV_RUN_DEFAULT);
 	}
 	cp_idset_free(ids);
+	release_backend(&h);
+	h.cp = NULL;
 	codepod_free(cp);
-	release_backend(&b);
 	uv_run(loop, UV_RUN_DEFAULT);
 	return rc ? 2 : 0;
 }
@@ -401,7 +449,7 @@ static char *read_file(const char *path, size_t max, size_t *len, struct cp_err 
 
 struct run_state {
 	json_t *outcome;
-	struct cp_backend **backend;
+	struct held *held;
 	uv_timer_t later;
 };
 
@@ -409,7 +457,7 @@ static void on_run_over(uv_timer_t *t)
 {
 	struct run_state *st = t->data;
 	uv_close((uv_handle_t *)t, NULL);
-	release_backend(st->backend);
+	release_backend(st->held);
 }
 
 static void on_run_done(void *ud, const json_t *outcome)
@@ -469,10 +517,12 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 		return 2;
 	}
 	int status = 2;
-	struct cp_backend *b = make_backend(loop, o);
-	struct codepod *cp = NULL;
-	if (b && make_engine(loop, b, o, &cp) == 0) {
-		struct run_state st = { .backend = &b };
+	struct held h = { NULL, make_backend(loop, o) };
+	struct opts one = *o;
+	one.prestart_max = 0; /* one execution: nothing to start ahead */
+	if (h.b && make_engine(loop, h.b, &one, &h.cp) == 0) {
+		struct codepod *cp = h.cp;
+		struct run_state st = { .held = &h };
 		struct codepod_exec *e = NULL;
 		uv_timer_init(loop, &st.later);
 		st.later.data = &st;
@@ -490,11 +540,12 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 		}
 		if (!uv_is_closing((uv_handle_t *)&st.later))
 			uv_close((uv_handle_t *)&st.later, NULL);
-		release_backend(&b);
+		release_backend(&h);
 		uv_run(loop, UV_RUN_DEFAULT);
+		h.cp = NULL;
 		codepod_free(cp);
 	}
-	release_backend(&b);
+	release_backend(&h);
 	json_decref(req);
 	json_decref(decls);
 	broker_cmdtools_free(tools);

@@ -55,6 +55,10 @@ struct cp_spawn_req {
 	                              puts CODEPOD_TAG=<tag> in the environment
 	                              of every process it starts, so a backend
 	                              can find them all to kill them */
+	int standby;               /* 1: a runner started ahead of its execution
+	                              (runner/prestart.h): no work yet, so not
+	                              "in use" (a pod with only standby runners
+	                              is idle), until adopt() */
 };
 
 struct cp_backend_ops {
@@ -70,6 +74,9 @@ struct cp_backend_ops {
 	 * since boot (0 when unknown), once known (may be NULL: the local
 	 * backend kills through bubblewrap and needs neither). */
 	void (*note_pid)(struct cp_proc *p, long pid, unsigned long long start);
+	/* A standby runner now serves execution @exec_id (borrowed for the
+	 * call; may be NULL: nothing to do). */
+	void (*adopt)(struct cp_proc *p, const char *exec_id);
 	/* Start releasing the backend; handles must all have exited first. */
 	void (*destroy)(struct cp_backend *b);
 };
@@ -77,6 +84,9 @@ struct cp_backend_ops {
 struct cp_backend {
 	const struct cp_backend_ops *ops;
 	const char *name; /* "local" or "kubernetes": usage.sandbox */
+	int shared_sandbox; /* 1: the runners of one conversation share one
+	                       process namespace (a pod), so one can see and
+	                       signal another (runner/prestart.h) */
 };
 
 #endif

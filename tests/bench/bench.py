@@ -9,6 +9,9 @@ an execution failed (or the bench could not run at all).
 The exec figures of issue 3 (exec through the fake API server vs a local
 spawn; stdout throughput) come from bench_exec (tests/bench/bench_exec.c).
 
+Section (g), issue 12 (per-script latency, the peer @ai-sdk/code-mode, one exec
+per pod), comes from bench_latency.py and bench_codepod startup --prestart.
+
 The serve figures of issue 5 (tool-call round trip over the WebSocket of
 `serve --listen` vs `serve --stdio`; 500 executions over 10 sessions) come
 from bench_serve.py, section (e); the Kubernetes backend figures of issue 4
@@ -37,6 +40,12 @@ GOAL_KIB = 64
 GOAL_WS_RATIO = 1.3
 GOAL_WARM_SPEEDUP = 10.0
 GOAL_LATER_RATIO = 1.3
+# issue 12
+GOAL12_SPAWN = 0.5
+GOAL12_LATER = 1.2
+GOAL12_WARM = 10.0
+GOAL12_BRIDGE = 1.5
+GOAL12_WS = 1.3
 
 
 def run_bench(binary, args, state):
@@ -185,6 +194,77 @@ def kube_lines(f):
     return L
 
 
+def latency_lines(figs):
+    """Section (g): issue 12's figures (bench_latency.py, bench_codepod startup --prestart)."""
+    f = figs.get("latency") or {}
+    L = ["(g) issue 12, per-script latency: after = a runner already started (--prestart, default)",
+         "    and, on Kubernetes, the pod's supervisor (one exec per pod); before = --prestart 0",
+         "    --no-supervisor. Executions %d ms apart (the model's turn), medians of %s."
+         % (f.get("gap_ms", 0), f.get("runs", "?"))]
+    p, b = figs.get("startup_prestart"), figs.get("startup_isolated") or figs.get("startup_plain")
+    if p:
+        L.append("  (a) `return 1` through the C library vs a bare `node -e 0` spawned through the same")
+        L.append("      backend: after %.2fx (%.1f vs %.1f ms)%s  (goal <= %.1fx: %s)"
+                 % (p["ratio"], p["codepod_median_ms"], p["bare_median_ms"],
+                    ", before %.2fx" % b["ratio"] if b else "", GOAL12_SPAWN,
+                    verdict(p["ratio"] <= GOAL12_SPAWN)))
+    for key, label in (("return1", "`return 1`"), ("invoices", "invoices program")):
+        d = f.get(key)
+        if not d:
+            continue
+        if "after_vs_peer" in d:
+            L.append("      %-17s end to end (serve --stdio) vs %s in-process: after %.2fx, before"
+                     " %.2fx  (goal <= 1x: %s)" % (label, f.get("peer"), d["after_vs_peer"],
+                                                  d["before_vs_peer"], verdict(d["after_vs_peer"] <= 1)))
+        L.append("      %-17s after / before %.2fx" % (label, d["after_vs_before"]))
+    c = f.get("calls_2000_per_s")
+    if c:
+        L.append("      2,000 sequential tool calls: after / peer %.2fx, before / peer %.2fx (calls/s ratios)"
+                 % (c["after"] / c["peer"], c["before"] / c["peer"]) if "peer" in c else
+                 "      2,000 sequential tool calls: after / before %.2fx" % (c["after"] / c["before"]))
+    k = f.get("concurrent_100x500ms")
+    if k:
+        L.append("      100 at once, 500 ms tool: succeeded " + ", ".join(
+            "%s %d/100 (wall %.2fx after's)" % (n, v["succeeded"], v["wall_ms"] / k["after"]["wall_ms"])
+            for n, v in k.items()))
+    if "waiting_runner_rss_kib" in f:
+        L.append("      RSS of one waiting runner (bwrap + Node): %d KiB" % f["waiting_runner_rss_kib"])
+    kl = f.get("kube_later")
+    if kl:
+        L.append("  (b) Kubernetes on the fake, %d ms modeled exec latency: a later execution in an"
+                 % f.get("exec_latency_ms", 0))
+        L.append("      existing pod vs local: after %.2fx (vs local before %.2fx), before %.2fx"
+                 "  (goal <= %.1fx: %s)" % (kl["later_after_vs_local_after"],
+                                             kl["later_after_vs_local_before"],
+                                             kl["later_before_vs_local_before"], GOAL12_LATER,
+                                             verdict(kl["later_after_vs_local_after"] <= GOAL12_LATER)))
+        r = kl["exec_requests_per_script"]
+        L.append("      exec requests per script in steady state: after %s, before %s  (goal 0: %s)"
+                 % (r["after"], r["before"], verdict(r["after"] == 0)))
+    w = f.get("warm_vs_cold")
+    if w:
+        L.append("  (c) warm-pool first execution vs a cold one, end to end: after %.1fx faster, before"
+                 " %.1fx  (goal >= %.0fx: %s)" % (w["after"]["cold_vs_warm"], w["before"]["cold_vs_warm"],
+                                                  GOAL12_WARM,
+                                                  verdict(w["after"]["cold_vs_warm"] >= GOAL12_WARM)))
+    br = f.get("bridge")
+    if br:
+        if "bridge_c_library_vs_pingpong" in br:
+            L.append("  (d) tool bridge (C library host, (b) above) vs a Node<->Node JSON-lines ping-pong:"
+                     " %.2fx  (goal >= %.1fx: %s)" % (br["bridge_c_library_vs_pingpong"], GOAL12_BRIDGE,
+                                                     verdict(br["bridge_c_library_vs_pingpong"] >= GOAL12_BRIDGE)))
+        if "bridge_stdio_vs_pingpong" in br:
+            L.append("      through serve --stdio with this bench's Python client: %.2fx"
+                     % br["bridge_stdio_vs_pingpong"])
+    ws = ((figs.get("serve") or {}).get("calls") or {}).get("ratio_ws_vs_stdio")
+    if ws:
+        L.append("      WebSocket vs stdio round trip ((e) above): %.2fx  (goal <= %.1fx: %s)"
+                 % (ws, GOAL12_WS, verdict(ws <= GOAL12_WS)))
+    if f.get("peer_note"):
+        L.append("      peer not measured: " + f["peer_note"])
+    return L
+
+
 def main():
     argv = sys.argv[1:]
     quick = "--quick" in argv
@@ -218,6 +298,7 @@ def main():
         step("startup_plain", ["startup", "--runs", str(runs), "--no-isolation"])
         iso = "startup_isolated" in figs
         iso_args = [] if iso else ["--no-isolation"]
+        step("startup_prestart", ["startup", "--runs", str(runs), "--prestart", "200"] + iso_args)
         step("calls", ["calls", "--count", str(count)] + iso_args)
         step("concurrent", ["concurrent", "--n", "200", "--delay-ms", "1000"] + iso_args)
         exec_bin = os.environ.get("BENCH_EXEC_BIN")
@@ -239,6 +320,11 @@ def main():
             print("bench: Kubernetes backend against the fake API server ...", file=sys.stderr,
                   flush=True)
             run_script("kube", "bench_kube.py", quick, figs, failed, notes)
+            calls = figs.get("calls", {}).get("calls_per_s")
+            if calls:
+                os.environ["BENCH_BRIDGE_CALLS_PER_S"] = str(calls)
+            print("bench: issue 12 latency figures ...", file=sys.stderr, flush=True)
+            run_script("latency", "bench_latency.py", quick, figs, failed, notes)
     finally:
         shutil.rmtree(state, ignore_errors=True)
 
@@ -304,6 +390,8 @@ def main():
         L.extend(serve_lines(figs.get("serve")))
         L.append("")
         L.extend(kube_lines(figs.get("kube")))
+        L.append("")
+        L.extend(latency_lines(figs))
     for n in notes:
         L.append("note: " + n)
     if failed:

@@ -4,9 +4,13 @@
  * process, so each memory figure starts from a fresh process; the result is
  * one JSON object on stdout (tests/bench/bench.py formats it).
  *
- *   bench_codepod startup    [--runs N] [--no-isolation]
+ *   bench_codepod startup    [--runs N] [--no-isolation] [--prestart GAP_MS]
  *       `return 1` through codepod vs a bare `node -e 0` spawned through the
  *       same backend (same uv_spawn path, same bwrap argv), alternating.
+ *       --prestart: the engine keeps a runner started and waiting
+ *       (runner/prestart.h), and every run, bare or not, comes GAP_MS after
+ *       the previous one (the model's turn between two programs, in which
+ *       the next runner starts).
  *   bench_codepod calls      [--count N] [--no-isolation]
  *       one program making N sequential `await tools.echo({i})` calls, answered
  *       from inside tool_call.
@@ -34,6 +38,7 @@ struct bench {
 	struct cp_backend *backend;
 	struct codepod *cp;
 	int isolate;
+	int prestart_gap_ms;  /* > 0: runners are started ahead, runs this far apart */
 	int failures;
 	char first_error[512];
 };
@@ -105,7 +110,8 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
 	}
-	struct codepod_config cfg = { .loop = &b->loop, .backend = b->backend };
+	struct codepod_config cfg = { .loop = &b->loop, .backend = b->backend,
+	                              .prestart_max = b->prestart_gap_ms > 0 ? 1 : 0 };
 	cp_policy_defaults(&cfg.defaults);
 	cp_policy_ceiling_defaults(&cfg.ceiling);
 	if (codepod_new(&cfg, &b->cp, &err)) {
@@ -117,6 +123,7 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 
 static void teardown(struct bench *b)
 {
+	codepod_quiesce(b->cp);
 	uv_run(&b->loop, UV_RUN_DEFAULT);
 	codepod_free(b->cp);
 	b->backend->ops->destroy(b->backend);
@@ -253,7 +260,8 @@ static double run_bare(struct bench *b)
 		b->failures++;
 		return -1;
 	}
-	uv_run(&b->loop, UV_RUN_DEFAULT);
+	while (!r.finished)
+		uv_run(&b->loop, UV_RUN_ONCE);
 	return r.t1 - r.t0;
 }
 
@@ -268,11 +276,32 @@ static double run_codepod(struct bench *b, const char *js, double *startup_ms)
 		b->failures++;
 		return -1;
 	}
-	uv_run(&b->loop, UV_RUN_DEFAULT);
+	/* Not until the loop is empty: a runner may be waiting for the next. */
+	while (!r.finished)
+		uv_run(&b->loop, UV_RUN_ONCE);
 	if (startup_ms)
 		*startup_ms = (double)json_integer_value(json_object_get(r.usage, "startupMs"));
 	json_decref(r.usage);
 	return r.t1 - r.t0;
+}
+
+static void on_gap(uv_timer_t *t)
+{
+	(void)t;
+}
+
+/* The loop runs (the next runner starts) for the gap between two runs. */
+static void gap(struct bench *b)
+{
+	if (b->prestart_gap_ms <= 0)
+		return;
+	uv_timer_t t;
+	uv_timer_init(&b->loop, &t);
+	uv_timer_start(&t, on_gap, (uint64_t)b->prestart_gap_ms, 0);
+	while (uv_is_active((uv_handle_t *)&t))
+		uv_run(&b->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&b->loop, UV_RUN_NOWAIT);
 }
 
 static int mode_startup(struct bench *b, int runs)
@@ -284,22 +313,28 @@ static int mode_startup(struct bench *b, int runs)
 	if (!bare || !cpd || !su)
 		return 2;
 	for (int i = 0; i < warmup; i++) {
+		gap(b);
 		run_bare(b);
+		gap(b);
 		run_codepod(b, "return 1", NULL);
 	}
 	/* Alternate the order each round so neither side always runs second. */
 	for (int i = 0; i < runs; i++) {
+		gap(b);
 		if (i % 2) {
 			cpd[i] = run_codepod(b, "return 1", &su[i]);
+			gap(b);
 			bare[i] = run_bare(b);
 		} else {
 			bare[i] = run_bare(b);
+			gap(b);
 			cpd[i] = run_codepod(b, "return 1", &su[i]);
 		}
 	}
 	double mb = median(bare, runs), mc = median(cpd, runs);
-	json_t *o = json_pack("{s:s,s:b,s:i,s:f,s:f,s:f,s:f,s:o,s:o}", "mode", "startup",
-	                      "isolated", b->isolate, "runs", runs,
+	json_t *o = json_pack("{s:s,s:b,s:i,s:i,s:f,s:f,s:f,s:f,s:o,s:o}", "mode", "startup",
+	                      "isolated", b->isolate, "prestart_gap_ms", b->prestart_gap_ms,
+	                      "runs", runs,
 	                      "bare_median_ms", mb, "codepod_median_ms", mc,
 	                      "ratio", mc / mb, "codepod_startupMs_median", median(su, runs),
 	                      "bare_ms", ms_array(bare, runs), "codepod_ms", ms_array(cpd, runs));
@@ -519,6 +554,7 @@ int main(int argc, char **argv)
 		{ "n", required_argument, NULL, 'N' },
 		{ "delay-ms", required_argument, NULL, 'd' },
 		{ "no-isolation", no_argument, NULL, 'I' },
+		{ "prestart", required_argument, NULL, 'P' },
 		{ "node", required_argument, NULL, 'x' },
 		{ "state-dir", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
@@ -528,7 +564,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *mode = argv[1];
-	int runs = 30, n = 200, delay_ms = 1000, isolate = 1;
+	int runs = 30, n = 200, delay_ms = 1000, isolate = 1, prestart_gap_ms = 0;
 	long count = 10000;
 	const char *node = NULL, *state_dir = NULL;
 	int c;
@@ -540,12 +576,13 @@ int main(int argc, char **argv)
 		case 'N': n = (int)num_arg(optarg); break;
 		case 'd': delay_ms = (int)num_arg(optarg); break;
 		case 'I': isolate = 0; break;
+		case 'P': prestart_gap_ms = (int)num_arg(optarg); break;
 		case 'x': node = optarg; break;
 		case 's': state_dir = optarg; break;
 		default: return 2;
 		}
 	}
-	if (runs < 1 || count < 1 || n < 1 || n > 100000 || delay_ms < 0)
+	if (runs < 1 || count < 1 || n < 1 || n > 100000 || delay_ms < 0 || prestart_gap_ms < 0)
 		return 2;
 	char tmpl[] = "/tmp/codepod-bench-XXXXXX";
 	if (!state_dir) {
@@ -557,6 +594,7 @@ int main(int argc, char **argv)
 	}
 	cp_log_set_level(CP_LOG_WARN);
 	struct bench b = { 0 };
+	b.prestart_gap_ms = prestart_gap_ms;
 	if (setup(&b, node, state_dir, isolate))
 		return 2;
 	int rc;

@@ -59,7 +59,7 @@ def parse_time(s):
 
 
 class Fake:
-    def __init__(self, d):
+    def __init__(self, d, extra=()):
         self.dir = d
         os.makedirs(d, exist_ok=True)
         self.kc = os.path.join(d, "kubeconfig")
@@ -69,7 +69,7 @@ class Fake:
         self.state = os.path.join(d, "state")
         self.proc = subprocess.Popen(
             [os.path.join(ROOT, "tests", "fakekube", "serve"), self.kc, "--state-dir", self.state,
-             "--portfile", portfile, "--exec-path", NODE_DIR],
+             "--portfile", portfile, "--exec-path", NODE_DIR, *extra],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
         deadline = time.monotonic() + 60
         while not (os.path.exists(portfile) and os.path.exists(self.kc)):

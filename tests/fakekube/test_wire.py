@@ -3,9 +3,10 @@ import json
 import os
 import time
 
+import pytest
 import websocket
 
-from conftest import fixture, pod_manifest
+from conftest import fixture, pod_manifest, start, stop
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -231,3 +232,38 @@ def test_discovery_forms(fake):
     assert [r["name"] for r in b["resources"]][:2] == ["pods", "pods/exec"]
     s, _, b = fake.request("GET", "/apis/apps/v1")
     assert s == 404 and b["message"] == "the server could not find the requested resource"
+
+
+def test_exec_stats_count_every_exec_request(fake):
+    create(fake, "counted")
+    fake.wait_phase("counted")
+    before = fake.ctl("exec-stats", method="GET")
+    for _ in range(3):
+        ws = exec_ws(fake, "counted", ["true"], stdin=False)
+        collect(ws)
+    after = fake.ctl("exec-stats", method="GET")
+    assert after["requests"] - before["requests"] == 3
+    pods = {(p["namespace"], p["name"]): p["requests"] for p in after["pods"]}
+    assert pods[("default", "counted")] == 3
+    assert after["latencyMs"] == 0
+
+
+@pytest.fixture(scope="module")
+def slow_fake(tmp_path_factory):
+    f = start(tmp_path_factory, "--exec-latency-ms", "400")
+    yield f
+    stop(f)
+
+
+def test_exec_latency_delays_the_upgrade(slow_fake):
+    create(slow_fake, "slow")
+    slow_fake.wait_phase("slow")
+    assert slow_fake.ctl("exec-stats", method="GET")["latencyMs"] == 400
+    t0 = time.monotonic()
+    ws = exec_ws(slow_fake, "slow", ["sh", "-c", "echo hi"], stdin=False)
+    _, ch, _ = collect(ws)
+    # A lower bound only (the fake sleeps at least that long before the
+    # upgrade): it cannot fail on a slow machine.
+    assert time.monotonic() - t0 >= 0.4
+    assert ch[1] == b"hi\n"
+    assert slow_fake.ctl("exec-stats", method="GET")["requests"] == 1

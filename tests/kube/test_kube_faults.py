@@ -152,7 +152,10 @@ def ready_conv(fake, s, prefix):
 
 
 def test_exec_stream_dropped_mid_run_is_process_exited(fake, codepods):
-    s = codepods()
+    # The fault drops the next exec stream opened: with a runner started
+    # ahead (--prestart) or a supervisor, the execution's stream is open
+    # before the fault (tests/kube/test_kube_super.py drops a supervisor's).
+    s = codepods("--prestart", "0", "--no-supervisor")
     conv = ready_conv(fake, s, "xdrop")
     fake.fault({"type": "exec_drop", "after_ms": 1500, "path": "/exec"})
     # Were the drop missed, the program would return 'late' or end TIMEOUT.
@@ -165,7 +168,10 @@ def test_exec_stream_dropped_mid_run_is_process_exited(fake, codepods):
 
 
 def test_exec_stream_dropped_with_a_tool_call_in_flight_is_outcome_unknown(fake, codepods):
-    s = codepods()
+    # The fault drops the next exec stream opened: with a runner started
+    # ahead (--prestart) or a supervisor, the execution's stream is open
+    # before the fault (tests/kube/test_kube_super.py drops a supervisor's).
+    s = codepods("--prestart", "0", "--no-supervisor")
     conv = ready_conv(fake, s, "xdropt")
     fake.fault({"type": "exec_drop", "after_ms": 2000, "path": "/exec"})
     eid = s.execute("return await tools.slow({});", conversation=conv, tools=["slow"],

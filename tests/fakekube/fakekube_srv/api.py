@@ -249,6 +249,7 @@ class Server:
         r.add_post("/fakekube/compact", self.ctl_compact)
         r.add_get("/fakekube/created", self.ctl_created)
         r.add_get("/fakekube/memcg", self.ctl_memcg)
+        r.add_get("/fakekube/exec-stats", self.ctl_exec_stats)
         r.add_post("/fakekube/pods/{ns}/{name}/state", self.ctl_state)
         r.add_route("*", "/{tail:.*}", self.not_found)
 
@@ -531,6 +532,9 @@ class Server:
     async def ctl_compact(self, request):
         self.store.compact()
         return jresp({"compacted_rv": str(self.store.compacted_rv)})
+
+    async def ctl_exec_stats(self, request):
+        return jresp(self.exec.stats())
 
     async def ctl_state(self, request):
         body = await self._body(request)

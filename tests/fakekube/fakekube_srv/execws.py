@@ -193,6 +193,17 @@ class Exec:
         self.use_bwrap = use_bwrap
         self.exec_path = exec_path
         self.protocols = (V5, V4)  # serve --exec-protocols: e.g. only v4, as a pre-1.30 apiserver
+        # --exec-latency-ms: the set-up cost of a real exec (API server ->
+        # kubelet -> runtime -> process start), paid before the upgrade.
+        self.latency_ms = 0
+        self.requests = 0  # exec requests received (GET /fakekube/exec-stats)
+        self.by_pod = {}   # (ns, name) -> exec requests for that pod
+        self.live = 0      # exec streams open right now
+
+    def stats(self):
+        return {"requests": self.requests, "live": self.live, "latencyMs": self.latency_ms,
+                "pods": [{"namespace": ns, "name": n, "requests": c}
+                         for (ns, n), c in sorted(self.by_pod.items())]}
 
     def _argv(self, ns, name, command, pod=None, container=None):
         pod_dir = self.store.pod_dir(ns, name)
@@ -298,6 +309,17 @@ class Exec:
 
     async def handle(self, request):
         ns, name = request.match_info["ns"], request.match_info["name"]
+        self.requests += 1
+        self.by_pod[(ns, name)] = self.by_pod.get((ns, name), 0) + 1
+        if self.latency_ms:
+            await asyncio.sleep(self.latency_ms / 1000)
+        self.live += 1
+        try:
+            return await self._handle(request, ns, name)
+        finally:
+            self.live -= 1
+
+    async def _handle(self, request, ns, name):
         if request.headers.get("Upgrade", "").lower() != "websocket":
             # SPDY (kubectl's fallback) is not implemented: say so like a server without it.
             raise ApiError(st.bad_request("Upgrade request required"))

@@ -1,0 +1,315 @@
+/*
+ * kube_super.c - the supervisor's exec stream and its channels (see
+ * kube_super.h).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codepod.h"
+#include "kube_super.h"
+#include "log.h"
+#include "super_frame.h"
+
+struct kchan {
+	struct kchan *next;
+	uint32_t id;
+	const struct cp_proc_cbs *cbs;
+	void *ud;
+};
+
+struct ksuper {
+	struct k8s_exec *ex;
+	struct ksuper_cbs cbs;
+	void *ud;
+	char *pod;
+	int ready, dead, closed;
+	uint32_t next_chan;
+	struct kchan *chans;
+	struct ksf_parser parser; /* the frame being read */
+};
+
+static struct kchan *find(struct ksuper *s, uint32_t id)
+{
+	for (struct kchan *c = s->chans; c; c = c->next)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+static void unlink_chan(struct ksuper *s, struct kchan *ch)
+{
+	for (struct kchan **pp = &s->chans; *pp; pp = &(*pp)->next) {
+		if (*pp == ch) {
+			*pp = ch->next;
+			break;
+		}
+	}
+}
+
+static void broken(struct ksuper *s, const char *why)
+{
+	if (s->dead)
+		return;
+	cp_log(CP_LOG_WARN, "kube.supervisor_protocol", "pod", json_string(s->pod),
+	       "detail", json_string(why), NULL);
+	s->dead = 1;
+	k8s_exec_abort(s->ex);
+}
+
+static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
+{
+	struct ksuper *s = ud;
+	json_t *v = json_loadb(buf, len, 0, NULL);
+	struct kchan *ch = chan ? find(s, chan) : NULL;
+	switch (kind) {
+	case 'H':
+		if (chan != 0 || s->ready || !json_is_object(v)) {
+			broken(s, "a second or malformed ready frame");
+			break;
+		}
+		s->ready = 1;
+		cp_log(CP_LOG_DEBUG, "kube.supervisor_ready", "pod", json_string(s->pod), NULL);
+		s->cbs.ready(s->ud, s);
+		break;
+	default: /* X, F */
+		if (!ch)
+			break; /* detached meanwhile */
+		unlink_chan(s, ch);
+		{
+			struct cp_proc_exit ex;
+			memset(&ex, 0, sizeof ex);
+			if (kind == 'F') {
+				ex.code = -1;
+				ex.unavailable = 1;
+				const char *e = json_string_value(json_object_get(v, "error"));
+				snprintf(ex.detail, sizeof ex.detail, "the supervisor could not start it: %.120s",
+				         e ? e : "?");
+			} else {
+				json_t *code = json_object_get(v, "code");
+				json_int_t sig = json_integer_value(json_object_get(v, "signal"));
+				ex.signal = sig > 0 && sig < 128 ? (int)sig : 0;
+				ex.code = json_is_integer(code) && !ex.signal ? (int)json_integer_value(code) : -1;
+			}
+			const struct cp_proc_cbs *cbs = ch->cbs;
+			void *cud = ch->ud;
+			free(ch);
+			cbs->exited(cud, &ex);
+		}
+	}
+	json_decref(v);
+	return s->dead;
+}
+
+static int on_data(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
+{
+	struct ksuper *s = ud;
+	struct kchan *ch = find(s, chan);
+	if (ch && len)
+		(kind == 'O' ? ch->cbs->out : ch->cbs->err)(ch->ud, buf, len);
+	return s->dead;
+}
+
+static const struct ksf_sink sink = { on_data, on_ctl };
+
+static void on_out(void *ud, const char *buf, size_t len)
+{
+	struct ksuper *s = ud;
+	const char *why = NULL;
+	if (!s->dead && ksf_feed(&s->parser, buf, len, &sink, s, &why) < 0)
+		broken(s, why);
+}
+
+static void on_err(void *ud, const char *buf, size_t len)
+{
+	(void)ud;
+	(void)buf;
+	(void)len; /* Node's own complaints; the exit status tells the story */
+}
+
+static void on_exited(void *ud, const struct k8s_exec_exit *x)
+{
+	struct ksuper *s = ud;
+	s->dead = 1;
+	s->ex = NULL;
+	char detail[200];
+	if (x->ex.lost || x->ex.unavailable)
+		snprintf(detail, sizeof detail, "the supervisor's exec stream ended: %.150s", x->ex.detail);
+	else
+		snprintf(detail, sizeof detail, "the supervisor exited (code %d)", x->ex.code);
+	while (s->chans) {
+		struct kchan *ch = s->chans;
+		s->chans = ch->next;
+		struct cp_proc_exit ex;
+		memset(&ex, 0, sizeof ex);
+		ex.code = -1;
+		ex.lost = 1;
+		snprintf(ex.detail, sizeof ex.detail, "%s", detail);
+		const struct cp_proc_cbs *cbs = ch->cbs;
+		void *cud = ch->ud;
+		free(ch);
+		cbs->exited(cud, &ex);
+	}
+	cp_log(s->ready && !s->closed ? CP_LOG_WARN : CP_LOG_INFO, "kube.supervisor_gone", "pod", json_string(s->pod),
+	       "detail", json_string(detail), "wasReady", json_boolean(s->ready), NULL);
+	s->cbs.gone(s->ud, s, detail);
+	free(s->pod);
+	free(s);
+}
+
+static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
+
+int ksuper_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
+               const char *container, const struct ksuper_cbs *cbs, void *ud,
+               struct ksuper **out, struct cp_err *err)
+{
+	struct ksuper *s = calloc(1, sizeof *s);
+	char *boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
+	if (!s || !boot || !(s->pod = strdup(pod))) {
+		free(boot);
+		if (s)
+			free(s->pod);
+		free(s);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	s->cbs = *cbs;
+	s->ud = ud;
+	s->next_chan = 1;
+	ksf_init(&s->parser);
+	const char *argv[] = { "node", "--disable-warning=ExperimentalWarning", "-e", boot, NULL };
+	int rc = k8s_exec_start(execs, ns, pod, container, argv, &exec_cbs, s, &s->ex, err);
+	free(boot);
+	if (rc) {
+		free(s->pod);
+		free(s);
+		return rc;
+	}
+	char len[32];
+	int n = snprintf(len, sizeof len, "%lu\n", cp_supervisor_js_len);
+	struct cp_err werr;
+	if (k8s_exec_write(s->ex, len, (size_t)n, &werr) < 0 ||
+	    k8s_exec_write(s->ex, cp_supervisor_js, cp_supervisor_js_len, &werr) < 0)
+		k8s_exec_abort(s->ex); /* exited() -> gone() */
+	*out = s;
+	return 0;
+}
+
+int ksuper_is_ready(const struct ksuper *s)
+{
+	return s->ready && !s->dead;
+}
+
+int ksuper_was_ready(const struct ksuper *s)
+{
+	return s->ready;
+}
+
+const char *ksuper_pod(const struct ksuper *s)
+{
+	return s->pod;
+}
+
+static int send_frame(struct ksuper *s, char kind, uint32_t chan, const char *buf, size_t len,
+                      struct cp_err *err)
+{
+	if (s->dead || !s->ex)
+		return cp_err_set(err, CP_E_STATE, "the supervisor is gone");
+	unsigned char h[KSF_HDR];
+	ksf_header(h, kind, chan, (uint32_t)len);
+	if (k8s_exec_write(s->ex, h, KSF_HDR, err) < 0 || (len && k8s_exec_write(s->ex, buf, len, err) < 0))
+		return err ? err->code : CP_E_IO;
+	return 0;
+}
+
+int ksuper_open(struct ksuper *s, const char *const *argv, const char *tag,
+                const struct cp_proc_cbs *cbs, void *ud, uint32_t *chan,
+                struct cp_err *err)
+{
+	if (!ksuper_is_ready(s))
+		return cp_err_set(err, CP_E_STATE, "the supervisor is not ready");
+	json_t *a = json_array();
+	for (size_t i = 0; a && argv[i]; i++)
+		json_array_append_new(a, json_string(argv[i]));
+	json_t *msg = json_pack("{s:o,s:s}", "argv", a, "tag", tag ? tag : "");
+	char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+	json_decref(msg);
+	struct kchan *ch = calloc(1, sizeof *ch);
+	if (!text || !ch) {
+		free(text);
+		free(ch);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	ch->id = s->next_chan++;
+	if (s->next_chan == 0)
+		s->next_chan = 1;
+	ksf_init(&s->parser);
+	ch->cbs = cbs;
+	ch->ud = ud;
+	int rc = send_frame(s, 'S', ch->id, text, strlen(text), err);
+	free(text);
+	if (rc) {
+		free(ch);
+		return rc;
+	}
+	ch->next = s->chans;
+	s->chans = ch;
+	*chan = ch->id;
+	return 0;
+}
+
+int ksuper_write(struct ksuper *s, uint32_t chan, const char *buf, size_t len,
+                 struct cp_err *err)
+{
+	/* Big writes go as several frames; the supervisor joins them. */
+	while (len > 0) {
+		size_t n = len < K8S_EXEC_STDIN_CHUNK ? len : K8S_EXEC_STDIN_CHUNK;
+		int rc = send_frame(s, 'I', chan, buf, n, err);
+		if (rc)
+			return rc;
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+void ksuper_kill(struct ksuper *s, uint32_t chan, const char *tag)
+{
+	char body[64];
+	int n = snprintf(body, sizeof body, "{\"tag\":\"%.32s\"}", tag ? tag : "");
+	struct cp_err err;
+	if (!s->dead && find(s, chan))
+		send_frame(s, 'K', chan, body, (size_t)n, &err);
+}
+
+void ksuper_rebind(struct ksuper *s, uint32_t chan, const struct cp_proc_cbs *cbs, void *ud)
+{
+	struct kchan *ch = find(s, chan);
+	if (ch) {
+		ch->cbs = cbs;
+		ch->ud = ud;
+	}
+}
+
+void ksuper_set_owner(struct ksuper *s, const struct ksuper_cbs *cbs, void *ud)
+{
+	s->cbs = *cbs;
+	s->ud = ud;
+}
+
+void ksuper_detach(struct ksuper *s, uint32_t chan)
+{
+	struct kchan *ch = find(s, chan);
+	if (ch) {
+		unlink_chan(s, ch);
+		free(ch);
+	}
+}
+
+void ksuper_close(struct ksuper *s)
+{
+	if (s->ex)
+		k8s_exec_abort(s->ex);
+	s->dead = 1;
+	s->closed = 1;
+}

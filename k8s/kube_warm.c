@@ -1,0 +1,281 @@
+/*
+ * kube_warm.c - warm pods come with their supervisor up and one runner
+ * already started (issue 12). When a warm pod this replica created is Ready,
+ * its supervisor is started and asked for one standby runner (Node booted,
+ * runner.js loaded, waiting for its hello). A conversation that claims the
+ * pod inherits both: its first execution takes the standby runner when it was
+ * started the same way (same argv: the default heap size), so the first
+ * execution pays neither an exec nor a Node start. Nothing has run in a warm
+ * pod, so its standby runner is as fresh as one started on demand; one that
+ * wrote anything, or any other argv, is killed and not used.
+ *
+ * Interface in kube_int.h (kube_warm_*).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codepod.h"
+#include "kube_int.h"
+#include "log.h"
+#include "policy.h"
+#include "prestart.h"
+
+/* While a warm pod of ours is not Ready yet, look again this often. */
+#define WARM_POLL_MS 250
+
+/* The standby runner on a supervisor channel, until an execution takes it. */
+struct kstandby {
+	struct ksuper *sup;
+	uint32_t chan;
+	int exited;
+	struct kwarm *w;       /* while the pod is warm */
+	struct kconv *c;       /* once claimed */
+};
+
+struct kwarm {
+	struct kwarm *next;
+	struct kube *k;
+	char *pod;
+	struct ksuper *super;  /* NULL until the pod is Ready */
+	struct kstandby *sb;
+};
+
+static void sb_drop(struct kstandby *sb)
+{
+	if (sb->w)
+		sb->w->sb = NULL;
+	if (sb->c && sb->c->standby == sb)
+		sb->c->standby = NULL;
+	sb->w = NULL;
+	sb->c = NULL;
+}
+
+static void sb_out(void *ud, const char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	struct kstandby *sb = ud;
+	/* A waiting runner says nothing: this one is not pristine. */
+	if (!sb->exited)
+		ksuper_kill(sb->sup, sb->chan, NULL);
+	sb_drop(sb);
+}
+
+static void sb_exited(void *ud, const struct cp_proc_exit *ex)
+{
+	(void)ex;
+	struct kstandby *sb = ud;
+	sb_drop(sb);
+	free(sb);
+}
+
+static const struct cp_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited };
+
+/* The argv a runner started with the default policy gets (prestart.h). */
+static int default_argv(char heap[48], char **boot, const char *argv[6])
+{
+	struct cp_policy pol;
+	cp_policy_defaults(&pol);
+	return cp_runner_argv((unsigned long)pol.max_memory_mb, heap, boot, argv);
+}
+
+static void warm_free(struct kwarm *w)
+{
+	struct kube *k = w->k;
+	for (struct kwarm **pp = &k->warm; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	free(w->pod);
+	free(w);
+}
+
+static void on_warm_super_ready(void *ud, struct ksuper *s)
+{
+	struct kwarm *w = ud;
+	char heap[48], *boot = NULL;
+	const char *argv[6];
+	struct kstandby *sb = calloc(1, sizeof *sb);
+	if (!sb || default_argv(heap, &boot, argv)) {
+		free(sb);
+		free(boot);
+		return;
+	}
+	struct cp_err err;
+	sb->sup = s;
+	sb->w = w;
+	char len[32];
+	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
+	if (ksuper_open(s, argv, NULL, &sb_cbs, sb, &sb->chan, &err)) {
+		free(sb);
+	} else {
+		w->sb = sb;
+		if (ksuper_write(s, sb->chan, len, (size_t)n, &err) ||
+		    ksuper_write(s, sb->chan, (const char *)cp_runner_js, cp_runner_js_len, &err))
+			ksuper_kill(s, sb->chan, NULL);
+		cp_log(CP_LOG_DEBUG, "kube.warm_standby", "pod", json_string(w->pod), NULL);
+	}
+	free(boot);
+}
+
+static void on_warm_super_gone(void *ud, struct ksuper *s, const char *detail)
+{
+	(void)s;
+	(void)detail;
+	struct kwarm *w = ud;
+	struct kube *k = w->k;
+	k->pending--;
+	warm_free(w);
+	kube_maybe_free(k);
+}
+
+static const struct ksuper_cbs warm_super_cbs = { on_warm_super_ready, on_warm_super_gone };
+
+void kube_warm_created(struct kube *k, const char *pod)
+{
+	if (!k->supervise)
+		return;
+	struct kwarm *w = calloc(1, sizeof *w);
+	if (!w || !(w->pod = strdup(pod))) {
+		free(w);
+		return;
+	}
+	w->k = k;
+	w->next = k->warm;
+	k->warm = w;
+	if (!uv_is_active((uv_handle_t *)&k->warm_timer))
+		uv_timer_start(&k->warm_timer, kube_warm_poll, WARM_POLL_MS, 0);
+}
+
+static struct kwarm *find(struct kube *k, const char *pod)
+{
+	for (struct kwarm *w = k->warm; w; w = w->next)
+		if (strcmp(w->pod, pod) == 0)
+			return w;
+	return NULL;
+}
+
+void kube_warm_listed(struct kube *k, const json_t *items)
+{
+	int waiting = 0;
+	size_t i;
+	json_t *pod;
+	json_array_foreach(items, i, pod) {
+		const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+		struct kwarm *w = name ? find(k, name) : NULL;
+		if (!w || w->super)
+			continue;
+		struct k8s_pod_state s;
+		k8s_pod_classify(pod, k->tmpl_hash, &s);
+		if (s.verdict == K8S_POD_WAITING) {
+			waiting = 1;
+		} else if (s.verdict == K8S_POD_READY) {
+			struct cp_err err;
+			if (ksuper_new(k->execs, k->ns, name, K8S_CONTAINER, &warm_super_cbs, w, &w->super,
+			               &err) == 0) {
+				k->pending++;
+				k->stats.supervisors_started++;
+			} else {
+				w->super = NULL;
+			}
+		}
+	}
+	/* Ours that went away before they were Ready are forgotten. */
+	for (struct kwarm *w = k->warm, *next; w; w = next) {
+		next = w->next;
+		int seen = 0;
+		json_array_foreach(items, i, pod) {
+			const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+			if (name && strcmp(name, w->pod) == 0)
+				seen = 1;
+		}
+		if (seen)
+			continue;
+		if (!w->super)
+			warm_free(w);
+		else
+			ksuper_close(w->super); /* claimed by another replica, or deleted */
+	}
+	if (waiting && !k->closing)
+		uv_timer_start(&k->warm_timer, kube_warm_poll, WARM_POLL_MS, 0);
+}
+
+int kube_warm_is_up(struct kube *k, const char *pod)
+{
+	struct kwarm *w = find(k, pod);
+	return w && w->super && ksuper_is_ready(w->super) && w->sb;
+}
+
+void kube_warm_claimed(struct kconv *c, const char *pod)
+{
+	struct kwarm *w = find(c->k, pod);
+	if (!w || !w->super)
+		return;
+	if (c->super) { /* cannot happen for a fresh conversation; keep ours */
+		ksuper_close(w->super);
+		return;
+	}
+	c->super = w->super;
+	ksuper_set_owner(w->super, kube_super_cbs(), c);
+	if (w->sb) {
+		c->standby = w->sb;
+		w->sb->c = c;
+		w->sb->w = NULL;
+	}
+	/* The stream's accounting moves with it (pending stays counted once). */
+	warm_free(w);
+	cp_log(CP_LOG_DEBUG, "kube.warm_inherited", "pod", json_string(pod),
+	       "standby", json_boolean(c->standby != NULL), NULL);
+}
+
+int kube_warm_take(struct cp_proc *p)
+{
+	struct kconv *c = p->conv;
+	struct kstandby *sb = c->standby;
+	if (!sb || sb->exited || sb->sup != c->super || p->standby)
+		return 0;
+	c->standby = NULL;
+	sb->c = NULL;
+	char heap[48], *boot = NULL;
+	const char *argv[6];
+	int same = !p->standby && default_argv(heap, &boot, argv) == 0;
+	for (size_t i = 0; same && (argv[i] || p->argv[i]); i++)
+		same = argv[i] && p->argv[i] && strcmp(argv[i], p->argv[i]) == 0;
+	free(boot);
+	/* What the engine wrote so far must start with the runner source the
+	 * standby runner already has. */
+	char len[32];
+	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
+	size_t pre = (size_t)n + cp_runner_js_len;
+	same = same && p->sent_len >= pre && memcmp(p->sent, len, (size_t)n) == 0 &&
+	       memcmp(p->sent + n, cp_runner_js, cp_runner_js_len) == 0;
+	if (!same) {
+		ksuper_kill(sb->sup, sb->chan, NULL);
+		return 0;
+	}
+	uint32_t chan = sb->chan;
+	ksuper_rebind(c->super, chan, kube_chan_cbs(), p);
+	free(sb); /* its callbacks are p's now */
+	p->sup = c->super;
+	p->chan = chan;
+	struct cp_err err;
+	if (p->sent_len > pre && ksuper_write(p->sup, chan, p->sent + pre, p->sent_len - pre, &err))
+		return -1;
+	cp_log(CP_LOG_DEBUG, "kube.standby_taken", "id", json_string(p->exec_id), NULL);
+	return 1;
+}
+
+void kube_warm_stop(struct kube *k)
+{
+	uv_timer_stop(&k->warm_timer);
+	for (struct kwarm *w = k->warm, *next; w; w = next) {
+		next = w->next;
+		if (w->super)
+			ksuper_close(w->super); /* gone() frees it */
+		else
+			warm_free(w);
+	}
+}

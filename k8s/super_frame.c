@@ -1,0 +1,88 @@
+/*
+ * super_frame.c - the supervisor stream's frame decoder (super_frame.h).
+ */
+#include <string.h>
+
+#include "super_frame.h"
+
+void ksf_init(struct ksf_parser *p)
+{
+	memset(p, 0, sizeof *p);
+}
+
+static uint32_t be32(const unsigned char *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+int ksf_feed(struct ksf_parser *p, const char *buf, size_t len, const struct ksf_sink *sink,
+             void *ud, const char **why)
+{
+	while (len > 0) {
+		if (p->hdr_len < KSF_HDR) {
+			size_t take = KSF_HDR - p->hdr_len < len ? KSF_HDR - p->hdr_len : len;
+			memcpy(p->hdr + p->hdr_len, buf, take);
+			p->hdr_len += take;
+			buf += take;
+			len -= take;
+			if (p->hdr_len < KSF_HDR)
+				return 0;
+			p->kind = (char)p->hdr[1];
+			p->chan = be32(p->hdr + 2);
+			p->left = be32(p->hdr + 6);
+			p->ctl_len = 0;
+			int data = p->kind == 'O' || p->kind == 'E';
+			int ctl = p->kind == 'H' || p->kind == 'X' || p->kind == 'F';
+			if (p->hdr[0] != KSF_MAGIC || (!data && !ctl)) {
+				*why = "a malformed frame header";
+				return -1;
+			}
+			if (p->left > (data ? KSF_MAX_DATA : KSF_MAX_CTL)) {
+				*why = "a frame over its size limit";
+				return -1;
+			}
+			if (p->left == 0) {
+				p->hdr_len = 0;
+				if (ctl && sink->ctl(ud, p->kind, p->chan, p->ctl, 0))
+					return 0;
+				continue;
+			}
+		}
+		size_t take = p->left < len ? p->left : len;
+		int data = p->kind == 'O' || p->kind == 'E';
+		if (data) {
+			if (sink->data(ud, p->kind, p->chan, buf, take)) {
+				p->left -= (uint32_t)take;
+				if (p->left == 0)
+					p->hdr_len = 0;
+				return 0;
+			}
+		} else {
+			memcpy(p->ctl + p->ctl_len, buf, take);
+			p->ctl_len += take;
+		}
+		buf += take;
+		len -= take;
+		p->left -= (uint32_t)take;
+		if (p->left == 0) {
+			p->hdr_len = 0;
+			if (!data && sink->ctl(ud, p->kind, p->chan, p->ctl, p->ctl_len))
+				return 0;
+		}
+	}
+	return 0;
+}
+
+void ksf_header(unsigned char out[KSF_HDR], char kind, uint32_t chan, uint32_t len)
+{
+	out[0] = KSF_MAGIC;
+	out[1] = (unsigned char)kind;
+	out[2] = (unsigned char)(chan >> 24);
+	out[3] = (unsigned char)(chan >> 16);
+	out[4] = (unsigned char)(chan >> 8);
+	out[5] = (unsigned char)chan;
+	out[6] = (unsigned char)(len >> 24);
+	out[7] = (unsigned char)(len >> 16);
+	out[8] = (unsigned char)(len >> 8);
+	out[9] = (unsigned char)len;
+}

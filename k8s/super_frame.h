@@ -1,0 +1,50 @@
+/*
+ * super_frame.h - the framing of the supervisor's stream (kube_super.h,
+ * k8s/supervisor.js): 0xC5, a kind byte, the channel (uint32 BE), the
+ * payload length (uint32 BE), the payload. What comes from the pod is
+ * untrusted (a program there can write into the stream): this decoder checks
+ * the magic, the kind and the length of every frame before any byte of its
+ * payload is used, and keeps no more than KSF_MAX_CTL bytes.
+ *
+ * Loop context: none (pure). Ownership: the parser is the caller's (no
+ * allocation); buffers given to the sink are borrowed for the call.
+ */
+#ifndef K8S_SUPER_FRAME_H
+#define K8S_SUPER_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KSF_MAGIC 0xC5
+#define KSF_HDR 10
+#define KSF_MAX_DATA (1u << 20) /* O, E: the supervisor sends pipe reads */
+#define KSF_MAX_CTL 4096u       /* H, X, F */
+
+struct ksf_sink {
+	/* O/E payload bytes, in pieces as they arrive (a frame may come in
+	 * several calls). Non-zero: stop feeding at once. */
+	int (*data)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
+	/* A whole H/X/F frame. Non-zero: stop feeding at once. */
+	int (*ctl)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
+};
+
+struct ksf_parser {
+	unsigned char hdr[KSF_HDR];
+	size_t hdr_len;
+	char kind;
+	uint32_t chan, left;
+	char ctl[KSF_MAX_CTL];
+	size_t ctl_len;
+};
+
+void ksf_init(struct ksf_parser *p);
+
+/* 0 when all was consumed (or a sink asked to stop), -1 on a frame that
+ * breaks the rules (*why says which; the stream is unusable from there). */
+int ksf_feed(struct ksf_parser *p, const char *buf, size_t len, const struct ksf_sink *sink,
+             void *ud, const char **why);
+
+/* The header of a frame going to the supervisor. */
+void ksf_header(unsigned char out[KSF_HDR], char kind, uint32_t chan, uint32_t len);
+
+#endif

@@ -1,0 +1,211 @@
+// codepod supervisor: one long-lived process per pod and codepod replica, over
+// one exec stream (k8s/kube_super.h). It starts fresh runner processes when
+// told, carries their stdin/stdout/stderr multiplexed over its own stdin and
+// stdout, and kills an execution's processes itself, so an execution needs no
+// exec request of its own. boot.js evaluates this file as one function
+// expression and calls it with (require, leftover).
+//
+// Frames, both ways: 0xC5, a kind byte, the channel (uint32 BE), the payload
+// length (uint32 BE), the payload. Channel 0 is the supervisor itself.
+//   codepod -> supervisor:  S start {"argv":[...]}   I stdin bytes
+//                           K kill {"tag":"<32 hex>"} (process tree, tagged
+//                           processes, orphans started after the runner)
+//   supervisor -> codepod:  H ready {"v":1,"pid":N} (channel 0)
+//                           O stdout bytes   E stderr bytes
+//                           X exited {"code":N|null,"signal":N|0}, last for
+//                           its channel   F could not start {"error":"..."}
+// A runner's own output only ever travels inside frames of its channel, so
+// nothing it writes can reach another channel. stdin EOF (codepod or the
+// stream gone): every runner is killed and the supervisor exits.
+(function codepodSupervisor(require, leftover) {
+  'use strict';
+  const { spawn } = require('node:child_process');
+  const fs = require('node:fs');
+  const os = require('node:os');
+
+  const MAGIC = 0xc5;
+  const HDR = 10;
+  const MAX_IN = 64 << 20; // a frame from codepod larger than this: protocol error
+  const DRAIN_MS = 2000;   // after a runner exits, how long its pipes may stay open
+  const chans = new Map(); // channel -> { child, pid, start, tag, code, signal, open, timer }
+  let outBlocked = false;
+
+  function frame(kind, chan, payload) {
+    const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
+    const h = Buffer.allocUnsafe(HDR);
+    h[0] = MAGIC;
+    h[1] = kind.charCodeAt(0);
+    h.writeUInt32BE(chan >>> 0, 2);
+    h.writeUInt32BE(body.length, 6);
+    const ok = process.stdout.write(body.length ? Buffer.concat([h, body]) : h);
+    if (!ok && !outBlocked) {
+      // Backpressure: codepod reads slower than the runners write.
+      outBlocked = true;
+      for (const c of chans.values()) pause(c, true);
+      process.stdout.once('drain', () => {
+        outBlocked = false;
+        for (const c of chans.values()) pause(c, false);
+      });
+    }
+  }
+
+  function pause(c, yes) {
+    for (const s of [c.child.stdout, c.child.stderr]) {
+      if (!s || s.destroyed) continue;
+      if (yes) s.pause(); else s.resume();
+    }
+  }
+
+  // Start time of a process in clock ticks since boot (field 22 of stat).
+  function startOf(pid) {
+    try {
+      const s = fs.readFileSync('/proc/' + pid + '/stat', 'utf8');
+      return +s.slice(s.lastIndexOf(')') + 2).split(' ')[19];
+    } catch (e) {
+      return 0;
+    }
+  }
+
+  // What k8s/kube_backend.c's killer exec does, from inside: the runner's
+  // tree, every process carrying the tag, every orphan (child of PID 1)
+  // started after the runner; never this supervisor or another runner.
+  function killAll(root, tag, t0) {
+    const mark = 'CODEPOD_TAG=' + tag;
+    const others = new Set();
+    for (const c of chans.values()) if (c.pid && c.pid !== root) others.add(c.pid);
+    for (let round = 0; round < 3; round++) {
+      const kids = new Map(), hit = new Set();
+      let names = [];
+      try { names = fs.readdirSync('/proc'); } catch (e) { /* no /proc: the tree only */ }
+      for (const d of names) {
+        if (!/^\d+$/.test(d)) continue;
+        const p = +d;
+        if (p === process.pid || p === 1 || others.has(p)) continue;
+        try {
+          const s = fs.readFileSync('/proc/' + d + '/stat', 'utf8');
+          const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+          const pp = +f[1];
+          if (!kids.has(pp)) kids.set(pp, []);
+          kids.get(pp).push(p);
+          if (pp === 1 && t0 > 0 && +f[19] > t0) hit.add(p);
+        } catch (e) { continue; }
+        if (tag) {
+          try {
+            if (fs.readFileSync('/proc/' + d + '/environ', 'latin1').split('\0').includes(mark)) hit.add(p);
+          } catch (e) { /* gone, or not ours */ }
+        }
+      }
+      if (root > 1) hit.add(root);
+      const q = [...hit];
+      while (q.length) {
+        const p = q.pop();
+        for (const c of kids.get(p) || []) if (!hit.has(c) && !others.has(c)) { hit.add(c); q.push(c); }
+      }
+      hit.delete(process.pid);
+      hit.delete(1);
+      if (root > 1) { try { process.kill(-root, 'SIGKILL'); } catch (e) { /* no group */ } }
+      if (!hit.size) break;
+      for (const p of hit) { try { process.kill(p, 'SIGSTOP'); } catch (e) { /* gone */ } }
+      for (const p of hit) { try { process.kill(p, 'SIGKILL'); } catch (e) { /* gone */ } }
+    }
+  }
+
+  function report(chan) {
+    const c = chans.get(chan);
+    if (!c || c.reported) return;
+    c.reported = true;
+    clearTimeout(c.timer);
+    chans.delete(chan);
+    frame('X', chan, JSON.stringify({ code: c.code, signal: c.signal }));
+  }
+
+  function start(chan, msg) {
+    if (chans.has(chan) || !Array.isArray(msg.argv) || msg.argv.length < 1) {
+      frame('F', chan, JSON.stringify({ error: 'bad start request' }));
+      return;
+    }
+    let child;
+    try {
+      // Its own process group, so its tree can be killed as one.
+      child = spawn(process.execPath, msg.argv.slice(1).map(String),
+                    { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: process.env });
+    } catch (e) {
+      frame('F', chan, JSON.stringify({ error: String(e && e.message) }));
+      return;
+    }
+    const c = { child, pid: child.pid || 0, start: 0, code: null, signal: 0, open: 2,
+                reported: false, timer: null, exited: false };
+    chans.set(chan, c);
+    c.start = c.pid ? startOf(c.pid) : 0;
+    child.on('error', (e) => {
+      if (!c.pid) {
+        chans.delete(chan);
+        frame('F', chan, JSON.stringify({ error: String(e && e.message) }));
+      }
+    });
+    child.stdin.on('error', () => {});
+    const pipeEnd = () => { if (--c.open === 0 && c.exited) report(chan); };
+    child.stdout.on('data', (b) => frame('O', chan, b));
+    child.stderr.on('data', (b) => frame('E', chan, b));
+    child.stdout.on('end', pipeEnd);
+    child.stderr.on('end', pipeEnd);
+    child.stdout.on('error', () => {});
+    child.stderr.on('error', () => {});
+    if (outBlocked) pause(c, true);
+    child.on('exit', (code, sig) => {
+      c.exited = true;
+      c.code = code;
+      c.signal = sig ? (os.constants.signals[sig] || 9) : 0;
+      killAll(c.pid, c.tag || '', c.start); // leftovers of a program that ended by itself
+      if (c.open === 0) report(chan);
+      else c.timer = setTimeout(() => report(chan), DRAIN_MS);
+    });
+  }
+
+  function onFrame(kind, chan, body) {
+    const c = chans.get(chan);
+    if (kind === 0x53) { // S
+      let msg = null;
+      try { msg = JSON.parse(body.toString('utf8')); } catch (e) { msg = {}; }
+      start(chan, msg || {});
+    } else if (kind === 0x49) { // I
+      if (c && !c.exited && c.child.stdin.writable) c.child.stdin.write(body);
+    } else if (kind === 0x4b) { // K
+      if (!c) return;
+      let msg = {};
+      try { msg = JSON.parse(body.toString('utf8')) || {}; } catch (e) { /* kill anyway */ }
+      if (typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag)) c.tag = msg.tag;
+      killAll(c.pid, c.tag || '', c.start);
+    } else {
+      shutdown(3);
+    }
+  }
+
+  let inBuf = Buffer.alloc(0);
+  function feed(chunk) {
+    inBuf = inBuf.length ? Buffer.concat([inBuf, chunk]) : chunk;
+    for (;;) {
+      if (inBuf.length < HDR) return;
+      if (inBuf[0] !== MAGIC) { shutdown(3); return; }
+      const len = inBuf.readUInt32BE(6);
+      if (len > MAX_IN) { shutdown(3); return; }
+      if (inBuf.length < HDR + len) return;
+      const kind = inBuf[1], chan = inBuf.readUInt32BE(2);
+      const body = inBuf.subarray(HDR, HDR + len);
+      inBuf = inBuf.subarray(HDR + len);
+      onFrame(kind, chan, Buffer.from(body));
+    }
+  }
+
+  function shutdown(code) {
+    for (const c of chans.values()) killAll(c.pid, c.tag || '', c.start);
+    process.exit(code);
+  }
+
+  process.stdout.on('error', () => shutdown(0));
+  frame('H', 0, JSON.stringify({ v: 1, pid: process.pid }));
+  if (leftover && leftover.length) feed(leftover);
+  process.stdin.on('data', feed);
+  process.stdin.on('end', () => shutdown(0));
+  process.stdin.on('error', () => shutdown(0));
+});

@@ -1,0 +1,414 @@
+/*
+ * prestart.c - runners already started: starting a runner, and the pool of
+ * waiting ones (see prestart.h for the rules).
+ */
+#include <jansson.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codepod.h"
+#include "log.h"
+#include "prestart.h"
+
+int cp_runner_argv(unsigned long memory_mb, char heap[48], char **boot, const char *argv[6])
+{
+	snprintf(heap, 48, "--max-old-space-size=%lu", memory_mb);
+	*boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
+	if (!*boot)
+		return CP_E_NOMEM;
+	argv[0] = "node";
+	argv[1] = "--disable-warning=ExperimentalWarning";
+	argv[2] = heap;
+	argv[3] = "-e";
+	argv[4] = *boot;
+	argv[5] = NULL;
+	return 0;
+}
+
+int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
+                    const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+                    struct cp_err *err)
+{
+	char heap[48], *boot = NULL;
+	const char *argv[6];
+	if (cp_runner_argv(spec->memory_mb, heap, &boot, argv))
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	struct cp_spawn_req req = { spec->conversation, spec->exec_id, argv, spec->memory_mb,
+	                            spec->tag, spec->standby };
+	int rc = b->ops->spawn(b, &req, cbs, ud, out, err);
+	free(boot);
+	if (rc)
+		return rc;
+	char len[32];
+	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
+	struct cp_err werr;
+	if (b->ops->write(*out, len, (size_t)n, &werr) ||
+	    b->ops->write(*out, (const char *)cp_runner_js, cp_runner_js_len, &werr))
+		b->ops->kill(*out); /* exited() follows and tells the story */
+	return 0;
+}
+
+/* ---- the pool ---- */
+
+struct ps_runner;
+
+/* A conversation the pool knows: one with executions running or a runner
+ * waiting; forgotten as soon as it has neither. */
+struct ps_conv {
+	struct ps_conv *next;
+	char *key;
+	unsigned long memory_mb;    /* what the next waiting runner is started with */
+	unsigned running;
+	uint64_t active_ms;         /* last execution start or end */
+	int want;                   /* start a waiting runner on the next turn */
+	struct ps_runner *waiting;
+};
+
+struct ps_runner {
+	struct cp_prestart *ps;
+	struct ps_conv *conv;       /* while waiting */
+	struct cp_proc *proc;
+	unsigned long memory_mb;
+	char tag[33];
+	const struct cp_proc_cbs *cbs; /* the taker's, once taken */
+	void *ud;
+};
+
+struct cp_prestart {
+	uv_loop_t *loop;
+	struct cp_backend *b;
+	unsigned max_waiting;
+	uint64_t idle_ms;
+	struct ps_conv *convs;
+	unsigned waiting;           /* runners waiting */
+	unsigned alive;             /* runners started and not exited, taken ones too */
+	int stopped, freed;
+	uv_timer_t timer;           /* expiries, and starts off the caller's stack */
+};
+
+static uint64_t now_ms(void)
+{
+	return uv_hrtime() / 1000000u;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void maybe_free(struct cp_prestart *ps)
+{
+	if (!ps->freed || ps->alive || uv_is_closing((uv_handle_t *)&ps->timer))
+		return;
+	while (ps->convs) {
+		struct ps_conv *c = ps->convs;
+		ps->convs = c->next;
+		free(c->key);
+		free(c);
+	}
+	uv_close((uv_handle_t *)&ps->timer, on_timer_closed);
+}
+
+static struct ps_conv *conv_find(struct cp_prestart *ps, const char *key)
+{
+	for (struct ps_conv *c = ps->convs; c; c = c->next)
+		if (strcmp(c->key, key) == 0)
+			return c;
+	return NULL;
+}
+
+static void conv_forget_if_unused(struct cp_prestart *ps, struct ps_conv *c)
+{
+	if (c->running || c->waiting)
+		return;
+	for (struct ps_conv **pp = &ps->convs; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	free(c->key);
+	free(c);
+}
+
+/* The waiting runner leaves its conversation and is killed; its exited()
+ * frees it. */
+static void drop_waiting(struct ps_runner *r, const char *why)
+{
+	struct cp_prestart *ps = r->ps;
+	struct ps_conv *c = r->conv;
+	c->waiting = NULL;
+	r->conv = NULL;
+	ps->waiting--;
+	cp_log(CP_LOG_DEBUG, "prestart.dropped", "reason", json_string(why),
+	       "waiting", json_integer(ps->waiting), NULL);
+	ps->b->ops->kill(r->proc);
+}
+
+static void on_out(void *ud, const char *buf, size_t len)
+{
+	struct ps_runner *r = ud;
+	if (r->cbs) {
+		r->cbs->out(r->ud, buf, len);
+		return;
+	}
+	if (r->conv) /* a waiting runner says nothing: this one is not pristine */
+		drop_waiting(r, "output while waiting");
+}
+
+static void on_err(void *ud, const char *buf, size_t len)
+{
+	struct ps_runner *r = ud;
+	if (r->cbs) {
+		r->cbs->err(r->ud, buf, len);
+		return;
+	}
+	if (r->conv)
+		drop_waiting(r, "output while waiting");
+}
+
+static void rearm(struct cp_prestart *ps);
+
+static void on_exited(void *ud, const struct cp_proc_exit *ex)
+{
+	struct ps_runner *r = ud;
+	struct cp_prestart *ps = r->ps;
+	if (r->cbs) {
+		r->cbs->exited(r->ud, ex);
+	} else if (r->conv) {
+		/* It died while waiting (killed from outside, the sandbox went):
+		 * the next execution starts afresh and brings another (not at once:
+		 * a runner that cannot start must not be restarted in a loop). */
+		struct ps_conv *c = r->conv;
+		c->waiting = NULL;
+		ps->waiting--;
+		cp_log(CP_LOG_INFO, "prestart.died", "code", json_integer(ex->code),
+		       "signal", json_integer(ex->signal), "detail", json_string(ex->detail), NULL);
+		conv_forget_if_unused(ps, c);
+		rearm(ps);
+	}
+	free(r);
+	ps->alive--;
+	maybe_free(ps);
+}
+
+static const struct cp_proc_cbs runner_cbs = { on_out, on_err, on_exited };
+
+static int make_tag(char out[33])
+{
+	unsigned char raw[16];
+	if (RAND_bytes(raw, sizeof raw) != 1)
+		return -1;
+	for (size_t i = 0; i < sizeof raw; i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
+/* Room for one more waiting runner: when the pool is full, kill the one of
+ * the conversation active longest ago, if that was over EVICT_AFTER_MS
+ * before @for_conv's (a burst of new conversations must not start runners
+ * only to kill them again). */
+#define EVICT_AFTER_MS 1000
+static int make_room(struct cp_prestart *ps, const struct ps_conv *for_conv)
+{
+	while (ps->waiting >= ps->max_waiting) {
+		struct ps_conv *oldest = NULL;
+		for (struct ps_conv *c = ps->convs; c; c = c->next)
+			if (c->waiting && c != for_conv && (!oldest || c->active_ms < oldest->active_ms))
+				oldest = c;
+		if (!oldest || oldest->active_ms + EVICT_AFTER_MS > for_conv->active_ms)
+			return 0;
+		drop_waiting(oldest->waiting, "pool full");
+		conv_forget_if_unused(ps, oldest);
+	}
+	return 1;
+}
+
+static void start_waiting(struct cp_prestart *ps, struct ps_conv *c)
+{
+	c->want = 0;
+	if (ps->stopped || c->waiting || (ps->b->shared_sandbox && c->running) || !make_room(ps, c))
+		return;
+	struct ps_runner *r = calloc(1, sizeof *r);
+	if (!r || make_tag(r->tag)) {
+		free(r);
+		return;
+	}
+	r->ps = ps;
+	r->memory_mb = c->memory_mb;
+	struct cp_runner_spec spec = { c->key, "prestart", c->memory_mb, r->tag, 1 };
+	struct cp_err err;
+	if (cp_runner_spawn(ps->b, &spec, &runner_cbs, r, &r->proc, &err)) {
+		cp_log(CP_LOG_DEBUG, "prestart.not_started", "detail", json_string(err.msg), NULL);
+		free(r);
+		return;
+	}
+	r->conv = c;
+	c->waiting = r;
+	ps->waiting++;
+	ps->alive++;
+	cp_log(CP_LOG_DEBUG, "prestart.started", "waiting", json_integer(ps->waiting), NULL);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	struct cp_prestart *ps = t->data;
+	uint64_t now = now_ms();
+	struct ps_conv *next;
+	for (struct ps_conv *c = ps->convs; c; c = next) {
+		next = c->next;
+		if (c->waiting && c->active_ms + ps->idle_ms <= now) {
+			drop_waiting(c->waiting, "idle");
+			cp_log(CP_LOG_INFO, "prestart.expired", "waiting", json_integer(ps->waiting), NULL);
+			conv_forget_if_unused(ps, c);
+		}
+	}
+	/* One at a time, from the head again: starting one may evict (and free)
+	 * another conversation's entry. */
+	for (;;) {
+		struct ps_conv *c = ps->convs;
+		while (c && !c->want)
+			c = c->next;
+		if (!c)
+			break;
+		start_waiting(ps, c);
+		conv_forget_if_unused(ps, c);
+	}
+	rearm(ps);
+}
+
+/* The timer: now when a start is wanted, else at the earliest expiry. */
+static void rearm(struct cp_prestart *ps)
+{
+	uint64_t due = UINT64_MAX, now = now_ms();
+	for (struct ps_conv *c = ps->convs; c; c = c->next) {
+		if (c->want && !ps->stopped)
+			due = now;
+		else if (c->waiting && c->active_ms + ps->idle_ms < due)
+			due = c->active_ms + ps->idle_ms;
+	}
+	uv_timer_stop(&ps->timer);
+	if (due != UINT64_MAX)
+		uv_timer_start(&ps->timer, on_timer, due > now ? due - now : 0, 0);
+}
+
+int cp_prestart_new(uv_loop_t *loop, struct cp_backend *b, unsigned max_waiting,
+                    unsigned idle_s, struct cp_prestart **out, struct cp_err *err)
+{
+	*out = NULL;
+	if (max_waiting == 0)
+		return 0;
+	struct cp_prestart *ps = calloc(1, sizeof *ps);
+	if (!ps)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	ps->loop = loop;
+	ps->b = b;
+	ps->max_waiting = max_waiting;
+	ps->idle_ms = (uint64_t)idle_s * 1000u;
+	uv_timer_init(loop, &ps->timer);
+	ps->timer.data = ps;
+	*out = ps;
+	return 0;
+}
+
+int cp_prestart_take(struct cp_prestart *ps, const char *conversation,
+                     unsigned long memory_mb, const char *exec_id,
+                     const struct cp_proc_cbs *cbs, void *ud,
+                     struct cp_proc **proc, char tag[33])
+{
+	if (!ps || ps->stopped)
+		return 0;
+	struct ps_conv *c = conv_find(ps, conversation);
+	struct ps_runner *r = c ? c->waiting : NULL;
+	if (!r || r->memory_mb != memory_mb)
+		return 0;
+	c->waiting = NULL;
+	r->conv = NULL;
+	ps->waiting--;
+	r->cbs = cbs;
+	r->ud = ud;
+	*proc = r->proc;
+	memcpy(tag, r->tag, 33);
+	if (ps->b->ops->adopt)
+		ps->b->ops->adopt(r->proc, exec_id);
+	return 1;
+}
+
+void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
+                              unsigned long memory_mb)
+{
+	if (!ps || ps->stopped)
+		return;
+	struct ps_conv *c = conv_find(ps, conversation);
+	if (!c) {
+		c = calloc(1, sizeof *c);
+		if (!c || !(c->key = strdup(conversation))) {
+			free(c);
+			return;
+		}
+		c->next = ps->convs;
+		ps->convs = c;
+	}
+	c->running++;
+	c->active_ms = now_ms();
+	c->memory_mb = memory_mb;
+	if (c->waiting && (c->waiting->memory_mb != memory_mb || ps->b->shared_sandbox))
+		drop_waiting(c->waiting, ps->b->shared_sandbox ? "sandbox in use" : "other policy");
+	rearm(ps);
+}
+
+void cp_prestart_exec_ready(struct cp_prestart *ps, const char *conversation)
+{
+	if (!ps || ps->stopped || ps->b->shared_sandbox)
+		return;
+	struct ps_conv *c = conv_find(ps, conversation);
+	if (c && !c->waiting) {
+		c->want = 1;
+		rearm(ps);
+	}
+}
+
+void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation)
+{
+	if (!ps || ps->stopped)
+		return;
+	struct ps_conv *c = conv_find(ps, conversation);
+	if (!c || !c->running)
+		return;
+	c->running--;
+	c->active_ms = now_ms();
+	if (!c->running || !ps->b->shared_sandbox)
+		c->want = 1;
+	rearm(ps);
+}
+
+unsigned cp_prestart_waiting(const struct cp_prestart *ps)
+{
+	return ps ? ps->waiting : 0;
+}
+
+void cp_prestart_stop(struct cp_prestart *ps)
+{
+	if (!ps || ps->stopped)
+		return;
+	ps->stopped = 1;
+	uv_timer_stop(&ps->timer);
+	struct ps_conv *next;
+	for (struct ps_conv *c = ps->convs; c; c = next) {
+		next = c->next;
+		c->want = 0;
+		if (c->waiting)
+			drop_waiting(c->waiting, "stopping");
+	}
+}
+
+void cp_prestart_free(struct cp_prestart *ps)
+{
+	if (!ps)
+		return;
+	cp_prestart_stop(ps);
+	ps->freed = 1;
+	maybe_free(ps);
+}

@@ -1,0 +1,103 @@
+/*
+ * prestart.h - runners already started (issue 12): for each recently active
+ * conversation, one fresh runner process is started ahead of time and left
+ * waiting for its program (Node booted, boot.js has read runner.js, which
+ * is blocked reading the hello from stdin), so the conversation's next
+ * execution pays no Node start. Every runner, waiting or not, is started by
+ * cp_runner_spawn() through the backend's ordinary spawn (the same sandbox
+ * set-up as any execution) and serves exactly one execution (DESIGN 2.11).
+ *
+ * Bounds: at most max_waiting runners wait in all; past that, the one of
+ * the conversation active longest ago is killed, if that was over a second
+ * before (in a burst of new conversations, the later ones get none). A conversation's waiting
+ * runner is killed idle_s seconds after its last execution started or ended
+ * (log event prestart.expired). A runner is taken only when it was started
+ * with the execution's heap ceiling (memory_mb); any other policy gets a
+ * fresh start, and the waiting runner follows the latest policy. A runner
+ * that wrote anything while waiting, or exited, is never handed out.
+ *
+ * When: on a backend whose executions of one conversation share one process
+ * namespace (cp_backend.shared_sandbox: a pod), a runner is started only once
+ * no execution of its conversation is running (after the last one's kill),
+ * so no program can ever see or tamper with the runner of a later one. On
+ * other backends (bubblewrap: a PID namespace per runner) it is started as
+ * soon as the execution that took the previous one has its runner ready
+ * (not before: two Node starts at once would slow that execution's).
+ *
+ * Loop context: the loop thread only. Callbacks of a taken runner go to the
+ * taker's cbs/ud, with the sandbox.h rules (exited() once, later).
+ *
+ * Ownership: the pool belongs to the engine (runner/exec.c). cp_prestart_stop
+ * kills the waiting runners and starts no more; the memory goes with
+ * cp_prestart_free once no runner it started is alive (taken ones included).
+ */
+#ifndef CP_PRESTART_H
+#define CP_PRESTART_H
+
+#include <uv.h>
+
+#include "sandbox.h"
+
+#define CP_PRESTART_DEFAULT_MAX 8
+#define CP_PRESTART_DEFAULT_IDLE_S 120
+
+struct cp_prestart;
+
+/* What a runner is started with (strings borrowed for the call). */
+struct cp_runner_spec {
+	const char *conversation;
+	const char *exec_id;      /* for the backend's logs */
+	unsigned long memory_mb;  /* --max-old-space-size and the process ceiling */
+	const char *tag;          /* sandbox.h: 32 hex */
+	int standby;              /* sandbox.h: started ahead of its execution */
+};
+
+/*
+ * cp_runner_spawn - start one runner now: `node ... -e BOOT` through
+ * b->ops->spawn, then "<len>\n<runner.js>" on its stdin. The caller writes
+ * the hello. Errors as b->ops->spawn; a failed write kills the process (its
+ * exited() still comes).
+ */
+int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
+                    const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+                    struct cp_err *err);
+
+/* The argv of a runner started with @memory_mb: fills argv[0..4] and a NULL
+ * (pointing into @heap and *@boot, which the caller frees). 0 or CP_E_NOMEM. */
+int cp_runner_argv(unsigned long memory_mb, char heap[48], char **boot, const char *argv[6]);
+
+/* max_waiting 0: no pool (cp_prestart_new sets *out NULL and returns 0). */
+int cp_prestart_new(uv_loop_t *loop, struct cp_backend *b, unsigned max_waiting,
+                    unsigned idle_s, struct cp_prestart **out, struct cp_err *err);
+
+/*
+ * cp_prestart_take - the waiting runner of @conversation started with
+ * @memory_mb, if there is one: returns 1, sets *proc (a sandbox.h handle of
+ * the pool's backend, its callbacks now @cbs/@ud, adopted by @exec_id) and
+ * @tag (the tag it was started with: the hello must carry it). Returns 0 when none fits; NULL
+ * @ps is allowed.
+ */
+int cp_prestart_take(struct cp_prestart *ps, const char *conversation,
+                     unsigned long memory_mb, const char *exec_id,
+                     const struct cp_proc_cbs *cbs, void *ud,
+                     struct cp_proc **proc, char tag[33]);
+
+/* An execution of @conversation started (its runner running or taken) /
+ * its runner said it is ready (the next one may boot now without slowing
+ * this one's start) / ended (its outcome delivered, its process gone).
+ * started and ended pair up. */
+void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
+                              unsigned long memory_mb);
+void cp_prestart_exec_ready(struct cp_prestart *ps, const char *conversation);
+void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation);
+
+/* Runners waiting right now (for metrics and tests). */
+unsigned cp_prestart_waiting(const struct cp_prestart *ps);
+
+/* Kill the waiting runners; start no more. Safe twice and on NULL. */
+void cp_prestart_stop(struct cp_prestart *ps);
+
+/* Stop, and free once no runner of the pool is alive. NULL is ignored. */
+void cp_prestart_free(struct cp_prestart *ps);
+
+#endif

@@ -1,0 +1,175 @@
+"""Issue 12: runners already started (runner/prestart.h). A conversation's next
+runner is started ahead of time and waits for its program; it serves exactly one
+execution (DESIGN 2.11), goes after the conversation's idle time, and a policy
+needing another Node start gets a fresh one. These tests force the pool on
+(--prestart) whatever CODEPOD_PRESTART says; the rest of the suite runs with it
+on by default and off with CODEPOD_PRESTART=0."""
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from harness import BACKEND, Session, assert_ok, local_backend_only
+
+# A program that looks for any trace of an earlier one in its process, leaves
+# traces of its own (globals, environment, a timer that would keep a reused
+# process busy), and says which process it ran in.
+PROBE = r"""
+const fs = require('node:fs');
+const seen = { mark: globalThis.__codepodMark ?? null, env: process.env.CODEPOD_TEST_MARK ?? null,
+               listeners: process.listenerCount('exit') };
+globalThis.__codepodMark = 'used';
+process.env.CODEPOD_TEST_MARK = 'used';
+process.on('exit', () => {});
+setInterval(() => {}, 1000).unref();
+const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+return { seen, id: [fs.readlinkSync('/proc/self/ns/pid'), process.pid, start].join('/') };
+"""
+
+
+def log_events(session, event):
+    out = []
+    with session.cond:
+        lines = list(session.stderr_lines)
+    for raw in lines:
+        try:
+            m = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(m, dict) and m.get("event") == event:
+            out.append(m)
+    return out
+
+
+def wait_event(session, event, count=1, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = log_events(session, event)
+        if len(got) >= count:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {count}x {event} within {timeout}s; {session._context()}")
+        time.sleep(0.05)
+
+
+def prestarted(session, eid, timeout=60):
+    """Whether eid's runner was waiting for it (its exec.done log line, which
+    may be read a little after the result)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = [m for m in log_events(session, "exec.done") if m.get("id") == eid]
+        if done:
+            return done[0].get("prestarted")
+        assert time.monotonic() < deadline, f"no exec.done for {eid}"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def pool(tmp_path):
+    s = Session(tmp_path / "state", args=["--prestart", "4", "--log-level", "debug"])
+    yield s
+    s.close()
+
+
+def test_a_runner_serves_exactly_one_execution(pool):
+    conv = pool.conv_prefix + "once"
+    ids, used, fresh = set(), [], None
+    for i in range(4):
+        if i:
+            wait_event(pool, "prestart.started", count=i)
+        eid = pool.execute(PROBE, tools=[], conversation=conv)
+        res = assert_ok(pool.wait_result(eid, timeout=120))["result"]
+        # the first runner started on demand: what a fresh process has
+        fresh = res["seen"]["listeners"] if fresh is None else fresh
+        assert res["seen"] == {"mark": None, "env": None, "listeners": fresh}, (i, res)
+        ids.add(res["id"])
+        used.append(prestarted(pool, eid))
+    assert len(ids) == 4, ids  # four processes, none used twice
+    assert used == [False, True, True, True]
+
+
+def test_another_heap_size_gets_a_fresh_start(pool):
+    conv = pool.conv_prefix + "heap"
+    assert_ok(pool.run("return 1", tools=[], conversation=conv, timeout=120))
+    wait_event(pool, "prestart.started")
+    eid = pool.execute("return 2", tools=[], conversation=conv, policy={"maxMemoryMb": 300})
+    assert assert_ok(pool.wait_result(eid, timeout=120))["result"] == 2
+    assert prestarted(pool, eid) is False
+    # the waiting runner now follows the latest policy
+    wait_event(pool, "prestart.started", count=2)
+    eid = pool.execute("return 3", tools=[], conversation=conv, policy={"maxMemoryMb": 300})
+    assert assert_ok(pool.wait_result(eid, timeout=120))["result"] == 3
+    assert prestarted(pool, eid) is True
+
+
+def test_memory_ceiling_holds_on_a_waiting_runner(pool):
+    conv = pool.conv_prefix + "oom"
+    pol = {"maxMemoryMb": 64}
+    assert_ok(pool.run("return 1", tools=[], conversation=conv, policy=pol, timeout=120))
+    wait_event(pool, "prestart.started")
+    eid = pool.execute("const a = []; for (;;) a.push('x'.repeat(1024) + a.length);",
+                       tools=[], conversation=conv, policy=pol)
+    res = pool.wait_result(eid, timeout=120)
+    assert prestarted(pool, eid) is True
+    assert res["status"] == "failed" and res["error"]["code"] == "PROCESS_EXITED", res
+    assert "out of memory" in res["error"]["message"], res
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+@local_backend_only
+def test_waiting_runner_is_gone_after_the_idle_time(tmp_path):
+    s = Session(tmp_path / "state", args=["--prestart", "4", "--prestart-idle", "1",
+                                          "--log-level", "debug"])
+    try:
+        assert_ok(s.run("return 1", tools=[], conversation=s.conv_prefix + "idle", timeout=120))
+        wait_event(s, "prestart.started")
+        wait_event(s, "prestart.expired")
+        deadline = time.monotonic() + 30
+        while children(s.proc.pid):
+            assert time.monotonic() < deadline, f"runner still there: {children(s.proc.pid)}"
+            time.sleep(0.05)
+        # the conversation's next execution starts afresh and works
+        eid = s.execute("return 2", tools=[], conversation=s.conv_prefix + "idle")
+        assert assert_ok(s.wait_result(eid, timeout=120))["result"] == 2
+        assert prestarted(s, eid) is False
+    finally:
+        s.close()
+
+
+@local_backend_only
+def test_a_waiting_runner_killed_from_outside_is_not_used(pool):
+    conv = pool.conv_prefix + "killed"
+    assert_ok(pool.run("return 1", tools=[], conversation=conv, timeout=120))
+    wait_event(pool, "prestart.started")
+    deadline = time.monotonic() + 30
+    while len(children(pool.proc.pid)) != 1:  # the first runner's tree goes
+        assert time.monotonic() < deadline, children(pool.proc.pid)
+        time.sleep(0.05)
+    os.kill(children(pool.proc.pid)[0], signal.SIGKILL)
+    wait_event(pool, "prestart.died")
+    eid = pool.execute("return 2", tools=[], conversation=conv)
+    assert assert_ok(pool.wait_result(eid, timeout=120))["result"] == 2
+    assert prestarted(pool, eid) is False
+
+
+def test_off_means_every_runner_starts_on_demand(tmp_path):
+    s = Session(tmp_path / "state", args=["--prestart", "0", "--log-level", "debug"])
+    try:
+        conv = s.conv_prefix + "off"
+        for _ in range(2):
+            eid = s.execute("return 1", tools=[], conversation=conv)
+            assert_ok(s.wait_result(eid, timeout=120))
+            assert prestarted(s, eid) is False
+        assert log_events(s, "prestart.started") == []
+    finally:
+        assert s.close() == 0

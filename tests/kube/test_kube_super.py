@@ -1,0 +1,173 @@
+"""Issue 12: one exec per pod. A supervisor (k8s/supervisor.js) runs over one
+long-lived exec per pod and codepod replica, starts every fresh runner and kills
+it; executions cost no exec request once it is up. (--supervisor: on whatever
+$CODEPOD_SUPERVISOR says.) When it is killed (by the
+program, or from outside) or its stream drops, the executions on it end with a
+clear outcome and the conversation falls back to one exec per script."""
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from harness import assert_ok
+from kubehelp import describe, log_events, new_conv, pod_name, result_of, wait_until
+
+SLEEP_JS = ("console.log('started');\n"
+            "await new Promise((r) => setTimeout(r, 20000));\nreturn 'late';")
+
+
+def exec_requests(fake, pod=None):
+    st = fake.raw.ctl("exec-stats", method="GET")
+    if pod is None:
+        return st["requests"]
+    return sum(p["requests"] for p in st["pods"] if p["name"] == pod)
+
+
+def events(s, name):
+    return [e for e in log_events(s) if e.get("event") == name]
+
+
+def wait_event(s, name, count=1, timeout=60):
+    wait_until(lambda: len(events(s, name)) >= count, timeout, f"{count}x {name} in codepod's log")
+    return events(s, name)
+
+
+def supervisor_host_pids(pod):
+    """Host PIDs of node processes of the pod whose parent is not a node
+    process: the supervisor (runners are its children)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{d}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+            ppid = int(st[st.rindex(")") + 2:].split()[1])
+            with open(f"/proc/{ppid}/comm") as f:
+                pcomm = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if comm == "node" and pcomm != "node" and f"FAKEKUBE_POD={pod}".encode() in env:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if b"killer" not in f.read():
+                    out.append(int(d))
+    return out
+
+
+def test_steady_state_costs_no_exec_request(fake, codepods):
+    s = codepods("--supervisor")
+    conv = new_conv("steady")
+    pod = pod_name(conv)
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    wait_event(s, "kube.supervisor_ready")
+    before = exec_requests(fake, pod)
+    for i in range(4):
+        res = assert_ok(result_of(s, s.execute(f"return {i}", conversation=conv, tools=[]), 120))
+        assert res["result"] == i
+    time.sleep(0.5)  # a kill or a standby runner would be an exec request by now
+    assert exec_requests(fake, pod) == before, describe({}, s)
+    assert events(s, "kube.supervisor_fallback") == []
+
+
+def test_processes_left_behind_are_killed_by_the_supervisor(fake, codepods):
+    from test_kube_procs import check_gone, spawn_js
+    from kubehelp import marker
+    s = codepods("--supervisor")
+    conv = new_conv("superkill")
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    wait_event(s, "kube.supervisor_ready")
+    before = exec_requests(fake, pod_name(conv))
+    mark = marker()
+    assert_ok(result_of(s, s.execute(spawn_js(mark, True) + "return 1", conversation=conv,
+                                     tools=[]), 120))
+    check_gone(mark, s)
+    assert exec_requests(fake, pod_name(conv)) == before
+
+
+def fallback_then_ok(s, conv):
+    wait_event(s, "kube.supervisor_fallback")
+    res = assert_ok(result_of(s, s.execute("return require('node:os').hostname()",
+                                           conversation=conv, tools=[]), 120))
+    assert res["result"] == pod_name(conv)
+
+
+def test_supervisor_killed_by_the_program(fake, codepods):
+    s = codepods("--supervisor")
+    conv = new_conv("suicide")
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    res = result_of(s, s.execute("process.kill(process.ppid, 'SIGKILL');\n"
+                                 "await new Promise((r) => setTimeout(r, 20000));",
+                                 conversation=conv, tools=[]), 60)
+    assert res["status"] == "failed", describe(res, s)
+    assert res["error"]["code"] == "PROCESS_EXITED", describe(res, s)
+    assert "connection to the runner process was lost" in res["error"]["message"]
+    fallback_then_ok(s, conv)
+
+
+def test_supervisor_killed_from_outside_mid_execution(fake, codepods):
+    s = codepods("--supervisor")
+    conv = new_conv("outside")
+    pod = pod_name(conv)
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    eid = s.execute("return await tools.slow({});", conversation=conv, tools=["slow"])
+    s.wait_call(eid, "slow", timeout=60)
+    pids = supervisor_host_pids(pod)
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGKILL)
+    res = result_of(s, eid, 60)
+    # a tool call was in flight: its fate, and so the program's, is unknown
+    assert res["status"] == "failed" and res["error"]["code"] == "OUTCOME_UNKNOWN", describe(res, s)
+    fallback_then_ok(s, conv)
+
+
+def test_stream_drop_with_several_executions_in_flight(fake, codepods):
+    s = codepods("--supervisor")
+    conv = new_conv("sdrop")
+    # The first exec of the pod is its supervisor's: drop it mid-run.
+    fake.fault({"type": "exec_drop", "after_ms": 4000, "path": f"/pods/{pod_name(conv)}/exec"})
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    ids = [s.execute(SLEEP_JS, conversation=conv, tools=[], policy={"timeoutMs": 30000})
+           for _ in range(3)]
+    calls = s.execute("return await tools.slow({});", conversation=conv, tools=["slow"],
+                      policy={"timeoutMs": 30000})
+    s.wait_call(calls, "slow", timeout=60)
+    for eid in ids:
+        res = result_of(s, eid, 60)
+        assert res["status"] == "failed" and res["error"]["code"] == "PROCESS_EXITED", describe(res, s)
+        assert "lost" in res["error"]["message"]
+    res = result_of(s, calls, 60)
+    assert res["status"] == "failed" and res["error"]["code"] == "OUTCOME_UNKNOWN", describe(res, s)
+    fallback_then_ok(s, conv)
+
+
+def test_no_supervisor_means_one_exec_per_script(fake, codepods):
+    s = codepods("--no-supervisor", "--prestart", "0")
+    conv = new_conv("nosup")
+    pod = pod_name(conv)
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    time.sleep(0.5)
+    before = exec_requests(fake, pod)
+    assert_ok(result_of(s, s.execute("return 2", conversation=conv, tools=[]), 120))
+    wait_until(lambda: exec_requests(fake, pod) - before >= 2, 30, "the runner's exec and its killer")
+    assert events(s, "kube.supervisor_ready") == []
+
+
+def test_warm_pod_comes_with_its_supervisor_and_a_runner(fake, codepods):
+    s = codepods("--supervisor", "--warm-pool", "1")
+    wait_event(s, "kube.warm_standby")
+    conv = new_conv("warmsb")
+    eid = s.execute("return [require('node:os').hostname(), globalThis.__used ?? null]",
+                    conversation=conv, tools=[])
+    res = assert_ok(result_of(s, eid, 120))
+    pod, seen = res["result"]
+    assert pod.startswith("codepod-warm-") and seen is None, describe(res, s)
+    taken = wait_event(s, "kube.standby_taken")
+    assert [e["id"] for e in taken] == [eid]
+    # the pod's only exec request is its supervisor's, made before the claim
+    assert exec_requests(fake, pod) == 1, describe(res, s)
