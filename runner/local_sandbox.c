@@ -88,11 +88,23 @@ static char *find_tool(const char *name)
 	return found;
 }
 
+/* Is @path /tmp or under it? The sandbox's /tmp is a private tmpfs, so the
+ * host's files there are out of sight already. */
+static int under_tmp(const char *path)
+{
+	return strncmp(path, "/tmp", 4) == 0 && (path[4] == '\0' || path[4] == '/');
+}
+
 static void add_hide(struct cp_lsandbox *s, const char *path)
 {
 	struct stat st;
-	if (!path || path[0] != '/' || strcmp(path, "/") == 0 || s->nhide >= CP_LSANDBOX_MAX_HIDE ||
-	    stat(path, &st) != 0)
+	/* A path under /tmp is left alone: nothing of the host is there to
+	 * hide, and covering it would make bubblewrap create the folders on the
+	 * way, 0700 root, inside the tmpfs, cutting the sandbox user off Node
+	 * or its workspace when they share one (a serve token file next to a
+	 * checkout under /tmp: Node would not start). */
+	if (!path || path[0] != '/' || strcmp(path, "/") == 0 || under_tmp(path) ||
+	    s->nhide >= CP_LSANDBOX_MAX_HIDE || stat(path, &st) != 0)
 		return;
 	for (size_t i = 0; i < s->nhide; i++)
 		if (strcmp(s->hide[i], path) == 0)

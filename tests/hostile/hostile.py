@@ -12,13 +12,18 @@ Modes (the `hs` fixture is parametrized over them):
   (charts/codepod/files/sandbox-pod.yaml), whose securityContext the fake
   applies to every exec.
 
-Files a program must not reach are put in a folder of the checkout, not
-under /tmp (the sandbox's /tmp is its own, so a secret there proves nothing).
+Files a program must not reach, and the paths it must not write, are put in
+`hs.host`, a folder under /var/tmp: the sandbox sees the host there on every
+machine, wherever the checkout lives. Not under /tmp (the sandbox's /tmp is a
+private tmpfs, so a secret there is ENOENT and a write lands in the tmpfs:
+that proves nothing about the host), nor in the checkout (which may be under
+/tmp itself).
 """
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -80,10 +85,14 @@ class Hostile:
             env["HOME"] = str(home)
             wrap = _setpriv(UNPRIV_UID)
         self.uid = UNPRIV_UID if mode == "unprivileged" and IS_ROOT else os.geteuid()
+        # searchable by all: what stops the program is each file's own mode
+        self.host = Path(tempfile.mkdtemp(prefix="codepod-hostile-", dir="/var/tmp"))
+        os.chmod(self.host, 0o755)
         try:
             self.session = Session(state, args=args, env=env, wrap=wrap)
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
+            shutil.rmtree(self.host, ignore_errors=True)
             raise
 
     def run(self, js, timeout=120, **kw):
@@ -95,8 +104,8 @@ class Hostile:
         assert res["result"] == "next" and res["logs"] == "next\n", res
 
     def secret(self, text, mode=0o600):
-        """A file only its owner (the test's user) may read, where the sandbox can see it."""
-        p = self.dir / f"secret-{uuid.uuid4().hex[:8]}"
+        """A file only its owner (the test's user) may read, where the sandbox sees the host."""
+        p = self.host / f"secret-{uuid.uuid4().hex[:8]}"
         p.write_text(text)
         os.chmod(p, mode)
         return p
@@ -106,6 +115,7 @@ class Hostile:
             return self.session.close()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+            shutil.rmtree(self.host, ignore_errors=True)
 
 
 @pytest.fixture(params=modes())
