@@ -38,6 +38,11 @@ from harness import BACKEND, CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok  # 
 UNPRIV_UID = 47123  # no user of its own: the suite's unprivileged codepod
 POD_TEMPLATE = REPO / "charts" / "codepod" / "files" / "sandbox-pod.yaml"
 IS_ROOT = os.geteuid() == 0
+# The process limit is per host user (SECURITY.md): every codepod on this
+# machine running as root shares the default sandbox user's 4096, so another
+# suite's fork bomb at the same moment would starve this one's Node. The
+# fork-bomb cases run as a user no one else has: one per live test process.
+BOMB_UID = 2_000_000_000 + os.getpid()
 
 
 def modes():
@@ -63,7 +68,9 @@ class Hostile:
     (or in /var/tmp when the checkout is under /tmp, which every sandbox
     hides: its files must stay where a program can try them)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, own_sandbox_user=False):
+        """own_sandbox_user: as root, run programs as a user of this test
+        process alone (BOMB_UID), not the shared default."""
         self.mode = mode
         base = HERE if not str(HERE.resolve()).startswith("/tmp/") else Path("/var/tmp")
         self.dir = base / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
@@ -72,6 +79,8 @@ class Hostile:
         args, env, wrap = [], os.environ.copy(), ()
         if mode == "pod":
             args = ["--pod-template", str(POD_TEMPLATE)]
+        if mode == "root" and own_sandbox_user:
+            args = ["--sandbox-user", str(BOMB_UID)]
         if mode == "unprivileged" and IS_ROOT:
             if not _runnable_by(UNPRIV_UID):
                 shutil.rmtree(self.dir)
@@ -118,9 +127,7 @@ class Hostile:
             shutil.rmtree(self.host, ignore_errors=True)
 
 
-@pytest.fixture(params=modes())
-def hs(request):
-    h = Hostile(request.param)
+def _session(h):
     yield h
     err = b"".join(h.session.stderr_lines[-20:]).decode(errors="replace")
     rc = h.close()
@@ -129,3 +136,15 @@ def hs(request):
 
 
 local_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
+
+
+@pytest.fixture(params=modes())
+def hs(request):
+    yield from _session(Hostile(request.param))
+
+
+@pytest.fixture(params=modes())
+def hs_own_user(request):
+    """hs whose programs, as root, run as BOMB_UID: no other execution on
+    the machine shares their process budget."""
+    yield from _session(Hostile(request.param, own_sandbox_user=True))
