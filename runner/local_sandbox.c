@@ -266,15 +266,9 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 	snprintf(buf->tmp_size, sizeof buf->tmp_size, "%lu",
 	         (run->memory_mb ? run->memory_mb : 512ul) << 20);
 	PUSH("--perms"); PUSH("1777"); PUSH("--size"); PUSH(buf->tmp_size); PUSH("--tmpfs"); PUSH("/tmp");
-	buf->dirs_used = 0;
+	/* none under /tmp (add_hide): the folders on the way exist, nothing
+	 * is created */
 	for (size_t i = 0; i < s->nhide; i++) {
-		/* A hidden file under /tmp (serve's audit file in a checkout there)
-		 * would have its folders made 0700 on the way, before the 0755
-		 * ones below for Node and the workspace could be (see there).
-		 * Elsewhere the folders exist: nothing is created. */
-		if (strncmp(s->hide[i], "/tmp/", 5) == 0 &&
-		    push_ancestors(buf, s->hide[i], 0, argv, &n, cap))
-			return -1;
 		if (s->hide_is_dir[i]) {
 			PUSH("--tmpfs"); PUSH(s->hide[i]);
 		} else {
@@ -286,6 +280,7 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 	 * /tmp) or its own workspace (a state dir under /tmp) by path. So each
 	 * ancestor is made 0755 before the mount that would create it; one that
 	 * exists is left as it is (--dir on a folder is a no-op). */
+	buf->dirs_used = 0;
 	size_t state_len = strlen(run->state_dir);
 	if (push_ancestors(buf, run->state_dir, 0, argv, &n, cap))
 		return -1;

@@ -65,15 +65,14 @@ def _runnable_by(uid):
 
 class Hostile:
     """One codepod session in one mode, with a private folder in the checkout
-    (or in /var/tmp when the checkout is under /tmp, which every sandbox
-    hides: its files must stay where a program can try them)."""
+    (its state dir: under /tmp when the checkout is) and one under /var/tmp
+    (`host`, for the host files a program must not reach or write)."""
 
     def __init__(self, mode, own_sandbox_user=False):
         """own_sandbox_user: as root, run programs as a user of this test
         process alone (BOMB_UID), not the shared default."""
         self.mode = mode
-        base = HERE if not str(HERE.resolve()).startswith("/tmp/") else Path("/var/tmp")
-        self.dir = base / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
+        self.dir = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
         state = self.dir / "state"
         args, env, wrap = [], os.environ.copy(), ()
