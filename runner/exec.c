@@ -258,7 +258,6 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	}
 	e->state = CP_ST_RUNNING;
 	e->t_ready_ms = cp_exec_now_ms();
-	cp_prestart_exec_ready(e->cp->prestart, e->conversation);
 	const struct cp_backend_ops *ops = e->cp->cfg.backend->ops;
 	json_t *v = json_loadb(payload, len, 0, NULL);
 	json_int_t pid = json_integer_value(json_object_get(v, "pid"));

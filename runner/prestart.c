@@ -359,16 +359,6 @@ void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
 	rearm(ps);
 }
 
-void cp_prestart_exec_ready(struct cp_prestart *ps, const char *conversation)
-{
-	if (!ps || ps->stopped || ps->b->shared_sandbox)
-		return;
-	struct ps_conv *c = conv_find(ps, conversation);
-	if (c && !c->waiting) {
-		c->want = 1;
-		rearm(ps);
-	}
-}
 
 void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation)
 {

@@ -20,9 +20,10 @@
  * namespace (cp_backend.shared_sandbox: a pod), a runner is started only once
  * no execution of its conversation is running (after the last one's kill),
  * so no program can ever see or tamper with the runner of a later one. On
- * other backends (bubblewrap: a PID namespace per runner) it is started as
- * soon as the execution that took the previous one has its runner ready
- * (not before: two Node starts at once would slow that execution's).
+ * other backends (bubblewrap: a PID namespace per runner) it is started when
+ * an execution of the conversation ends, even if others still run (not
+ * before: a Node start beside a running program slows it down; `make bench`
+ * measured 2,000 sequential tool calls ~35% slower that way on 2 cores).
  *
  * Loop context: the loop thread only. Callbacks of a taken runner go to the
  * taker's cbs/ud, with the sandbox.h rules (exited() once, later).
@@ -83,12 +84,9 @@ int cp_prestart_take(struct cp_prestart *ps, const char *conversation,
                      struct cp_proc **proc, char tag[33]);
 
 /* An execution of @conversation started (its runner running or taken) /
- * its runner said it is ready (the next one may boot now without slowing
- * this one's start) / ended (its outcome delivered, its process gone).
- * started and ended pair up. */
+ * ended (its outcome delivered, its process gone). Calls pair up. */
 void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
                               unsigned long memory_mb);
-void cp_prestart_exec_ready(struct cp_prestart *ps, const char *conversation);
 void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation);
 
 /* Runners waiting right now (for metrics and tests). */
