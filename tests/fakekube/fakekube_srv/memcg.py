@@ -4,7 +4,7 @@ the memory controller, or the v1 memory hierarchy), and OOM kills reported
 as the kubelet reports them.
 
 A pod whose container (the exec's) has `resources.limits.memory` gets a
-cgroup under `<memory root>/fakekube-<pid>/` with that limit (v2: memory.max,
+cgroup under `<memory root>/fakekube-<pidns>-<pid>/` with that limit (v2: memory.max,
 memory.swap.max 0, memory.oom.group 1; v1: memory.limit_in_bytes); every
 exec'd process joins it before it runs. When the kernel's OOM killer fires
 in it (memory.events / memory.oom_control `oom_kill` goes up), the fake does
@@ -45,6 +45,11 @@ def _write(path, text):
         f.write(text)
 
 
+
+def _pidns():
+    """This process's PID namespace (its inode number)."""
+    return os.stat("/proc/self/ns/pid").st_ino
+
 class MemCg:
     def __init__(self):
         self.kind, self.base = self._detect()
@@ -60,11 +65,14 @@ class MemCg:
         except OSError:
             return
         for d in names:
-            m = re.fullmatch(r"fakekube-(\d+)", d)
-            if not m:
+            # A pid means something only in its own PID namespace: fakes in
+            # another one (a container sharing /sys) are left alone.
+            # (Names without one come from older fakes: judged as before.)
+            m = re.fullmatch(r"fakekube-(?:(\d+)-)?(\d+)", d)
+            if not m or (m.group(1) and m.group(1) != str(_pidns())):
                 continue
             try:
-                os.kill(int(m.group(1)), 0)
+                os.kill(int(m.group(2)), 0)
                 continue  # that fake is alive
             except ProcessLookupError:
                 pass
@@ -87,7 +95,7 @@ class MemCg:
             return None, None
         for root in (V2_ROOT, V1_ROOT):
             self._sweep(root)
-        base = f"fakekube-{os.getpid()}"
+        base = f"fakekube-{_pidns()}-{os.getpid()}"
         path = os.path.join(V2_ROOT, base)
         try:
             with open(os.path.join(V2_ROOT, "cgroup.controllers")) as f:
@@ -228,7 +236,7 @@ class MemCg:
         self.stale = left
 
     def close(self):
-        if not self.base:
+        if not self.base or not os.path.isdir(self.base):
             return
         for key in list(self.pods):
             self.release(*key)
