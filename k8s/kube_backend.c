@@ -243,8 +243,11 @@ static void super_open(struct cp_proc *p)
 	p->state = KP_EXEC;
 	if (!p->standby)
 		count_running(p);
-	if (p->sent_len && ksuper_write(p->sup, p->chan, p->sent, p->sent_len, &err))
-		kube_kill(p);
+	if (p->sent_len) {
+		p->fed = 1;
+		if (ksuper_write(p->sup, p->chan, p->sent, p->sent_len, &err))
+			kube_kill(p);
+	}
 	cp_log(CP_LOG_DEBUG, "kube.exec", "id", json_string(p->exec_id), "pod", json_string(c->pod),
 	       "channel", json_integer(p->chan), NULL);
 }
@@ -327,10 +330,12 @@ static void chan_exited(void *ud, const struct cp_proc_exit *ex)
 	p->counted = 0;
 	if (ex->lost && !p->killed && !p->standby)
 		p->conv->super_lost_work = 1;
-	if (ex->lost && !p->killed && !p->got_output && !p->retried && !p->standby) {
-		/* The supervisor went before the runner said anything: nothing of
-		 * the program ran; start it over: on a direct exec (the supervisor
-		 * failed here), or in the conversation's next pod. */
+	if (ex->lost && !p->killed && !p->fed && !p->retried && !p->standby) {
+		/* The supervisor went before the runner was given anything: nothing
+		 * of the program ran; start it over: on a direct exec (the
+		 * supervisor failed here), or in the conversation's next pod. Once
+		 * its program went in, it may have run (and killed the supervisor)
+		 * before a byte of its output came back: never run it twice. */
 		p->retried = 1;
 		if (same_pod) {
 			start_exec(p);
@@ -597,8 +602,10 @@ static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_
 		memcpy(p->sent + p->sent_len, buf, len);
 		p->sent_len += len;
 	}
-	if (p->sup)
+	if (p->sup) {
+		p->fed = 1;
 		return ksuper_write(p->sup, p->chan, buf, len, err);
+	}
 	if (!p->ex)
 		return 0;
 	int rc = k8s_exec_write(p->ex, buf, len, err);

@@ -93,6 +93,7 @@ struct cp_proc {
 	long pid;
 	unsigned long long start;      /* the runner's start, ticks since boot */
 	int killed, got_output, retried, reported;
+	int fed; /* a byte went into a supervisor channel: the program may have run */
 	uv_timer_t timer;              /* async reports, kill grace, OOM re-reads */
 	time_t exec_wall;              /* when the runner's exec started (wall clock) */
 	char *oom_pod;                 /* the pod read by kube_oom.c, while it is */

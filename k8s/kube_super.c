@@ -136,6 +136,10 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 	char detail[200];
 	if (x->ex.lost || x->ex.unavailable)
 		snprintf(detail, sizeof detail, "the supervisor's exec stream ended: %.150s", x->ex.detail);
+	else if (x->ex.code > 128 && x->ex.code < 128 + 65)
+		/* the container runtime reports a death by signal N as 128+N, and
+		 * the supervisor itself never exits with such a code */
+		snprintf(detail, sizeof detail, "the supervisor was killed by signal %d", x->ex.code - 128);
 	else
 		snprintf(detail, sizeof detail, "the supervisor exited (code %d)", x->ex.code);
 	while (s->chans) {

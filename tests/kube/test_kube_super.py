@@ -98,15 +98,20 @@ def fallback_then_ok(s, conv):
 
 
 def test_supervisor_killed_by_the_program(fake, codepods):
-    s = codepods("--supervisor")
+    # no waiting runner: one started before the supervisor was up would have
+    # come through a direct exec
+    s = codepods("--supervisor", "--prestart", "0")
     conv = new_conv("suicide")
     assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    # until the supervisor is up, executions take a direct exec (ppid 0)
+    wait_event(s, "kube.supervisor_ready")
     res = result_of(s, s.execute("process.kill(process.ppid, 'SIGKILL');\n"
                                  "await new Promise((r) => setTimeout(r, 20000));",
                                  conversation=conv, tools=[]), 60)
     assert res["status"] == "failed", describe(res, s)
     assert res["error"]["code"] == "PROCESS_EXITED", describe(res, s)
-    assert "connection to the runner process was lost" in res["error"]["message"]
+    assert res["error"]["message"] == ("The connection to the runner process was lost: "
+                                       "the supervisor was killed by signal 9"), describe(res, s)
     fallback_then_ok(s, conv)
 
 
