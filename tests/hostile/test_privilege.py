@@ -160,7 +160,7 @@ def test_the_serve_token_and_audit_files_are_unreadable(hs):
     sys.path.insert(0, str(HERE.parent / "serve"))
     import harness as h
     from wssession import Server
-    from wsclient import WsClient  # noqa: F401
+    from util import Pump
     # where a user would keep them: a host folder the sandbox sees (not the
     # private /tmp, where hiding them would prove nothing)
     server_dir = hs.host / "serve"
@@ -188,23 +188,19 @@ def test_the_serve_token_and_audit_files_are_unreadable(hs):
         os.chmod(srv.token_file, 0o600)
         if wrap:
             os.chown(srv.token_file, hs.uid, hs.uid)
-        ws = srv.connect()
+        pump = Pump(srv.connect())
         read = "(p) => code(() => fs.readFileSync(p, 'utf8')) === 'ok' ? fs.readFileSync(p, 'utf8') : 'EACCES'"
         js = (PRELUDE + f"const read = {read};\n"
               f"return [read({json.dumps(str(srv.token_file))}), read({json.dumps(str(audit))})];")
-        ws.send_text(json.dumps({"type": "execute", "id": "tok", "conversation": "tok",
-                                 "js": js, "tools": []}))
-        while True:
-            m = json.loads(ws.recv())
-            if m.get("type") in ("result", "error"):
-                break
+        pump.send({"type": "execute", "id": "tok", "conversation": "tok", "js": js, "tools": []})
+        m = pump.result("tok")
         assert m["type"] == "result" and m["status"] == "succeeded", m
         assert srv.token not in json.dumps(m), "the program read the serve token"
         # the token and the audit records: covered by /dev/null on a nodev mount,
         # which no one can open, whoever owns the file underneath
         assert m["result"] == ["EACCES", "EACCES"], m
         assert "earlier" in audit.read_text()
-        ws.close()
+        pump.ws.close()
     finally:
         h.CODEPOD_BIN = saved
         if srv is not None:

@@ -7,6 +7,7 @@ import json
 import os
 
 from harness import local_backend_only, node_under_tmp
+from util import Pump
 from wssession import Server
 
 
@@ -17,19 +18,15 @@ def test_a_token_file_next_to_node_under_tmp():
         srv = Server(os.path.join(top, "checkout", "state"), args=["--node", node])
         try:
             assert os.path.dirname(srv.token_file) == os.path.join(top, "checkout")
-            ws = srv.connect()
+            pump = Pump(srv.connect())
             js = ("const fs = require('node:fs');\n"
                   f"let tok; try {{ fs.readFileSync({json.dumps(str(srv.token_file))}); tok = 'ok'; }}"
                   " catch (e) { tok = e.code; }\n"
                   "return [process.execPath, tok];")
-            ws.send_text(json.dumps({"type": "execute", "id": "t1", "conversation": "t1",
-                                     "js": js, "tools": []}))
-            while True:
-                m = json.loads(ws.recv())
-                if m.get("type") in ("result", "error"):
-                    break
+            pump.send({"type": "execute", "id": "t1", "conversation": "t1", "js": js, "tools": []})
+            m = pump.result("t1")
             assert m["type"] == "result" and m["status"] == "succeeded", m
             assert m["result"] == [node, "ENOENT"], m
-            ws.close()
+            pump.ws.close()
         finally:
             assert srv.stop() == 0
