@@ -14,6 +14,7 @@
 
 #include "local.h"
 #include "local_sandbox.h"
+#include "sandbox_uids.h"
 #include "log.h"
 
 /* After the process exits, how long its pipes may stay open (a child that
@@ -30,6 +31,7 @@ struct local {
 	char *node_root; /* its install folder, bound into the sandbox */
 	int isolate;
 	struct cp_lsandbox sb; /* isolate only */
+	struct cp_uids uids;   /* as root without --sandbox-user: owners of workspaces */
 	unsigned live;    /* process handles not closed yet */
 	int closing;      /* destroy was asked: free once live reaches 0 */
 };
@@ -72,18 +74,40 @@ static int mkdir_p(const char *path, struct cp_err *err)
 	return 0;
 }
 
-/* As root, the workspace belongs to the sandbox user, the one writer the
- * program can be. Everything above it stays root's (0700). */
-static int own_workspace(struct local *b, const char *ws, struct cp_err *err)
+/* As root, the workspace belongs to its conversation's sandbox user, the one
+ * writer the program can be; the program runs as its owner. Everything above
+ * it stays root's (0700). A new workspace (still root's, from mkdir_p) gets
+ * the fixed --sandbox-user or a user of its own from the range
+ * (sandbox_uids.h); one made before keeps its owner. */
+static int own_workspace(struct local *b, const char *conversation, const char *ws,
+                         uid_t *uid, gid_t *gid, struct cp_err *err)
 {
 	struct stat st;
+	*uid = 0;
+	*gid = 0;
 	if (!b->isolate || !b->sb.as_root)
 		return 0;
 	if (lstat(ws, &st) || !S_ISDIR(st.st_mode))
 		return cp_err_set(err, CP_E_IO, "workspace %s is not a folder", ws);
-	if (st.st_uid == b->sb.uid && st.st_gid == b->sb.gid)
+	uid_t want_u = b->sb.uid;
+	gid_t want_g = b->sb.gid;
+	if (!b->sb.fixed_user) {
+		if (st.st_uid != 0) {
+			/* the program's own, from this range or an earlier setting */
+			*uid = st.st_uid;
+			*gid = st.st_gid;
+			return 0;
+		}
+		int rc = cp_uids_take(&b->uids, conversation, &want_u, err);
+		if (rc)
+			return rc;
+		want_g = (gid_t)want_u;
+	}
+	*uid = want_u;
+	*gid = want_g;
+	if (st.st_uid == want_u && st.st_gid == want_g)
 		return 0;
-	if (lchown(ws, b->sb.uid, b->sb.gid))
+	if (lchown(ws, want_u, want_g))
 		return cp_err_errno(err, CP_E_IO, errno, "chown %s", ws);
 	return 0;
 }
@@ -91,7 +115,7 @@ static int own_workspace(struct local *b, const char *ws, struct cp_err *err)
 /* The workspace folder name is a hash of the scope key: the raw key can
  * hold user data and any byte. */
 static int workspace_path(struct local *b, const char *conversation, char *out,
-                          size_t cap, struct cp_err *err)
+                          size_t cap, uid_t *uid, gid_t *gid, struct cp_err *err)
 {
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -104,7 +128,7 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 	if (n < 0 || (size_t)n >= cap)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "state folder path too long");
 	int rc = mkdir_p(out, err);
-	return rc ? rc : own_workspace(b, out, err);
+	return rc ? rc : own_workspace(b, conversation, out, uid, gid, err);
 }
 
 static void report_if_done(struct cp_proc *p);
@@ -208,11 +232,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 }
 
 static int build_argv(struct local *b, const struct cp_spawn_req *req, const char *ws,
-                      struct cp_lsandbox_buf *buf, const char **argv, struct cp_err *err)
+                      uid_t uid, gid_t gid, struct cp_lsandbox_buf *buf, const char **argv,
+                      struct cp_err *err)
 {
 	size_t n = 0;
 	if (b->isolate) {
-		struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, req->memory_mb };
+		struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, req->memory_mb, uid, gid };
 		int used = cp_lsandbox_argv(&b->sb, &run, buf, argv, MAX_ARGS - 2);
 		if (used < 0)
 			return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
@@ -253,12 +278,14 @@ static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 {
 	struct local *b = (struct local *)base;
 	char ws[4096];
-	int rc = workspace_path(b, req->conversation, ws, sizeof ws, err);
+	uid_t uid;
+	gid_t gid;
+	int rc = workspace_path(b, req->conversation, ws, sizeof ws, &uid, &gid, err);
 	if (rc)
 		return rc;
 	const char *argv[MAX_ARGS];
 	struct cp_lsandbox_buf argbuf;
-	rc = build_argv(b, req, ws, &argbuf, argv, err);
+	rc = build_argv(b, req, ws, uid, gid, &argbuf, argv, err);
 	if (rc)
 		return rc;
 	/* bubblewrap reads the seccomp filter from fd 3 */
@@ -353,6 +380,7 @@ static void local_kill(struct cp_proc *p)
 static void local_free(struct local *b)
 {
 	cp_lsandbox_free(&b->sb);
+	cp_uids_free(&b->uids);
 	free(b->state_dir);
 	free(b->ws_root);
 	free(b->node);
@@ -379,16 +407,23 @@ static const struct cp_backend_ops local_ops = {
  * guarantee (local_sandbox.h); any of them missing refuses the backend. */
 static int sandbox_ready(struct local *b, const struct cp_local_config *cfg, struct cp_err *err)
 {
-	int rc = cp_lsandbox_init(&b->sb, cfg->sandbox_user, cfg->hide, err);
+	int rc = cp_lsandbox_init(&b->sb, cfg->sandbox_user, cfg->sandbox_uids, cfg->hide, err);
 	if (rc)
 		return rc;
+	if (b->sb.as_root && !b->sb.fixed_user) {
+		rc = cp_uids_init(&b->uids, b->sb.uid_first, b->sb.uid_count, b->ws_root, err);
+		if (rc)
+			return rc;
+	}
 	cp_lsandbox_reach(&b->sb, b->state_dir);
 	cp_lsandbox_reach(&b->sb, b->node_root);
 	char ws[4096];
-	rc = workspace_path(b, "codepod: start-up probe", ws, sizeof ws, err);
+	uid_t uid;
+	gid_t gid;
+	rc = workspace_path(b, "codepod: start-up probe", ws, sizeof ws, &uid, &gid, err);
 	if (rc)
 		return rc;
-	struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, 0 };
+	struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, 0, uid, gid };
 	return cp_lsandbox_probe(&b->sb, &run, b->node, err);
 }
 

@@ -24,7 +24,9 @@ struct cp_local_config {
 	const char *state_dir;  /* created if missing */
 	const char *node;       /* resolved Node 22 binary (see cp_node_find) */
 	int isolate;            /* 1: bubblewrap required; 0: plain processes */
-	const char *sandbox_user; /* --sandbox-user, NULL: the default (root only) */
+	const char *sandbox_user; /* --sandbox-user: one user for all (root only), or NULL */
+	const char *sandbox_uids; /* --sandbox-uids FIRST-LAST: a user per conversation
+	                           * (root only), or NULL: the default range */
 	const char *const *hide; /* host files programs must not read: NULL-terminated, or NULL */
 };
 

@@ -15,6 +15,7 @@
 
 #include "capture.h"
 #include "local_sandbox.h"
+#include "sandbox_uids.h"
 #include "syscall_filter.h"
 
 static int parse_id(const char *s, unsigned long *out)
@@ -116,8 +117,14 @@ static void add_hide(struct cp_lsandbox *s, const char *path)
 	s->hide[s->nhide++] = copy;
 }
 
-static int may_search(const struct stat *st, uid_t uid, gid_t gid)
+/* Without a fixed user, the program's user (from the range) owns nothing on
+ * the way: only the bits for others count. */
+static int may_search(const struct cp_lsandbox *s, const struct stat *st)
 {
+	if (!s->fixed_user)
+		return (st->st_mode & S_IXOTH) != 0;
+	uid_t uid = s->uid;
+	gid_t gid = s->gid;
 	if (st->st_uid == uid)
 		return (st->st_mode & S_IXUSR) != 0;
 	if (st->st_gid == gid)
@@ -140,7 +147,7 @@ void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path)
 		char c = *p;
 		*p = '\0';
 		struct stat st;
-		if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && !may_search(&st, s->uid, s->gid)) {
+		if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && !may_search(s, &st)) {
 			add_hide(s, buf);
 			return;
 		}
@@ -150,19 +157,29 @@ void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path)
 	}
 }
 
-int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *const *hide,
-                     struct cp_err *err)
+int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *uids,
+                     const char *const *hide, struct cp_err *err)
 {
 	memset(s, 0, sizeof *s);
 	s->as_root = geteuid() == 0;
-	if (user && !s->as_root)
+	if ((user || uids) && !s->as_root)
 		return cp_err_set(err, CP_E_INVALID_REQUEST,
-		                  "--sandbox-user needs codepod to run as root (unprivileged, "
-		                  "programs run as codepod's own user in a user namespace)");
-	s->uid = CP_SANDBOX_DEFAULT_ID;
-	s->gid = CP_SANDBOX_DEFAULT_ID;
+		                  "%s needs codepod to run as root (unprivileged, programs run as "
+		                  "codepod's own user in a user namespace)",
+		                  user ? "--sandbox-user" : "--sandbox-uids");
+	if (user && uids)
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "give --sandbox-user (one user for all) or --sandbox-uids (a user per "
+		                  "conversation), not both");
 	if (user) {
+		s->fixed_user = 1;
 		int rc = cp_lsandbox_user_parse(user, &s->uid, &s->gid, err);
+		if (rc)
+			return rc;
+	} else {
+		s->uid_first = CP_UIDS_DEFAULT_FIRST;
+		s->uid_count = CP_UIDS_DEFAULT_COUNT;
+		int rc = uids ? cp_uids_parse(uids, &s->uid_first, &s->uid_count, err) : 0;
 		if (rc)
 			return rc;
 	}
@@ -302,8 +319,8 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 	PUSH("--core=0:0");
 	PUSH("--");
 	if (s->as_root) {
-		snprintf(buf->uid, sizeof buf->uid, "%lu", (unsigned long)s->uid);
-		snprintf(buf->gid, sizeof buf->gid, "%lu", (unsigned long)s->gid);
+		snprintf(buf->uid, sizeof buf->uid, "%lu", (unsigned long)run->uid);
+		snprintf(buf->gid, sizeof buf->gid, "%lu", (unsigned long)run->gid);
 		PUSH(s->setpriv);
 		PUSH("--reuid"); PUSH(buf->uid); PUSH("--regid"); PUSH(buf->gid);
 		PUSH("--clear-groups"); PUSH("--inh-caps=-all"); PUSH("--ambient-caps=-all");
@@ -411,5 +428,9 @@ int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run 
 	if (s->as_root && (!uid || sscanf(uid, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4 ||
 	                   !ids[0] || !ids[1] || !ids[2] || !ids[3]))
 		return cp_err_set(err, CP_E_UNSUPPORTED, "the sandbox could not leave the root user");
+	if (s->as_root && (ids[0] != run->uid || ids[1] != run->uid))
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "the sandbox ran as uid %lu, not the sandbox user %lu", ids[0],
+		                  (unsigned long)run->uid);
 	return 0;
 }

@@ -25,23 +25,27 @@
 #define CP_LOCAL_SANDBOX_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "err.h"
 
-/* Processes (threads included) the sandbox user may have at once, host-wide:
- * bounds a fork bomb. Programs of all conversations share it when codepod
- * runs as root (one sandbox user); a Node process uses about a dozen. */
+/* Processes (threads included) one sandbox user may have at once, host-wide:
+ * bounds a fork bomb. As root each conversation has a user of its own
+ * (sandbox_uids.h), so this is a conversation's budget; with one
+ * --sandbox-user, or unprivileged, every conversation shares it. A Node
+ * process uses about a dozen. */
 #define CP_SANDBOX_NPROC 4096
-/* The default sandbox user when codepod runs as root: nobody:nogroup. */
-#define CP_SANDBOX_DEFAULT_ID 65534
 
 #define CP_LSANDBOX_MAX_HIDE 8
 
 struct cp_lsandbox {
-	int as_root;          /* codepod is root: switch to uid/gid with setpriv */
-	uid_t uid;            /* the program's host user (as_root only) */
+	int as_root;          /* codepod is root: switch users with setpriv */
+	int fixed_user;       /* --sandbox-user: every program runs as uid/gid */
+	uid_t uid;            /* fixed_user only */
 	gid_t gid;
+	uint32_t uid_first;   /* as root without fixed_user: a user per */
+	uint32_t uid_count;   /* conversation from this range (sandbox_uids.h) */
 	char *setpriv;        /* resolved paths, NULL when not needed */
 	char *prlimit;
 	unsigned char *bpf;   /* the compiled seccomp filter */
@@ -60,16 +64,18 @@ int cp_lsandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_e
 
 /**
  * cp_lsandbox_init() - everything the sandbox needs, checked.
- * @user: --sandbox-user, or NULL for the default; given while codepod is
- *        not root, it is refused (only root can switch users).
+ * @user: --sandbox-user (one user for every program), or NULL.
+ * @uids: --sandbox-uids FIRST-LAST (a user per conversation), or NULL for
+ *        the default range; with @user, refused. Either, given while codepod
+ *        is not root, is refused (only root can switch users).
  * @hide: files to make unreadable inside (serve's token and audit files),
  *        NULL-terminated, or NULL.
  *
  * Return: 0, or CP_E_UNSUPPORTED naming what is missing (setpriv, prlimit,
  * a seccomp filter), or CP_E_INVALID_REQUEST for a bad --sandbox-user.
  */
-int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *const *hide,
-                     struct cp_err *err);
+int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *uids,
+                     const char *const *hide, struct cp_err *err);
 
 void cp_lsandbox_free(struct cp_lsandbox *s);
 
@@ -88,6 +94,8 @@ struct cp_lsandbox_run {
 	const char *node_root; /* bound read-only (it may live under a hidden folder) */
 	const char *ws;        /* the workspace: bound read-write, the working folder */
 	unsigned long memory_mb; /* sizes the data limit and /tmp; 0: unlimited */
+	uid_t uid;             /* as root: the program's host user and group */
+	gid_t gid;             /* (the workspace's owner) */
 };
 
 /* Room the caller keeps for numbers formatted into the argv. */

@@ -22,7 +22,7 @@
 #include "stdio_serve.h"
 
 /* long options without a short letter */
-enum { OPT_PRESTART = 1000, OPT_PRESTART_IDLE, OPT_NO_SUPERVISOR, OPT_SUPERVISOR };
+enum { OPT_PRESTART = 1000, OPT_PRESTART_IDLE, OPT_NO_SUPERVISOR, OPT_SUPERVISOR, OPT_SANDBOX_UIDS };
 
 #define CODEPOD_VERSION "0.1.0"
 #define RECENT_IDS 100000
@@ -33,6 +33,7 @@ struct opts {
 	const char *state_dir;
 	const char *node;
 	const char *sandbox_user;
+	const char *sandbox_uids;
 	const char *token_file; /* serve --listen's token and audit files: hidden from programs */
 	const char *audit_file;
 	int no_isolation;
@@ -52,7 +53,8 @@ static void usage(FILE *f)
 {
 	fputs("usage:\n"
 	      "  codepod serve --stdio [--backend local] [--state-dir DIR] [--node PATH]\n"
-	      "                [--sandbox-user USER|UID[:GID]] [--no-isolation]\n"
+	      "                [--sandbox-uids FIRST-LAST | --sandbox-user USER|UID[:GID]]\n"
+	      "                [--no-isolation]\n"
 	      "                [--log-level debug|info|warn|error] [--max-executions N]\n"
 	      "  (serve and run) [--policy-defaults JSON] [--policy-ceiling JSON]\n"
 	      "                [--prestart N] [--prestart-idle SECONDS]\n"
@@ -67,7 +69,9 @@ static void usage(FILE *f)
 	      "  codepod declarations TOOLS.json\n"
 	      "  codepod --version\n"
 	      "backends: --backend local (default: --state-dir, --node, --no-isolation,\n"
-	      "                --sandbox-user: as root, programs run as this user; default 65534)\n"
+	      "                as root, each conversation's programs run as a user of their own\n"
+	      "                from --sandbox-uids, default 1879048192-1879113727; --sandbox-user:\n"
+	      "                every program as this one user instead)\n"
 	      "          --backend kubernetes [--kubeconfig FILES] [--context NAME]\n"
 	      "                [--namespace NS] [--pod-template FILE] [--warm-pool N]\n"
 	      "                [--idle-ttl SECONDS] [--no-supervisor|--supervisor]\n"
@@ -92,6 +96,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "node", required_argument, NULL, 'n' },
 		{ "no-isolation", no_argument, NULL, 'I' },
 		{ "sandbox-user", required_argument, NULL, 'U' },
+		{ "sandbox-uids", required_argument, NULL, OPT_SANDBOX_UIDS },
 		{ "stdio", no_argument, NULL, 'S' },
 		{ "tools", required_argument, NULL, 't' },
 		{ "conversation", required_argument, NULL, 'c' },
@@ -145,6 +150,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'n': o->node = optarg; break;
 		case 'I': o->no_isolation = 1; break;
 		case 'U': o->sandbox_user = optarg; break;
+		case OPT_SANDBOX_UIDS: o->sandbox_uids = optarg; break;
 		case 'k': o->token_file = optarg; break;
 		case 'a': o->audit_file = optarg; break;
 		case OPT_NO_SUPERVISOR: o->kube.no_supervisor = 1; break;
@@ -258,7 +264,8 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 		hide[nhide++] = o->token_file;
 	if (o->audit_file)
 		hide[nhide++] = o->audit_file;
-	struct cp_local_config cfg = { loop, state, node, isolate, o->sandbox_user, hide };
+	struct cp_local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
+	                               hide };
 	struct cp_backend *b = NULL;
 	if (cp_local_new(&cfg, &b, &err)) {
 		if (isolate && err.code == CP_E_UNSUPPORTED)

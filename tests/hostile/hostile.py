@@ -38,13 +38,6 @@ from harness import BACKEND, CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok  # 
 UNPRIV_UID = 47123  # no user of its own: the suite's unprivileged codepod
 POD_TEMPLATE = REPO / "charts" / "codepod" / "files" / "sandbox-pod.yaml"
 IS_ROOT = os.geteuid() == 0
-# The process limit is per host user (SECURITY.md): every codepod on this
-# machine running as root shares the default sandbox user's 4096, so another
-# suite's fork bomb at the same moment would starve this one's Node. The
-# fork-bomb cases run as a user no one else has: one per live test process.
-BOMB_UID = 2_000_000_000 + os.getpid()
-
-
 def modes():
     if BACKEND == "kubernetes":
         return ["pod"]
@@ -68,18 +61,16 @@ class Hostile:
     (its state dir: under /tmp when the checkout is) and one under /var/tmp
     (`host`, for the host files a program must not reach or write)."""
 
-    def __init__(self, mode, own_sandbox_user=False):
-        """own_sandbox_user: as root, run programs as a user of this test
-        process alone (BOMB_UID), not the shared default."""
+    def __init__(self, mode, args=()):
+        """args: more codepod options (e.g. --sandbox-user)."""
         self.mode = mode
         self.dir = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
         state = self.dir / "state"
-        args, env, wrap = [], os.environ.copy(), ()
+        self.state = state
+        args, env, wrap = list(args), os.environ.copy(), ()
         if mode == "pod":
-            args = ["--pod-template", str(POD_TEMPLATE)]
-        if mode == "root" and own_sandbox_user:
-            args = ["--sandbox-user", str(BOMB_UID)]
+            args += ["--pod-template", str(POD_TEMPLATE)]
         if mode == "unprivileged" and IS_ROOT:
             if not _runnable_by(UNPRIV_UID):
                 shutil.rmtree(self.dir)
@@ -140,10 +131,3 @@ local_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the lo
 @pytest.fixture(params=modes())
 def hs(request):
     yield from _session(Hostile(request.param))
-
-
-@pytest.fixture(params=modes())
-def hs_own_user(request):
-    """hs whose programs, as root, run as BOMB_UID: no other execution on
-    the machine shares their process budget."""
-    yield from _session(Hostile(request.param, own_sandbox_user=True))

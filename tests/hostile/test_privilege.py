@@ -9,7 +9,9 @@ import uuid
 import pytest
 
 from hostile import BACKEND, IS_ROOT, UNPRIV_UID, local_only
-from harness import assert_ok
+from harness import Session, assert_failed, assert_ok
+
+FIRST_UID = 0x70000000  # --sandbox-uids' default range: 65536 users from here
 
 PRELUDE = """const cp = require('node:child_process');
 const fs = require('node:fs');
@@ -33,7 +35,10 @@ def test_no_capability_no_new_privs_seccomp_and_not_root(hs):
         assert st[k] == "0000000000000000", (k, st)
     uid = st["Uid"].split()
     if hs.mode == "root":
-        assert uid == ["65534"] * 4 and st["Gid"].split() == ["65534"] * 4, st
+        # a user of the conversation's own from the default range, its group
+        # the same number
+        assert len(set(uid)) == 1 and FIRST_UID <= int(uid[0]) < FIRST_UID + 65536, st
+        assert st["Gid"].split() == uid, st
         assert st["Groups"] == "", st
     elif hs.mode == "unprivileged":
         assert uid == [str(hs.uid)] * 4, st
@@ -136,19 +141,66 @@ return {{ secret: code(() => fs.readFileSync({json.dumps(str(secret))}, 'utf8'))
     hs.next_works()
 
 
+OWNERSHIP = PRELUDE + """
+fs.writeFileSync('mine-' + Date.now() + '.txt', 'x');
+const st = fs.statSync('.');
+const files = fs.readdirSync('.').filter((f) => f.startsWith('mine-'));
+return { me: process.getuid(), uid: st.uid, mode: (st.mode & 0o777).toString(8),
+         files: files.map((f) => fs.statSync(f).uid) };"""
+
+
 @local_only
 def test_the_workspace_belongs_to_the_sandbox_user(hs):
-    res = assert_ok(hs.run(PRELUDE + """
-fs.writeFileSync('mine.txt', 'x');
-const st = fs.statSync('.');
-return { uid: st.uid, mode: (st.mode & 0o777).toString(8), file: fs.statSync('mine.txt').uid };"""))
-    want = 65534 if hs.mode == "root" else hs.uid
-    r = res["result"]
+    """As root, each conversation has a user of its own that owns its
+    workspace (0700), and keeps it from one execution to the next; another
+    conversation has another user."""
+    a1 = assert_ok(hs.run(OWNERSHIP, conversation="own-a"))["result"]
+    a2 = assert_ok(hs.run(OWNERSHIP, conversation="own-a"))["result"]
+    b = assert_ok(hs.run(OWNERSHIP, conversation="own-b"))["result"]
+    for r in (a1, a2, b):
+        assert r["uid"] == r["me"] and set(r["files"]) == {r["me"]}, r
+    assert len(a2["files"]) == 2 and a2["me"] == a1["me"], (a1, a2)
     if hs.mode == "root":
-        assert r == {"uid": want, "mode": "700", "file": want}, r
+        assert a1["mode"] == "700" and b["mode"] == "700", (a1, b)
+        assert b["me"] != a1["me"], "two conversations ran as one user"
+        assert FIRST_UID <= b["me"] < FIRST_UID + 65536, b
     else:
-        assert r["file"] == r["uid"], r
+        assert b["me"] == a1["me"] == hs.uid, (a1, b)
     hs.next_works()
+
+
+@local_only
+@pytest.mark.skipif(not IS_ROOT, reason="only root can switch users")
+def test_a_conversation_keeps_its_user_across_a_restart():
+    """The workspace's owner is the record of the conversation's user: a new
+    codepod on the same state folder runs it as the same user again."""
+    from hostile import Hostile
+    h = Hostile("root")
+    try:
+        first = assert_ok(h.run(OWNERSHIP, conversation="restart"))["result"]
+        assert h.session.close() == 0
+        again = Session(h.state)
+        try:
+            second = assert_ok(again.run(OWNERSHIP, conversation="restart", timeout=120))["result"]
+        finally:
+            assert again.close() == 0
+    finally:
+        h.close()
+    assert second["me"] == first["me"] and set(second["files"]) == {first["me"]}, (first, second)
+    assert len(second["files"]) == 2, second
+
+
+@local_only
+@pytest.mark.skipif(not IS_ROOT, reason="only root can switch users")
+def test_sandbox_user_runs_every_conversation_as_that_one_user():
+    from hostile import Hostile
+    h = Hostile("root", args=["--sandbox-user", "54321"])
+    try:
+        got = [assert_ok(h.run(OWNERSHIP, conversation=c))["result"] for c in ("one-x", "one-y")]
+        h.next_works()
+    finally:
+        h.close()
+    assert [r["me"] for r in got] == [54321, 54321] and [r["uid"] for r in got] == [54321] * 2, got
 
 
 @pytest.mark.skipif(not IS_ROOT or BACKEND != "local", reason="only root can give the token file a user")
@@ -216,3 +268,21 @@ def test_the_unprivileged_mode_really_is_unprivileged(hs):
     with open(f"/proc/{pid}/status") as f:
         uid_line = next(line for line in f if line.startswith("Uid:"))
     assert uid_line.split()[1:] == [str(UNPRIV_UID)] * 4
+
+
+@local_only
+@pytest.mark.skipif(not IS_ROOT, reason="only root can switch users")
+def test_sandbox_uids_takes_users_from_its_range_and_says_when_it_is_full():
+    from hostile import Hostile
+    # three users: the start-up probe's workspace holds one of them
+    h = Hostile("root", args=["--sandbox-uids", "3000000000-3000000002"])
+    try:
+        got = [assert_ok(h.run(OWNERSHIP, conversation=c))["result"]["me"] for c in ("r1", "r2")]
+        full = h.run("return 1;", conversation="r3")
+        again = assert_ok(h.run("return 'still';", conversation="r1"))
+    finally:
+        h.close()
+    assert len(set(got)) == 2 and all(3000000000 <= u <= 3000000002 for u in got), got
+    err = assert_failed(full, "SANDBOX_UNAVAILABLE")
+    assert "widen the range" in err["message"], err
+    assert again["result"] == "still"
