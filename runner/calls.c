@@ -13,6 +13,7 @@
 
 #include "exec_int.h"
 #include "jsondepth.h"
+#include "jsonutil.h"
 
 #define MAX_TOOL_NAME 128
 
@@ -26,11 +27,80 @@ const char *cp_call_state_name(enum cp_call_state s)
 	}
 }
 
-static void send_answer(struct codepod_exec *e, size_t idx, const char *kind,
-                        const char *key, json_t *value /* steals */)
+/* Decimal digits of v into out (at least 20 bytes); returns their count. */
+static size_t put_uint(char *out, uint64_t v)
 {
-	json_t *m = json_pack("{s:s,s:I,s:o}", "k", kind, "c", (json_int_t)(idx + 1), key, value);
-	cp_exec_send(e, m);
+	char tmp[20];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
+/*
+ * Writes {"k":KIND,"c":N,"KEY":VALUE}\n to the runner in one write, the text
+ * built around one dump of the value (json_pack + json_dumps cost three
+ * times as much per call, and a second write wakes the runner twice).
+ * A value whose dump is over @max is not sent: its size is returned and
+ * nothing is written. Return: the size of the value's dump; 0 when it could
+ * not be built (the execution is then finished).
+ */
+static size_t send_answer_max(struct codepod_exec *e, size_t idx, const char *kind,
+                              char key, const json_t *value, size_t max)
+{
+	enum { FLAGS = JSON_COMPACT | JSON_ENCODE_ANY };
+	char stack[2048];
+	size_t pre = 0;
+	memcpy(stack, "{\"k\":\"", 6);
+	pre = 6;
+	memcpy(stack + pre, kind, 3);
+	pre += 3;
+	memcpy(stack + pre, "\",\"c\":", 6);
+	pre += 6;
+	pre += put_uint(stack + pre, (uint64_t)idx + 1);
+	stack[pre++] = ',';
+	stack[pre++] = '"';
+	stack[pre++] = key;
+	stack[pre++] = '"';
+	stack[pre++] = ':';
+	size_t room = sizeof stack - pre - 2;
+	size_t n = json_dumpb(value, stack + pre, room, FLAGS);
+	if (n == 0) {
+		cp_exec_finish(e, CP_E_INTERNAL, "cannot encode a tool answer");
+		return 0;
+	}
+	if (n > max)
+		return n;
+	char *buf = stack;
+	if (n > room) {
+		buf = malloc(pre + n + 2);
+		if (!buf) {
+			cp_exec_finish(e, CP_E_INTERNAL, "out of memory encoding a tool answer");
+			return 0;
+		}
+		memcpy(buf, stack, pre);
+		json_dumpb(value, buf + pre, n, FLAGS);
+	}
+	buf[pre + n] = '}';
+	buf[pre + n + 1] = '\n';
+	cp_exec_send_line(e, buf, pre + n + 2);
+	if (buf != stack)
+		free(buf);
+	return n;
+}
+
+static void send_answer(struct codepod_exec *e, size_t idx, const char *kind,
+                        char key, json_t *value /* steals */)
+{
+	if (!value)
+		cp_exec_finish(e, CP_E_INTERNAL, "out of memory encoding a tool answer");
+	else
+		send_answer_max(e, idx, kind, key, value, SIZE_MAX);
+	json_decref(value);
 }
 
 static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
@@ -47,7 +117,7 @@ static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
 	c->t_end_ms = cp_exec_now_ms();
 	json_decref(c->input);
 	c->input = NULL;
-	send_answer(e, idx, "err", "m", json_string(msg));
+	send_answer(e, idx, "err", 'm', json_string(msg));
 }
 
 static int queue_push(struct codepod_exec *e, size_t idx)
@@ -98,7 +168,7 @@ static void pump(struct codepod_exec *e)
 			c->state = CP_CALL_IN_FLIGHT;
 			e->in_flight++;
 			char id[24];
-			snprintf(id, sizeof id, "%zu", idx + 1);
+			id[put_uint(id, (uint64_t)idx + 1)] = '\0';
 			e->host->tool_call(e->ud, e, id, c->tool, input);
 			json_decref(input);
 		}
@@ -108,22 +178,77 @@ static void pump(struct codepod_exec *e)
 
 static const json_t *find_tool(const struct codepod_exec *e, const char *name)
 {
-	size_t i;
-	const json_t *t;
-	json_array_foreach(e->tools, i, t) {
-		if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
-			return t;
-	}
-	return NULL;
+	return json_object_get(e->tool_index, name);
 }
 
-/* The runner writes {"c":N,"t":NAME,"i":INPUT} in that order. For an input
- * too deep to parse safely, read only the envelope before "i". */
-static json_t *parse_envelope(const char *payload, size_t len, int *too_deep)
+/* A tool call frame, read: its number, the tool's name, its input (or the
+ * size the runner reported instead). */
+struct envelope {
+	json_t *env;          /* the whole payload parsed, or NULL (fast path) */
+	int has_c;            /* "c" is an integer */
+	json_int_t c;
+	const char *tool;     /* NULL: missing or not a string */
+	char name[MAX_TOOL_NAME + 1];
+	const json_t *input;  /* NULL: absent; owned by env, or by own_input */
+	json_t *own_input;
+	const json_t *big;
+	size_t text_len;      /* bytes of text the input was read from (a bound) */
+	int too_deep;
+};
+
+/*
+ * The runner writes {"c":N,"t":"NAME","i":INPUT}, NAME plain ASCII: read
+ * that envelope by hand and give jansson only INPUT (parsing the whole
+ * payload costs twice as much per call). Return 1 when the payload has
+ * exactly that shape and INPUT parses; 0 leaves it to the full parse,
+ * which reads every other form as before (keys in another order, escapes,
+ * "big", whitespace, repeated keys).
+ */
+static int read_envelope_fast(const char *p, size_t len, struct envelope *v)
 {
-	*too_deep = cp_json_text_depth(payload, len, CP_MAX_JSON_DEPTH + 1) > CP_MAX_JSON_DEPTH + 1;
-	if (!*too_deep)
-		return json_loadb(payload, len, JSON_ALLOW_NUL, NULL);
+	static const char c_key[] = "{\"c\":", t_key[] = ",\"t\":\"", i_key[] = ",\"i\":";
+	size_t i = sizeof c_key - 1;
+	if (len < i || memcmp(p, c_key, i) != 0)
+		return 0;
+	size_t d0 = i;
+	json_int_t n = 0;
+	while (i < len && p[i] >= '0' && p[i] <= '9' && i - d0 < 18)
+		n = n * 10 + (p[i++] - '0');
+	if (i == d0 || (p[d0] == '0' && i - d0 > 1))
+		return 0;
+	if (len - i < sizeof t_key - 1 || memcmp(p + i, t_key, sizeof t_key - 1) != 0)
+		return 0;
+	i += sizeof t_key - 1;
+	size_t name = i;
+	for (; i < len && p[i] != '"'; i++)
+		if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] >= 0x80 || p[i] == '\\' ||
+		    i - name >= MAX_TOOL_NAME)
+			return 0;
+	if (i >= len)
+		return 0;
+	size_t name_len = i - name;
+	i++;
+	if (len - i < sizeof i_key - 1 || memcmp(p + i, i_key, sizeof i_key - 1) != 0)
+		return 0;
+	i += sizeof i_key - 1;
+	if (i >= len || p[len - 1] != '}')
+		return 0;
+	json_t *in = cp_json_load(p + i, len - 1 - i, NULL);
+	if (!in)
+		return 0;
+	v->has_c = 1;
+	v->c = n;
+	memcpy(v->name, p + name, name_len);
+	v->name[name_len] = '\0';
+	v->tool = v->name;
+	v->input = v->own_input = in;
+	v->text_len = len - 1 - i;
+	return 1;
+}
+
+/* For an input too deep to parse safely, read only the envelope before "i". */
+static json_t *load_head(const char *payload, size_t len)
+{
 	const char *i = memmem(payload, len, ",\"i\":", 5);
 	if (!i)
 		return NULL;
@@ -137,6 +262,30 @@ static json_t *parse_envelope(const char *payload, size_t len, int *too_deep)
 	json_t *v = json_loadb(copy, head + 1, 0, NULL);
 	free(copy);
 	return v;
+}
+
+static void read_envelope(const char *payload, size_t len, struct envelope *v)
+{
+	memset(v, 0, sizeof *v);
+	v->too_deep = cp_json_text_depth(payload, len, CP_MAX_JSON_DEPTH + 1) > CP_MAX_JSON_DEPTH + 1;
+	if (!v->too_deep && read_envelope_fast(payload, len, v))
+		return;
+	v->env = v->too_deep ? load_head(payload, len) : cp_json_load(payload, len, NULL);
+	if (!json_is_object(v->env))
+		return;
+	const json_t *n = json_object_get(v->env, "c");
+	v->has_c = json_is_integer(n);
+	v->c = json_integer_value(n);
+	v->tool = json_string_value(json_object_get(v->env, "t"));
+	v->input = json_object_get(v->env, "i");
+	v->big = json_object_get(v->env, "big");
+	v->text_len = len;
+}
+
+static void envelope_free(struct envelope *v)
+{
+	json_decref(v->env);
+	json_decref(v->own_input);
 }
 
 static int add_call(struct codepod_exec *e, const char *tool)
@@ -160,23 +309,33 @@ static int add_call(struct codepod_exec *e, const char *tool)
 	return 0;
 }
 
+/* The size of jansson's compact dump of a value parsed from @text_len bytes
+ * of JSON is at most 8 times that: only numbers grow (a real of 3 bytes,
+ * "1e9" or "0.1", dumps as at most 24: "%.17g" and ".0"); strings, names
+ * and literals dump at most as long as they were written. Below that bound
+ * the input cannot be over the limit and is not dumped to be measured. */
+#define DUMP_GROWTH_MAX 8
+
 /* Decides one call: denied with a safe message, or queued for the host. */
-static void admit(struct codepod_exec *e, size_t idx, const json_t *env, int too_deep)
+static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 {
 	struct cp_call *c = &e->calls[idx];
 	const json_t *tool = find_tool(e, c->tool);
-	const json_t *input = json_object_get(env, "i");
-	const json_t *big = json_object_get(env, "big");
+	const json_t *input = v->input;
+	const json_t *big = v->big;
 	if (!tool)
 		return deny(e, idx, "Unknown tool: %s", c->tool);
 	const json_t *en = json_object_get(tool, "enabled");
 	if (en && json_is_false(en))
 		return deny(e, idx, "Tool is disabled: %s", c->tool);
-	if (too_deep)
+	if (v->too_deep)
 		return deny(e, idx, "Tool input for %s nests deeper than %d levels of JSON.",
 		            c->tool, CP_MAX_JSON_DEPTH);
-	size_t size = big ? (size_t)json_integer_value(big)
-	                  : (input ? json_dumpb(input, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 0);
+	size_t size = 0;
+	if (big)
+		size = (size_t)json_integer_value(big);
+	else if (input && v->text_len > e->pol.max_tool_input_bytes / DUMP_GROWTH_MAX)
+		size = json_dumpb(input, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
 	if (big || size > e->pol.max_tool_input_bytes)
 		return deny(e, idx, "Tool input for %s is %zu bytes, over the limit of %llu "
 		            "bytes (maxToolInputBytes).", c->tool, size,
@@ -197,40 +356,38 @@ static void admit(struct codepod_exec *e, size_t idx, const json_t *env, int too
 
 void cp_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len)
 {
-	int too_deep = 0;
-	json_t *env = parse_envelope(payload, len, &too_deep);
-	const json_t *n = json_object_get(env, "c");
-	const char *tool = json_string_value(json_object_get(env, "t"));
-	if (!json_is_object(env) || !json_is_integer(n) || !tool) {
-		json_decref(env);
+	struct envelope v;
+	read_envelope(payload, len, &v);
+	if (!v.has_c || !v.tool) {
+		envelope_free(&v);
 		cp_exec_finish(e, CP_E_INTERNAL, "control channel: malformed tool call frame");
 		return;
 	}
-	if ((uint64_t)json_integer_value(n) != e->requests + 1) {
-		json_decref(env);
+	if ((uint64_t)v.c != e->requests + 1) {
+		envelope_free(&v);
 		cp_exec_finish(e, CP_E_INTERNAL, "control channel: tool call numbered out of order");
 		return;
 	}
 	if (e->requests >= e->pol.max_bridge_requests) {
 		/* Over the request limit: denied and counted, not listed, so the
 		 * outcome stays within maxBridgeRequests entries (callsOmitted). */
-		json_decref(env);
+		envelope_free(&v);
 		e->requests++;
 		e->calls_omitted++;
 		char msg[CP_ERR_MSG_MAX];
 		snprintf(msg, sizeof msg, "Tool request limit reached: at most %llu tool requests "
 		         "per execution (maxBridgeRequests).",
 		         (unsigned long long)e->pol.max_bridge_requests);
-		send_answer(e, (size_t)(e->requests - 1), "err", "m", json_string(msg));
+		send_answer(e, (size_t)(e->requests - 1), "err", 'm', json_string(msg));
 		return;
 	}
-	if (add_call(e, tool)) {
-		json_decref(env);
+	if (add_call(e, v.tool)) {
+		envelope_free(&v);
 		cp_exec_finish(e, CP_E_INTERNAL, "out of memory recording a tool call");
 		return;
 	}
-	admit(e, e->ncalls - 1, env, too_deep);
-	json_decref(env);
+	admit(e, e->ncalls - 1, &v);
+	envelope_free(&v);
 }
 
 /* The call a host answer names, if it is waiting for one. */
@@ -251,6 +408,8 @@ static struct cp_call *waiting_call(struct codepod_exec *e, const char *call_id,
 
 static void answered(struct codepod_exec *e, struct cp_call *c, enum cp_call_state st)
 {
+	if (e->state >= CP_ST_FINISHING)
+		return; /* sending the answer failed and ended the execution: the call is cancelled */
 	c->state = st;
 	c->t_end_ms = cp_exec_now_ms();
 	e->in_flight--;
@@ -267,20 +426,21 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 	if (!output)
 		output = json_null();
 	char msg[CP_ERR_MSG_MAX];
-	size_t size = json_dumpb(output, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
 	if (cp_json_value_depth(output, CP_MAX_JSON_DEPTH) > CP_MAX_JSON_DEPTH) {
 		snprintf(msg, sizeof msg, "Tool output of %s nests deeper than %d levels of JSON.",
 		         c->tool, CP_MAX_JSON_DEPTH);
-	} else if (size > e->pol.max_tool_output_bytes) {
+	} else {
+		/* The size is that of the dump that is sent: one dump for both. */
+		size_t size = send_answer_max(e, idx, "res", 'o', output, e->pol.max_tool_output_bytes);
+		if (size == 0 || size <= e->pol.max_tool_output_bytes) {
+			answered(e, c, CP_CALL_OK);
+			return 0;
+		}
 		snprintf(msg, sizeof msg, "Tool output of %s is %zu bytes, over the limit of "
 		         "%llu bytes (maxToolOutputBytes).", c->tool, size,
 		         (unsigned long long)e->pol.max_tool_output_bytes);
-	} else {
-		send_answer(e, idx, "res", "o", json_incref((json_t *)output));
-		answered(e, c, CP_CALL_OK);
-		return 0;
 	}
-	send_answer(e, idx, "err", "m", json_string(msg));
+	send_answer(e, idx, "err", 'm', json_string(msg));
 	answered(e, c, CP_CALL_DENIED);
 	return 0;
 }
@@ -295,7 +455,7 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
 	const char *m = message ? message : "The tool failed.";
 	size_t n = strnlen(m, 4096);
 	json_t *text = json_stringn(m, n);
-	send_answer(e, idx, "err", "m", text ? text : json_string("The tool failed."));
+	send_answer(e, idx, "err", 'm', text ? text : json_string("The tool failed."));
 	answered(e, c, CP_CALL_ERROR);
 	return 0;
 }
@@ -311,7 +471,7 @@ int codepod_tool_unreachable(struct codepod_exec *e, const char *call_id, const 
 	snprintf(msg, sizeof msg, "The tool %s could not be reached.", c->tool);
 	c->broker_reason = reason ? reason : "unreachable";
 	c->http_status = http_status;
-	send_answer(e, idx, "err", "m", json_string(msg));
+	send_answer(e, idx, "err", 'm', json_string(msg));
 	answered(e, c, CP_CALL_ERROR);
 	return 0;
 }

@@ -136,6 +136,7 @@ static void exec_free(struct codepod_exec *e)
 		cp_frame_parser_free(e->frames);
 	cp_logwin_free(&e->logs);
 	json_decref(e->tools);
+	json_decref(e->tool_index);
 	json_decref(e->result);
 	json_decref(e->program_error);
 	free(e->id);
@@ -217,24 +218,31 @@ void cp_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, 
 	}
 }
 
+int cp_exec_send_line(struct codepod_exec *e, const char *text, size_t len)
+{
+	if (!e->proc)
+		return CP_E_STATE;
+	struct cp_err err;
+	int rc = e->cp->cfg.backend->ops->write(e->proc, text, len, &err);
+	if (rc)
+		cp_exec_finish(e, CP_E_INTERNAL, "writing to the runner failed: %s", err.msg);
+	return rc;
+}
+
 int cp_exec_send(struct codepod_exec *e, json_t *msg)
 {
 	if (!msg)
 		return CP_E_NOMEM;
-	char *text = json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
+	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+	char *text = n ? malloc(n + 1) : NULL;
+	if (text)
+		json_dumpb(msg, text, n, JSON_COMPACT | JSON_ENCODE_ANY);
 	json_decref(msg);
-	if (!text || !e->proc) {
-		free(text);
-		return text ? CP_E_STATE : CP_E_NOMEM;
-	}
-	size_t n = strlen(text);
-	struct cp_err err;
-	int rc = e->cp->cfg.backend->ops->write(e->proc, text, n, &err);
-	if (rc == 0)
-		rc = e->cp->cfg.backend->ops->write(e->proc, "\n", 1, &err);
+	if (!text)
+		return CP_E_NOMEM;
+	text[n] = '\n';
+	int rc = cp_exec_send_line(e, text, n + 1);
 	free(text);
-	if (rc)
-		cp_exec_finish(e, CP_E_INTERNAL, "writing to the runner failed: %s", err.msg);
 	return rc;
 }
 
@@ -616,6 +624,14 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	rc = parse_tools(json_object_get(request, "tools"), &e->tools, err);
 	if (rc)
 		return rc;
+	e->tool_index = json_object();
+	size_t i;
+	json_t *t;
+	json_array_foreach(e->tools, i, t) {
+		if (!e->tool_index ||
+		    json_object_set_nocheck(e->tool_index, json_string_value(json_object_get(t, "name")), t))
+			return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
 	json_t *pol = cp_policy_to_json(&e->pol);
 	rc = cp_digest(e->src, e->src_len, e->tools, pol, e->digest, err);
 	json_decref(pol);

@@ -56,6 +56,7 @@ struct codepod_exec {
 	char *src;
 	size_t src_len;
 	json_t *tools;           /* the request's tools array (own copy) */
+	json_t *tool_index;      /* tool name -> its object in tools (a lookup per call) */
 	struct cp_policy pol;
 	char digest[65];
 	char nonce[33];
@@ -95,7 +96,11 @@ struct codepod_exec {
 /* exec.c */
 void cp_exec_finish(struct codepod_exec *e, enum cp_code code,
                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Writes one message line to the runner (one backend write: a second would
+ * wake the runner twice); a failed write finishes the execution. */
 int cp_exec_send(struct codepod_exec *e, json_t *msg /* steals */);
+/* The same for text already encoded: @text ends with its '\n'. */
+int cp_exec_send_line(struct codepod_exec *e, const char *text, size_t len);
 uint64_t cp_exec_now_ms(void);
 
 /* calls.c */

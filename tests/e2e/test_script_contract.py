@@ -362,3 +362,29 @@ def test_large_tool_output_under_the_default_limit(session):
                                 "return { n: rows.length, last: rows[rows.length - 1].i };",
                                 timeout=120))
     assert res["result"] == {"n": 9000, "last": 8999}
+
+
+def test_tool_names_beyond_ascii_and_odd_inputs_reach_the_tool(session):
+    # codepod reads the runner's common tool-call frame by hand and the rest
+    # (a name beyond ASCII or with a quote) through the full JSON parse: both
+    # reach the backend the same way. An integer beyond 64 bits (JavaScript
+    # writes plain digits up to 1e21) arrives as a number, not as a broken
+    # control channel (INTERNAL before).
+    seen = []
+
+    def rec(inp):
+        seen.append(inp)
+        return inp
+
+    session.serve({"zähler": rec, 'q"t': rec, "echo": rec})
+    eid = session.execute(
+        "const a = await tools['zähler']({ n: 1 });\n"
+        "const b = await tools['q\"t']({ n: 2 });\n"
+        "const c = await tools.echo({ big: 1e20, r: 0.1, s: '\"' });\n"
+        "const d = await tools.echo([]);\n"
+        "return [a.n, b.n, c.big, c.r, c.s, d];",
+        tools=["zähler", 'q"t', "echo"])
+    res = assert_ok(session.wait_result(eid))
+    assert res["result"] == [1, 2, 1e20, 0.1, '"', []]
+    assert [c["tool"] for c in session.of(eid, "tool_call")] == ["zähler", 'q"t', "echo", "echo"]
+    assert seen[2]["big"] == 1e20
