@@ -202,15 +202,26 @@ static void delete_pod(struct kube *k, const json_t *pod)
 /* Acts on one pod's verdict; returns 1 when the conversation moved on. */
 static int judge(struct kconv *c, const json_t *pod)
 {
+	const char *uid = pod_uid(pod);
+	if (uid && c->dead_uid[0] && strcmp(uid, c->dead_uid) == 0) {
+		/* The pod an earlier execution was refused over, its delete still
+		 * on the way (the next execution can come faster): wait for it to
+		 * go rather than refuse again, and ask again in case the first
+		 * delete failed. */
+		delete_pod(c->k, pod);
+		return 0;
+	}
 	struct k8s_pod_state st;
 	k8s_pod_classify(pod, c->k->tmpl_hash, &st);
 	switch (st.verdict) {
 	case K8S_POD_READY:
+		c->dead_uid[0] = '\0';
 		ready(c, pod);
 		return 1;
 	case K8S_POD_UNAVAILABLE:
 		fail(c, "%s%s%s", st.reason, st.message ? ": " : "", st.message ? st.message : "");
 		/* the next execution starts over with a fresh pod */
+		snprintf(c->dead_uid, sizeof c->dead_uid, "%s", uid ? uid : "");
 		delete_pod(c->k, pod);
 		return 1;
 	case K8S_POD_WAITING:

@@ -30,6 +30,8 @@ struct kconv {
 	char label[41];                /* hash of namespace + key */
 	char name[K8S_POD_NAME_MAX];   /* the name a created pod gets */
 	char *pod;                     /* the pod in use (READY) */
+	char dead_uid[64];             /* a pod judged a dead end and being deleted:
+	                                * never judged again, only waited out */
 	enum kconv_state state;
 	struct cp_proc *waiters;       /* executions waiting for the pod */
 	unsigned running;              /* executions running in the pod */

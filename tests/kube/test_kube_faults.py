@@ -118,11 +118,16 @@ def test_pod_fates_end_acquisition_early_naming_the_reason(fake, codepods, fate)
     s = codepods()
     conv = new_conv("fate")
     fake.fault({"type": "pod_fate", "fate": fate, "name": "^" + pod_name(conv) + "$"})
+    # codepod's delete of the dead pod is held up: the next execution comes
+    # while the pod is still there, and must wait it out, not be refused again
+    fake.fault({"type": "delay", "ms": 3000, "method": "DELETE",
+                "path": "/pods/" + pod_name(conv) + r"(\?|$)"})
     res = result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[],
                                  policy={"startupTimeoutMs": 120000}), 60)
     err = failed(s, res, "SANDBOX_UNAVAILABLE")
     want = {"ImagePullBackOff": ("ImagePullBackOff", "ErrImagePull")}.get(fate, (fate,))
     assert any(w in err["message"] for w in want), err
+    assert fake.pod(pod_name(conv)), "the dead pod was gone before the next execution"
     res = ok_run(s, conv)
     assert res["result"] == pod_name(conv)
 
