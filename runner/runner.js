@@ -27,8 +27,7 @@
   const nextTick = process.nextTick;
   const sleepCell = new Int32Array(new SharedArrayBuffer(4));
   const atomicsWait = Atomics.wait;
-  const readSync = fs.readSync;
-  let stdin = null; // opened after the program starts (see openStdin)
+  let stdin = null; // process.stdin, built at the end of this file
   const NativePromise = Promise;
 
   // An explicit type argument list before a call or template: `f<T>(`.
@@ -259,14 +258,14 @@
 
   // This process's start time in clock ticks since boot (/proc/self/stat
   // field 22), or 0: a backend killing in a shared pod takes the orphans
-  // started after it for this execution's.
-  function startTicks() {
+  // started after it for this execution's. Read while the runner waits.
+  const START_TICKS = (() => {
     try {
       const st = fs.readFileSync('/proc/self/stat', 'latin1');
       const v = +st.slice(st.lastIndexOf(')') + 2).split(' ')[19];
       return v > 0 ? v : 0;
     } catch (_) { return 0; }
-  }
+  })();
 
   function start(hello) {
     header = bufFrom('\x1ecp1 ' + hello.nonce + ' ', 'utf8');
@@ -308,7 +307,7 @@
     }
 
     // codepod checks the version: a sandbox image's Node may be too old.
-    frame('Y', '{"pid":' + process.pid + ',"start":' + startTicks() +
+    frame('Y', '{"pid":' + process.pid + ',"start":' + START_TICKS +
       ',"node":' + JSON.stringify(process.version) + '}');
     if (err) return finish('T', stringify(err));
 
@@ -379,30 +378,16 @@
     }
     if (chunk.length) parts[parts.length] = chunk;
   }
-  // The hello follows the runner on stdin: read it synchronously, start the
-  // program, and only then build the stdin stream for tool answers (a quick
-  // program has returned by then and never pays for it).
-  function readHello() {
-    const chunk = Buffer.alloc(1 << 16);
-    while (!started) {
-      let n;
-      try { n = readSync(0, chunk, 0, chunk.length); } catch (e) {
-        if (e && e.code === 'EAGAIN') { atomicsWait(sleepCell, 0, 0, 1); continue; }
-        exit(0);
-      }
-      if (n === 0) exit(0); // codepod is gone
-      onData(bufFrom(subarray(chunk, 0, n)));
-    }
-  }
-  function openStdin() {
-    if (done) return;
-    stdin = process.stdin;
-    stdin.on('data', onData);
-    stdin.on('end', () => exit(0)); // codepod is gone
-    stdin.on('error', () => exit(0));
-    refresh();
-  }
+  // stdin is one stream for the hello and the answers, built while the runner
+  // waits for its program (building it loads net and stream: ~6 ms), so a
+  // program pays nothing for it. Until the hello, the stream holds the loop
+  // open: the runner waits in it, idle.
+  // The first vm.Script that can import() loads Node's module-loader glue:
+  // pay that now too, on a script that is compiled and dropped, never run.
+  new vm.Script('0', { filename: RUNNER_FILE, importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER });
+  stdin = process.stdin;
+  stdin.on('data', onData);
+  stdin.on('end', () => exit(0)); // codepod is gone
+  stdin.on('error', () => exit(0));
   if (leftover && leftover.length) onData(leftover);
-  if (!started) readHello();
-  setImmediate(openStdin);
 })

@@ -17,7 +17,9 @@ The serve figures of issue 5 (tool-call round trip over the WebSocket of
 from bench_serve.py, section (e); the Kubernetes backend figures of issue 4
 (cold pod, warm-pool pod, existing pod vs local) from bench_kube.py, (f).
 
-usage: bench.py [--quick] OUT
+usage: bench.py [--quick] [--latency-only SECTIONS] OUT
+       --latency-only: section (g) alone, only SECTIONS of bench_latency.py
+       (`make bench-latency BENCH_SECTIONS=a,b`, into build/bench-latency.txt)
 env:   BENCH_BIN (tests/bench/bench_codepod built), CODEPOD_NODE (Node 22),
        BENCH_EXEC_BIN (tests/bench/bench_exec built; skipped when unset),
        CODEPOD_BIN (the built codepod; (e) and (f) skipped when unset)
@@ -94,9 +96,9 @@ def exec_lines(f):
     return L
 
 
-def run_script(name, script, quick, figs, failed, notes):
+def run_script(name, script, quick, figs, failed, notes, extra=()):
     """Run tests/bench/SCRIPT (one JSON line on stdout) into figs[name]."""
-    args = [sys.executable, os.path.join(HERE, script)] + (["--quick"] if quick else [])
+    args = [sys.executable, os.path.join(HERE, script)] + (["--quick"] if quick else []) + list(extra)
     p = subprocess.run(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err = p.stderr.strip()
     if err:
@@ -269,8 +271,10 @@ def main():
     argv = sys.argv[1:]
     quick = "--quick" in argv
     argv = [a for a in argv if a != "--quick"]
+    if len(argv) == 3 and argv[0] == "--latency-only":
+        return latency_only(argv[1], quick, argv[2])
     if len(argv) != 1:
-        sys.exit("usage: bench.py [--quick] OUT")
+        sys.exit("usage: bench.py [--quick] [--latency-only SECTIONS] OUT")
     out_path = argv[0]
     binary = os.environ.get("BENCH_BIN")
     if not binary or not os.access(binary, os.X_OK):
@@ -407,6 +411,24 @@ def main():
         fh.write(text)
     # The full run lists stay in the file; the terminal gets the summary.
     print(text.split("\nJSON:\n")[0])
+    print("(figures and JSON written to %s)" % out_path)
+    return 1 if failed else 0
+
+
+def latency_only(sections, quick, out_path):
+    """Section (g) alone (bench_latency.py --sections SECTIONS) into OUT."""
+    if not os.environ.get("CODEPOD_BIN"):
+        sys.exit("bench.py: CODEPOD_BIN must name the built codepod")
+    figs, failed, notes = {}, [], []
+    run_script("latency", "bench_latency.py", quick, figs, failed, notes, ["--sections", sections])
+    L = latency_lines(figs) + ["note: " + n for n in notes]
+    if failed:
+        L += ["", "FAILED EXECUTIONS:"] + ["    " + x for x in failed]
+    text = "\n".join(L) + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    with open(out_path, "w") as fh:
+        fh.write(text + "\nJSON:\n" + json.dumps(figs, indent=1, sort_keys=True) + "\n")
+    print(text)
     print("(figures and JSON written to %s)" % out_path)
     return 1 if failed else 0
 

@@ -29,7 +29,9 @@ Every figure is a ratio to a baseline measured in the same run, interleaved:
     `serve --stdio` (this client answering), each / the ping-pong's.
 
 Prints one JSON line. Exit 1 when an execution failed, 2 when it could not run.
-usage: bench_latency.py [--quick]     env: CODEPOD_BIN
+usage: bench_latency.py [--quick] [--sections a,load,b,c,d]     env: CODEPOD_BIN
+  --sections: only these (default all; `load` is (a)'s 2,000 calls and 100 at once,
+  `make bench-latency BENCH_SECTIONS=a,b` runs it alone)
 """
 import heapq
 import json
@@ -233,7 +235,7 @@ def install_peer():
     return None
 
 
-def section_a(tmp, runs, figs):
+def section_a(tmp, runs, figs, sections):
     note = install_peer()
     peer = None if note else Peer()
     if note:
@@ -267,35 +269,8 @@ def section_a(tmp, runs, figs):
                         res[name][key].append(fn(js, t))
         time.sleep(GAP_S * 2)
         figs["waiting_runner_rss_kib"] = after.waiting_rss_kib()
-        # 2,000 sequential calls (throughput), then 100 at once with a 500 ms tool
-        n = 2000
-        pol = {"maxBridgeRequests": n + 10}
-        cps = {}
-        for name, cp in (("after", after), ("before", before)):
-            time.sleep(GAP_S)
-            ms, _ = cp.run(conv, calls_js(n), ["echo"], pol)
-            cps[name] = n / (ms / 1000)
-        if peer:
-            time.sleep(GAP_S)
-            r = peer.run(w="calls", n=n)
-            if not r["ok"]:
-                raise Failed("peer calls: %s" % r["err"])
-            cps["peer"] = n / (r["ms"] / 1000)
-        figs["calls_2000_per_s"] = cps
-        conc = {}
-        js = "return await tools.wait({ ms: 500 });"
-        for name, cp in (("after", after), ("before", before)):
-            time.sleep(GAP_S)
-            t0 = time.perf_counter()
-            _, rs = cp.run_many([("bench-c%d" % j, js, ["wait"], None) for j in range(100)])
-            conc[name] = {"wall_ms": (time.perf_counter() - t0) * 1000,
-                          "succeeded": sum(1 for r in rs if r.get("status") == "succeeded")}
-        if peer:
-            for label, mw in (("peer", None), ("peer_cap_100", 100)):
-                time.sleep(GAP_S)
-                r = peer.run(w="concurrent", n=100, delayMs=500, **({"maxWorkers": mw} if mw else {}))
-                conc[label] = {"wall_ms": r["ms"], "succeeded": r["succeeded"], "error": r.get("err")}
-        figs["concurrent_100x500ms"] = conc
+        if "load" in sections:
+            section_load(after, before, peer, figs)
     finally:
         after.close()
         before.close()
@@ -314,6 +289,40 @@ def section_a(tmp, runs, figs):
             d["before_vs_peer"] = d["before_median_ms"] / d["peer_median_ms"]
 
 
+def section_load(after, before, peer, figs):
+    """(a) under load: 2,000 sequential calls (throughput), then 100 at once
+    with a 500 ms tool."""
+    conv = "bench-a"
+    n = 2000
+    pol = {"maxBridgeRequests": n + 10}
+    cps = {}
+    for name, cp in (("after", after), ("before", before)):
+        time.sleep(GAP_S)
+        ms, _ = cp.run(conv, calls_js(n), ["echo"], pol)
+        cps[name] = n / (ms / 1000)
+    if peer:
+        time.sleep(GAP_S)
+        r = peer.run(w="calls", n=n)
+        if not r["ok"]:
+            raise Failed("peer calls: %s" % r["err"])
+        cps["peer"] = n / (r["ms"] / 1000)
+    figs["calls_2000_per_s"] = cps
+    conc = {}
+    js = "return await tools.wait({ ms: 500 });"
+    for name, cp in (("after", after), ("before", before)):
+        time.sleep(GAP_S)
+        t0 = time.perf_counter()
+        _, rs = cp.run_many([("bench-c%d" % j, js, ["wait"], None) for j in range(100)])
+        conc[name] = {"wall_ms": (time.perf_counter() - t0) * 1000,
+                      "succeeded": sum(1 for r in rs if r.get("status") == "succeeded")}
+    if peer:
+        for label, mw in (("peer", None), ("peer_cap_100", 100)):
+            time.sleep(GAP_S)
+            r = peer.run(w="concurrent", n=100, delayMs=500, **({"maxWorkers": mw} if mw else {}))
+            conc[label] = {"wall_ms": r["ms"], "succeeded": r["succeeded"], "error": r.get("err")}
+    figs["concurrent_100x500ms"] = conc
+
+
 def exec_requests(fake):
     import http.client
     c = http.client.HTTPSConnection("127.0.0.1", fake.port, context=fake.ctx, timeout=10)
@@ -324,7 +333,7 @@ def exec_requests(fake):
         c.close()
 
 
-def section_bc(tmp, runs, figs):
+def section_bc(tmp, runs, figs, sections):
     fake = Fake(os.path.join(tmp, "fake"), ["--exec-latency-ms", str(EXEC_LATENCY_MS)])
     kargs = ["--backend", "kubernetes", "--kubeconfig", fake.kc]
     try:
@@ -340,7 +349,7 @@ def section_bc(tmp, runs, figs):
             for k, cp in cps.items():
                 cp.run(conv[k], "return 1")  # the pod exists from here on
             for i in range(runs):
-                for k, cp in cps.items():
+                for k, cp in cps.items() if "b" in sections else ():
                     time.sleep(GAP_S)
                     if k.startswith("kube"):
                         r0 = exec_requests(fake)
@@ -348,50 +357,56 @@ def section_bc(tmp, runs, figs):
                     if k.startswith("kube"):
                         time.sleep(GAP_S)  # the kill and the next runner's exec belong to this script
                         reqs[k[5:]].append(exec_requests(fake) - r0)
-                for when in ("after", "before"):
+                for when in ("after", "before") if "c" in sections else ():
                     time.sleep(GAP_S)
                     c = "bench-cold-%s-%d-%s" % (when, i, os.urandom(3).hex())
                     cold[when].append(cps["kube_" + when].run(c, "return 1")[0])
         finally:
             for cp in cps.values():
                 cp.close()
-        b = {k + "_median_ms": med(v) for k, v in ms.items()}
-        b["later_after_vs_local_after"] = b["kube_after_median_ms"] / b["local_after_median_ms"]
-        b["later_before_vs_local_before"] = b["kube_before_median_ms"] / b["local_before_median_ms"]
-        b["later_after_vs_local_before"] = b["kube_after_median_ms"] / b["local_before_median_ms"]
-        b["exec_requests_per_script"] = {k: med(v) for k, v in reqs.items()}
-        b["runs_ms"] = {k: [round(x, 1) for x in v] for k, v in ms.items()}
-        figs["kube_later"] = b
-        # (c) warm pool: the pool full before each first execution
-        warm = {}
-        for when, extra in (("after", AFTER), ("before", BEFORE)):
-            cp = Codepod(os.path.join(tmp, "c-" + when), kargs + ["--warm-pool", "2"] + extra)
-            xs = []
-            try:
-                for i in range(runs):
-                    t0 = time.monotonic()
-                    while fake.ready_warm() < 2:
-                        if time.monotonic() - t0 > 60:
-                            raise Failed("the warm pool did not fill in 60 s")
-                        time.sleep(0.05)
-                    time.sleep(1.5)  # the pool's supervisors and runners start too
-                    xs.append(cp.run("bench-warm-%s-%d-%s" % (when, i, os.urandom(3).hex()),
-                                     "return 1")[0])
-            finally:
-                cp.close()
-            warm[when] = xs
-        c = {}
-        for when in ("after", "before"):
-            c[when] = {"cold_median_ms": med(cold[when]), "warm_median_ms": med(warm[when]),
-                       "cold_vs_warm": med(cold[when]) / med(warm[when]),
-                       "cold_ms": [round(x, 1) for x in cold[when]],
-                       "warm_ms": [round(x, 1) for x in warm[when]]}
-        figs["warm_vs_cold"] = c
+        if "b" in sections:
+            b = {k + "_median_ms": med(v) for k, v in ms.items()}
+            b["later_after_vs_local_after"] = b["kube_after_median_ms"] / b["local_after_median_ms"]
+            b["later_before_vs_local_before"] = b["kube_before_median_ms"] / b["local_before_median_ms"]
+            b["later_after_vs_local_before"] = b["kube_after_median_ms"] / b["local_before_median_ms"]
+            b["exec_requests_per_script"] = {k: med(v) for k, v in reqs.items()}
+            b["runs_ms"] = {k: [round(x, 1) for x in v] for k, v in ms.items()}
+            figs["kube_later"] = b
+        if "c" in sections:
+            section_c(fake, kargs, tmp, runs, cold, figs)
     finally:
         fake.stop()
 
 
-def section_d(tmp, runs, figs):
+def section_c(fake, kargs, tmp, runs, cold, figs):
+    """(c) warm pool: the pool full before each first execution."""
+    warm = {}
+    for when, extra in (("after", AFTER), ("before", BEFORE)):
+        cp = Codepod(os.path.join(tmp, "c-" + when), kargs + ["--warm-pool", "2"] + extra)
+        xs = []
+        try:
+            for i in range(runs):
+                t0 = time.monotonic()
+                while fake.ready_warm() < 2:
+                    if time.monotonic() - t0 > 60:
+                        raise Failed("the warm pool did not fill in 60 s")
+                    time.sleep(0.05)
+                time.sleep(1.5)  # the pool's supervisors and runners start too
+                xs.append(cp.run("bench-warm-%s-%d-%s" % (when, i, os.urandom(3).hex()),
+                                 "return 1")[0])
+        finally:
+            cp.close()
+        warm[when] = xs
+    c = {}
+    for when in ("after", "before"):
+        c[when] = {"cold_median_ms": med(cold[when]), "warm_median_ms": med(warm[when]),
+                   "cold_vs_warm": med(cold[when]) / med(warm[when]),
+                   "cold_ms": [round(x, 1) for x in cold[when]],
+                   "warm_ms": [round(x, 1) for x in warm[when]]}
+    figs["warm_vs_cold"] = c
+
+
+def section_d(tmp, runs, figs, sections):
     n = 2000
     pp = []
     for _ in range(max(3, runs // 3)):
@@ -412,8 +427,20 @@ def section_d(tmp, runs, figs):
     figs["bridge"] = d
 
 
+ALL_SECTIONS = ("a", "load", "b", "c", "d")
+
+
 def main():
-    quick = "--quick" in sys.argv[1:]
+    args = sys.argv[1:]
+    quick = "--quick" in args
+    sections = set(ALL_SECTIONS)
+    if "--sections" in args:
+        i = args.index("--sections")
+        sections = set(args[i + 1].split(",")) if i + 1 < len(args) else set()
+        if not sections or not sections <= set(ALL_SECTIONS):
+            print("bench_latency: --sections takes a comma-separated list of %s"
+                  % ",".join(ALL_SECTIONS), file=sys.stderr)
+            sys.exit(2)
     if not os.access(os.environ.get("CODEPOD_BIN", ""), os.X_OK):
         print("bench_latency: CODEPOD_BIN must name the built codepod", file=sys.stderr)
         sys.exit(2)
@@ -423,10 +450,13 @@ def main():
             "peer": "@ai-sdk/code-mode " + PEER_VERSION, "failed": []}
     rc = 0
     try:
-        for name, fn in (("a", section_a), ("b/c", section_bc), ("d", section_d)):
+        for name, fn, of in (("a", section_a, {"a", "load"}), ("b/c", section_bc, {"b", "c"}),
+                             ("d", section_d, {"d"})):
+            if not sections & of:
+                continue
             print("bench: (g) issue 12 section %s ..." % name, file=sys.stderr, flush=True)
             try:
-                fn(tmp, runs, figs)
+                fn(tmp, runs, figs, sections)
             except Failed as e:
                 figs["failed"].append("%s: %s" % (name, e))
                 rc = 1
