@@ -134,6 +134,8 @@ static void ready(struct kconv *c, const json_t *pod)
 {
 	const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
 	kube_conv_release(c);
+	if (!c->pod || !name || strcmp(c->pod, name) != 0)
+		c->busy_marked = 0; /* another pod (or not known to be the same): mark it anew */
 	free(c->pod);
 	c->pod = strdup(name ? name : c->name);
 	c->state = KC_READY;
@@ -477,6 +479,7 @@ void kube_conv_release(struct kconv *c)
 
 void kube_conv_stale(struct kconv *c)
 {
+	kube_touch_flush(c, 1); /* the mark belongs to this pod */
 	kube_conv_release(c);
 	kube_super_drop(c);
 	free(c->pod);
@@ -496,14 +499,24 @@ static void on_touched(void *arg, json_t *obj, const struct k8s_status *st,
 	kube_maybe_free(k);
 }
 
-/* The last-used annotation the reaper reads; written at most every 30 s
- * (a quarter of the idle TTL when that is shorter). */
+/* How often the annotations are written: 30 s, a quarter of the idle TTL
+ * when that is shorter. */
+static uint64_t touch_every_ms(const struct kube *k)
+{
+	uint64_t every = 30000;
+	if (k->idle_ttl_s && (uint64_t)k->idle_ttl_s * 250 < every)
+		every = (uint64_t)k->idle_ttl_s * 250; /* a quarter of the TTL */
+	return every;
+}
+
+/* The last-used annotation the reaper reads; written at most every
+ * touch_every_ms, with the in-use-until mark while executions run. */
 void kube_touch(struct kconv *c)
 {
 	uint64_t now = uv_now(c->k->loop);
-	uint64_t every = 30000;
-	if (c->k->idle_ttl_s && (uint64_t)c->k->idle_ttl_s * 250 < every)
-		every = (uint64_t)c->k->idle_ttl_s * 250; /* a quarter of the TTL */
+	uint64_t every = touch_every_ms(c->k);
+	if (c->running > 0)
+		c->clear_due_ms = 0; /* in use again: the standing mark covers it */
 	int becomes_busy = c->running > 0 && !c->busy_marked;
 	if (!c->pod || (!becomes_busy && c->touched_ms && now - c->touched_ms < every))
 		return;
@@ -522,15 +535,53 @@ void kube_touch(struct kconv *c)
 	patch_annotations(c, patch);
 }
 
-/* The last execution in the pod ended: it is idle from now on. */
+/* How long after a pod's last execution its in-use mark is cleared: an
+ * agent's next program of the conversation often comes sooner (a burst of
+ * small programs), finds the mark standing and needs no PATCH on its way in
+ * (on the fake, that request and its watch event ran beside every program's
+ * start). Another replica's reaper sees the pod idle this much later. */
+#define CLEAR_AFTER_MS 5000
+
+static void on_clear_timer(uv_timer_t *t)
+{
+	struct kube *k = t->data;
+	uint64_t now = uv_now(k->loop), next = UINT64_MAX;
+	for (struct kconv *c = k->convs; c; c = c->next) {
+		kube_touch_flush(c, 0);
+		if (c->clear_due_ms && c->clear_due_ms < next)
+			next = c->clear_due_ms;
+	}
+	if (next != UINT64_MAX)
+		uv_timer_start(t, on_clear_timer, next > now ? next - now : 0, 0);
+}
+
+/* The last execution in the pod ended: it is idle from now on (the mark is
+ * cleared CLEAR_AFTER_MS later, or a touch interval if that is shorter;
+ * last-used then says when it ended). */
 void kube_touch_done(struct kconv *c)
 {
+	if (!c->pod || !c->busy_marked)
+		return;
+	uint64_t after = touch_every_ms(c->k) < CLEAR_AFTER_MS ? touch_every_ms(c->k) : CLEAR_AFTER_MS;
+	c->clear_due_ms = uv_now(c->k->loop) + after;
+	c->ended_at = time(NULL);
+	if (c->k->closing)
+		kube_touch_flush(c, 1); /* no timer will come */
+	else if (!uv_is_active((uv_handle_t *)&c->k->clear_timer))
+		uv_timer_start(&c->k->clear_timer, on_clear_timer, after, 0);
+}
+
+void kube_touch_flush(struct kconv *c, int now)
+{
+	if (!c->clear_due_ms || c->running || (!now && uv_now(c->k->loop) < c->clear_due_ms))
+		return;
+	c->clear_due_ms = 0;
 	if (!c->pod || !c->busy_marked)
 		return;
 	c->busy_marked = 0;
 	c->touched_ms = uv_now(c->k->loop);
 	char ts[32];
-	kube_now_rfc3339(ts);
+	rfc3339_at(c->ended_at, ts);
 	json_t *patch = json_pack("{s:{s:{s:s,s:n}}}", "metadata", "annotations",
 	                          K8S_ANNOT_LAST_USED, ts, K8S_ANNOT_IN_USE_UNTIL);
 	patch_annotations(c, patch);

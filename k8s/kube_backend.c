@@ -181,7 +181,17 @@ static void count_running(struct cp_proc *p)
 /* ---- through the pod's supervisor (kube_super.h) ---- */
 
 static void chan_exited(void *ud, const struct cp_proc_exit *ex);
-static const struct cp_proc_cbs chan_cbs = { on_out, on_err, chan_exited };
+
+/* The supervisor has sent SIGKILL to everything of the execution and
+ * forwarded its stderr up to then (D): the engine may deliver. */
+static void chan_killed(void *ud)
+{
+	struct cp_proc *p = ud;
+	if (p->killed && !p->reported && p->cbs->killed)
+		p->cbs->killed(p->ud);
+}
+
+static const struct cp_proc_cbs chan_cbs = { on_out, on_err, chan_exited, chan_killed };
 
 static void start_direct(struct cp_proc *p);
 
@@ -701,8 +711,10 @@ void kube_maybe_free(struct kube *k)
 	free(k->ns);
 	k->tick.data = k;
 	k->warm_timer.data = k;
+	k->clear_timer.data = k;
 	uv_close((uv_handle_t *)&k->tick, on_tick_closed);
 	uv_close((uv_handle_t *)&k->warm_timer, on_tick_closed);
+	uv_close((uv_handle_t *)&k->clear_timer, on_tick_closed);
 }
 
 static void kube_destroy(struct cp_backend *b)
@@ -712,9 +724,11 @@ static void kube_destroy(struct cp_backend *b)
 	kube_pool_stop(k);
 	kube_warm_stop(k);
 	for (struct kconv *c = k->convs; c; c = c->next) {
+		kube_touch_flush(c, 1); /* marks left standing would keep pods from the reapers */
 		kube_conv_release(c);
 		kube_super_drop(c);
 	}
+	uv_timer_stop(&k->clear_timer);
 	kube_maybe_free(k);
 }
 
@@ -771,7 +785,9 @@ int k8s_backend_new(const struct k8s_backend_config *cfg, struct cp_backend **ou
 	k->tick.data = k;
 	uv_timer_init(k->loop, &k->warm_timer);
 	k->warm_timer.data = k;
-	k->handles_open = 2;
+	uv_timer_init(k->loop, &k->clear_timer);
+	k->clear_timer.data = k;
+	k->handles_open = 3;
 	kube_pool_start(k);
 	*out = &k->base;
 	return 0;

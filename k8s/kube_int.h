@@ -41,6 +41,8 @@ struct kconv {
 	struct k8s_pod_watch *watch;
 	uint64_t touched_ms;           /* last-used annotation written */
 	int busy_marked;               /* in-use-until written, not cleared yet */
+	uint64_t clear_due_ms;         /* the last execution ended: clear the mark then (0: not due) */
+	time_t ended_at;               /* when it ended (the last-used then written) */
 	struct ksuper *super;          /* the pod's supervisor (kube_super.h) */
 	int super_off;                 /* it failed in this pod: one exec per script */
 	int super_lost_work;           /* its stream ended under an execution */
@@ -59,7 +61,8 @@ struct kube {
 	struct kconv *convs;
 	struct kwarm *warm;            /* warm pods this replica made (kube_warm.c) */
 	uv_timer_t warm_timer;         /* looks again while one is not Ready */
-	int handles_open;              /* tick and warm_timer, until closed */
+	uv_timer_t clear_timer;        /* in-use marks due to be cleared (kube_acquire.c) */
+	int handles_open;              /* tick, warm_timer and clear_timer, until closed */
 	unsigned warm_pool, idle_ttl_s, tick_s;
 	int supervise;                 /* run executions through a supervisor */
 	uv_timer_t tick;
@@ -115,6 +118,7 @@ void kube_conv_stale(struct kconv *c);       /* the pod is gone: forget it */
 void kube_conv_release(struct kconv *c);     /* stop what is in progress */
 void kube_touch(struct kconv *c);            /* write the last-used annotation */
 void kube_touch_done(struct kconv *c);       /* the last execution ended */
+void kube_touch_flush(struct kconv *c, int now); /* clear the mark if due (or @now) */
 void kube_now_rfc3339(char out[32]);
 
 /* kube_backend.c: the conversation's supervisor goes with its pod */

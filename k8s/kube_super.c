@@ -73,6 +73,10 @@ static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t le
 		cp_log(CP_LOG_DEBUG, "kube.supervisor_ready", "pod", json_string(s->pod), NULL);
 		s->cbs.ready(s->ud, s);
 		break;
+	case 'D': /* killed: the channel's processes can run no more */
+		if (ch && ch->cbs->killed)
+			ch->cbs->killed(ch->ud);
+		break;
 	default: /* X, F */
 		if (!ch)
 			break; /* detached meanwhile */

@@ -70,7 +70,7 @@ static void sb_exited(void *ud, const struct cp_proc_exit *ex)
 	free(sb);
 }
 
-static const struct cp_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited };
+static const struct cp_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited, NULL };
 
 /* The argv a runner started with the default policy gets (prestart.h). */
 static int default_argv(char heap[48], char **boot, const char *argv[6])

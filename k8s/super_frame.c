@@ -32,7 +32,7 @@ int ksf_feed(struct ksf_parser *p, const char *buf, size_t len, const struct ksf
 			p->left = be32(p->hdr + 6);
 			p->ctl_len = 0;
 			int data = p->kind == 'O' || p->kind == 'E';
-			int ctl = p->kind == 'H' || p->kind == 'X' || p->kind == 'F';
+			int ctl = p->kind == 'H' || p->kind == 'X' || p->kind == 'F' || p->kind == 'D';
 			if (p->hdr[0] != KSF_MAGIC || (!data && !ctl)) {
 				*why = "a malformed frame header";
 				return -1;

@@ -18,13 +18,13 @@
 #define KSF_MAGIC 0xC5
 #define KSF_HDR 10
 #define KSF_MAX_DATA (1u << 20) /* O, E: the supervisor sends pipe reads */
-#define KSF_MAX_CTL 4096u       /* H, X, F */
+#define KSF_MAX_CTL 4096u       /* H, X, F, D */
 
 struct ksf_sink {
 	/* O/E payload bytes, in pieces as they arrive (a frame may come in
 	 * several calls). Non-zero: stop feeding at once. */
 	int (*data)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
-	/* A whole H/X/F frame. Non-zero: stop feeding at once. */
+	/* A whole H/X/F/D frame. Non-zero: stop feeding at once. */
 	int (*ctl)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
 };
 

@@ -7,13 +7,15 @@
 //
 // Frames, both ways: 0xC5, a kind byte, the channel (uint32 BE), the payload
 // length (uint32 BE), the payload. Channel 0 is the supervisor itself.
-//   codepod -> supervisor:  S start {"argv":[...]}   I stdin bytes
+//   codepod -> supervisor:  S start {"argv":[...],"tag":"<32 hex>"}   I stdin bytes
 //                           K kill {"tag":"<32 hex>"} (process tree, tagged
 //                           processes, orphans started after the runner)
 //   supervisor -> codepod:  H ready {"v":1,"pid":N} (channel 0)
 //                           O stdout bytes   E stderr bytes
 //                           X exited {"code":N|null,"signal":N|0}, last for
 //                           its channel   F could not start {"error":"..."}
+//                           D after a K: every process of it has been sent
+//                           SIGKILL and its stderr up to then forwarded
 // A runner's own output only ever travels inside frames of its channel, so
 // nothing it writes can reach another channel. stdin EOF (codepod or the
 // stream gone): every runner is killed and the supervisor exits.
@@ -73,6 +75,9 @@
     const mark = 'CODEPOD_TAG=' + tag;
     const others = new Set();
     for (const c of chans.values()) if (c.pid && c.pid !== root) others.add(c.pid);
+    // A round finds what forked meanwhile; what an earlier round signalled
+    // is dying (still listed until reaped) and is not signalled again.
+    const signalled = new Set();
     for (let round = 0; round < 3; round++) {
       const kids = new Map(), hit = new Set();
       let names = [];
@@ -104,10 +109,29 @@
       hit.delete(process.pid);
       hit.delete(1);
       if (root > 1) { try { process.kill(-root, 'SIGKILL'); } catch (e) { /* no group */ } }
-      if (!hit.size) break;
-      for (const p of hit) { try { process.kill(p, 'SIGSTOP'); } catch (e) { /* gone */ } }
-      for (const p of hit) { try { process.kill(p, 'SIGKILL'); } catch (e) { /* gone */ } }
+      const fresh = [...hit].filter((p) => !signalled.has(p));
+      if (!fresh.length) break;
+      for (const p of fresh) { try { process.kill(p, 'SIGSTOP'); } catch (e) { /* gone */ } }
+      for (const p of fresh) { try { process.kill(p, 'SIGKILL'); } catch (e) { /* gone */ } signalled.add(p); }
     }
+  }
+
+  // The runner's stderr pipe read to empty now, forwarded as E frames after
+  // what the stream has buffered; false when that cannot be done.
+  function drainErr(chan, c) {
+    const s = c.child.stderr;
+    if (!s || s.destroyed || s.readableEnded) return true;
+    const fd = s._handle && s._handle.fd;
+    if (!(fd >= 0)) return false;
+    while (s.read() !== null) { /* what the stream buffered: read() emits it as 'data' */ }
+    const buf = Buffer.allocUnsafe(65536);
+    for (let i = 0; i < 64; i++) {
+      let n;
+      try { n = fs.readSync(fd, buf, 0, buf.length, null); } catch (e) { return e.code === 'EAGAIN'; }
+      if (n === 0) return true;
+      frame('E', chan, Buffer.from(buf.subarray(0, n)));
+    }
+    return false;
   }
 
   function report(chan) {
@@ -133,8 +157,9 @@
       frame('F', chan, JSON.stringify({ error: String(e && e.message) }));
       return;
     }
-    const c = { child, pid: child.pid || 0, start: 0, code: null, signal: 0, open: 2,
-                reported: false, timer: null, exited: false };
+    const tag = typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag) ? msg.tag : '';
+    const c = { child, pid: child.pid || 0, start: 0, code: null, signal: 0, open: 2, tag,
+                reported: false, timer: null, exited: false, killed: false };
     chans.set(chan, c);
     c.start = c.pid ? startOf(c.pid) : 0;
     child.on('error', (e) => {
@@ -156,7 +181,9 @@
       c.exited = true;
       c.code = code;
       c.signal = sig ? (os.constants.signals[sig] || 9) : 0;
-      killAll(c.pid, c.tag || '', c.start); // leftovers of a program that ended by itself
+      // leftovers of a program that ended by itself (after a K, nothing of
+      // it can have started anything since: every process got SIGKILL)
+      if (!c.killed) killAll(c.pid, c.tag || '', c.start);
       if (c.open === 0) report(chan);
       else c.timer = setTimeout(() => report(chan), DRAIN_MS);
     });
@@ -176,6 +203,11 @@
       try { msg = JSON.parse(body.toString('utf8')) || {}; } catch (e) { /* kill anyway */ }
       if (typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag)) c.tag = msg.tag;
       killAll(c.pid, c.tag || '', c.start);
+      c.killed = true;
+      // Everything of it got SIGKILL: once its stderr written before now is
+      // forwarded (a final frame on stdout does not order the other pipe),
+      // codepod may deliver without waiting for the exit (X still follows).
+      if (drainErr(chan, c)) frame('D', chan, '');
     } else {
       shutdown(3);
     }

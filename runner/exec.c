@@ -1,7 +1,8 @@
 /*
  * exec.c - one execution's lifecycle: submit, start the runner through the
  * backend, read its control channel, enforce the deadlines, end it once and
- * deliver the outcome after the process tree is gone.
+ * deliver the outcome once every process of it is killed (sandbox.h
+ * killed()) or gone.
  */
 #include <openssl/rand.h>
 #include <stdarg.h>
@@ -69,8 +70,9 @@ static void on_err(void *ud, const char *buf, size_t len)
 }
 
 static void on_exited(void *ud, const struct cp_proc_exit *ex);
+static void on_killed(void *ud);
 static void on_deadline(uv_timer_t *t);
-static const struct cp_proc_cbs proc_cbs = { on_out, on_err, on_exited };
+static const struct cp_proc_cbs proc_cbs = { on_out, on_err, on_exited, on_killed };
 
 uint64_t cp_exec_now_ms(void)
 {
@@ -210,8 +212,9 @@ void cp_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, 
 	cp_calls_cancel_all(e);
 	uv_timer_stop(&e->timer);
 	if (e->proc) {
-		e->cp->cfg.backend->ops->kill(e->proc);
+		/* before the kill: a killed() from inside it brings this forward */
 		uv_timer_start(&e->timer, on_deliver_timer, GRACE_MS, 0);
+		e->cp->cfg.backend->ops->kill(e->proc);
 	} else {
 		/* Never deliver from inside the caller's stack. */
 		uv_timer_start(&e->timer, on_deliver_timer, 0, 0);
@@ -472,6 +475,17 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 		maybe_release(e);
 	else
 		deliver(e);
+}
+
+/* The killed tree runs nothing more and its output up to the kill is in:
+ * the outcome goes out now, not once the processes have been reaped (the
+ * execution is released, and the conversation's next runner started, only
+ * after exited()). */
+static void on_killed(void *ud)
+{
+	struct codepod_exec *e = ud;
+	if (e->state == CP_ST_FINISHING && !e->delivered)
+		uv_timer_start(&e->timer, on_deliver_timer, 0, 0);
 }
 
 /* ---- timers ---- */

@@ -1,7 +1,9 @@
 /*
  * local.c - the local backend: processes through uv_spawn and its pipes.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <signal.h>
@@ -45,6 +47,7 @@ struct cp_proc {
 	uv_timer_t drain;
 	int pid;
 	int exited, out_eof, err_eof, reported;
+	int killed_told; /* cbs->killed() was called */
 	int handles_open;
 	struct cp_proc_exit ex;
 };
@@ -386,9 +389,121 @@ static int local_write(struct cp_proc *p, const char *buf, size_t len, struct cp
 	return 0;
 }
 
+/* The walk's bounds: past them (a fork bomb) the kernel's PID-namespace
+ * teardown does the rest, and the outcome waits for exited(). */
+#define KILL_WALK_MAX 256
+#define KILL_WALK_DEPTH 32
+#define KIDS_MAX 64
+
+/* The children of every thread of @pid (each thread lists the ones it
+ * started) into @out: their number, or -1 when a list could not be read
+ * whole or they do not fit. A process gone has none. */
+static int children_of(pid_t pid, pid_t out[KIDS_MAX])
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	int n = 0;
+	struct dirent *de;
+	while (n >= 0 && (de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		char file[96], buf[4096];
+		snprintf(file, sizeof file, "/proc/%d/task/%.16s/children", (int)pid, de->d_name);
+		int fd = open(file, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* the thread ended */
+		ssize_t len = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (len < 0 || (size_t)len == sizeof buf - 1) {
+			n = -1;
+			break;
+		}
+		buf[len] = '\0';
+		for (char *at = buf, *end;; at = end) {
+			long c = strtol(at, &end, 10);
+			if (end == at)
+				break;
+			if (c <= 1 || n == KIDS_MAX) {
+				n = -1;
+				break;
+			}
+			out[n++] = (pid_t)c;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* SIGKILL @pid, then everything under it, top-down: a process is signalled
+ * before its children are listed, so it can start no more (a fork racing
+ * the signal fails) and the lists are complete (a killed process keeps its
+ * children listed while the kernel frees its memory, milliseconds). 0 when
+ * the whole tree was reached, -1 when the walk stopped at a bound. */
+static int kill_from(pid_t pid, int depth, int *budget)
+{
+	if (depth > KILL_WALK_DEPTH || --*budget < 0)
+		return -1;
+	kill(pid, SIGKILL);
+	pid_t kids[KIDS_MAX];
+	int n = children_of(pid, kids);
+	for (int i = 0; i < n; i++)
+		if (kill_from(kids[i], depth + 1, budget))
+			return -1;
+	return n < 0 ? -1 : 0;
+}
+
+/* What the processes wrote to stderr before the kill: the final frame on
+ * stdout does not order it (two pipes), so it is read now rather than when
+ * the loop gets to it. 0 when the pipe was emptied. */
+static int drain_err(struct cp_proc *p)
+{
+	static char buf[65536]; /* loop thread only */
+	uv_os_fd_t fd;
+	if (p->err_eof)
+		return 0;
+	if (uv_fileno((uv_handle_t *)&p->err, &fd))
+		return -1;
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n == 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+			return 0;
+		if (n < 0)
+			return -1;
+		if (!p->reported)
+			p->cbs->err(p->ud, buf, (size_t)n);
+	}
+	return -1;
+}
+
+/* Every process of the execution gets SIGKILL here, synchronously: the
+ * group (bubblewrap and its PID-namespace init, or a plain runner's group),
+ * then every process below; with its stderr drained, the engine is told
+ * (killed()) and may deliver before the kernel has reaped them. */
 static void local_kill(struct cp_proc *p)
 {
+	int tell = p->pid > 0 && !p->exited && !p->killed_told && p->cbs->killed;
+	pid_t root = p->pid, tops[KIDS_MAX];
+	int ntops = 1;
+	tops[0] = root;
+	/* Under bubblewrap the walk starts at the PID-namespace init, read
+	 * before any signal: bubblewrap's own process exits at once when
+	 * killed, and its child then leaves its list. */
+	if (tell && p->b->isolate && (ntops = children_of(root, tops)) < 0)
+		tell = 0;
 	kill_tree(p);
+	if (!tell)
+		return;
+	int budget = KILL_WALK_MAX;
+	for (int i = 0; i < ntops; i++)
+		if (kill_from(tops[i], 0, &budget))
+			return; /* the namespace's end does the rest; exited() tells */
+	if (drain_err(p) == 0) {
+		p->killed_told = 1;
+		p->cbs->killed(p->ud);
+	}
 }
 
 static void local_free(struct local *b)

@@ -194,7 +194,14 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 	maybe_free(ps);
 }
 
-static const struct cp_proc_cbs runner_cbs = { on_out, on_err, on_exited };
+static void on_killed(void *ud)
+{
+	struct ps_runner *r = ud;
+	if (r->cbs && r->cbs->killed)
+		r->cbs->killed(r->ud);
+}
+
+static const struct cp_proc_cbs runner_cbs = { on_out, on_err, on_exited, on_killed };
 
 static int make_tag(char out[33])
 {

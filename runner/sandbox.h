@@ -43,6 +43,13 @@ struct cp_proc_cbs {
 	void (*err)(void *ud, const char *buf, size_t len);
 	/* Once, after the process ended and its stdout/stderr were drained. */
 	void (*exited)(void *ud, const struct cp_proc_exit *ex);
+	/* May be NULL; a backend may never call it. After kill(): every process
+	 * of the execution has been sent SIGKILL (none of them runs again) and
+	 * everything they wrote before that has been given to out()/err(), so
+	 * an outcome need not wait for exited(), which still follows once the
+	 * kernel has reaped them (milliseconds of freeing memory, more on a
+	 * loaded machine). At most once; may come from inside kill(). */
+	void (*killed)(void *ud);
 };
 
 struct cp_spawn_req {
@@ -68,7 +75,7 @@ struct cp_backend_ops {
 	/* Queue bytes for the process's stdin (copied). */
 	int (*write)(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err);
 	/* Kill the process and every process it started; exited() still follows,
-	 * never from inside this call. */
+	 * never from inside this call (killed() may). */
 	void (*kill)(struct cp_proc *p);
 	/* The runner's PID inside the sandbox and its start time in clock ticks
 	 * since boot (0 when unknown), once known (may be NULL: the local

@@ -315,6 +315,45 @@ def test_grandchild_processes_end_with_the_execution(session):
     assert left == [], f"grandchildren survived their execution: {left}"
 
 
+def test_nothing_of_a_program_runs_once_its_outcome_is_out(session):
+    # A child that left the runner's tree and the runner's own timer both
+    # keep appending to a workspace file after the program returns; from the
+    # moment the outcome is delivered (every process killed), the file stops
+    # growing: the conversation's next program sees it still.
+    conv = f"still-{uuid.uuid4().hex[:8]}"
+    res = assert_ok(session.run(
+        "const { spawn } = require('node:child_process');\n"
+        "const fs = require('node:fs');\n"
+        "const c = spawn('sh', ['-c', '(while :; do echo x >> ticks; done) &'],"
+        " { detached: true, stdio: 'ignore' });\n"
+        "await new Promise((resolve) => c.on('exit', resolve));\n"
+        "setInterval(() => fs.appendFileSync('ticks', 'y\\n'), 1);\n"
+        "while (!fs.existsSync('ticks') || fs.statSync('ticks').size < 100)"
+        " await new Promise((r) => setTimeout(r, 5));\n"
+        "return 'running';", conversation=conv))
+    assert res["result"] == "running"
+    res = assert_ok(session.run(
+        "const fs = require('node:fs');\n"
+        "const a = fs.statSync('ticks').size;\n"
+        "await new Promise((r) => setTimeout(r, 300));\n"
+        "return [a, fs.statSync('ticks').size];", conversation=conv))
+    before, after = res["result"]
+    assert before == after, f"the previous program's processes still wrote {after - before} bytes"
+
+
+def test_raw_stderr_written_just_before_returning_is_in_the_logs(session):
+    # fd 2 is another pipe than the frames' fd 1: what was written to it
+    # before the result frame still reaches the logs.
+    for i in range(5):
+        res = assert_ok(session.run(
+            "const fs = require('node:fs');\n"
+            "const { spawnSync } = require('node:child_process');\n"
+            f"fs.writeSync(2, 'raw {i}\\n');\n"
+            f"spawnSync('sh', ['-c', 'echo child {i} >&2'], {{ stdio: 'inherit' }});\n"
+            "return 1;"))
+        assert f"raw {i}\n" in res["logs"] and f"child {i}\n" in res["logs"], res["logs"]
+
+
 @local_backend_only  # on Kubernetes a key only names a pod, by its hash (tests/kube)
 def test_conversation_key_cannot_escape_the_state_dir(session, tmp_path):
     for conv in ("../escape", "/tmp", "..", "a/../../b"):

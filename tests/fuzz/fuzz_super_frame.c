@@ -36,7 +36,7 @@ static int on_data(void *ud, char kind, uint32_t chan, const char *buf, size_t l
 static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
 {
 	struct rec *r = ud;
-	if (len > KSF_MAX_CTL || !strchr("HXF", kind))
+	if (len > KSF_MAX_CTL || !strchr("HXFD", kind))
 		abort();
 	r->frames++;
 	mix(r, (char)(kind + 1), chan, buf, len);

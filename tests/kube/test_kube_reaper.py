@@ -33,6 +33,17 @@ def wait_reaped(fake, conv, s, timeout=TICK * 2 + 10):
         raise AssertionError(f"{e}\n--- codepod log ---\n{log(s)}") from None
 
 
+def wait_marks_cleared(fake, convs):
+    """A pod's in-use-until is cleared a few seconds after its last execution
+    (a burst of executions finds it standing): a replica killed before that
+    PATCH leaves the pod marked busy, and every replica then keeps it until
+    the mark expires. Wait for the clears."""
+    for c in convs:
+        wait_until(lambda c=c: all(IN_USE_UNTIL not in (p["metadata"].get("annotations") or {})
+                                   for p in fake.conv_pods(c)),
+                   30, f"the in-use mark of {c}'s pod to be cleared", interval=0.1)
+
+
 def reaps(s, conv):
     """The kube.reap events naming the pod of conv."""
     return [e for e in log_events(s) if e.get("event") == "kube.reap" and e.get("pod") == pod_name(conv)]
@@ -97,6 +108,7 @@ def test_restart_after_sigkill_adopts_pods_and_reaps_the_idle_ones(fake, codepod
     ok_run(a, stale)
     ok_run(a, fresh)
     stale_uid, fresh_uid = uid(fake, stale), uid(fake, fresh)
+    wait_marks_cleared(fake, (stale, fresh))
     sigkill(a)
     fake.set_last_used(pod_name(stale), 3600)
     b = codepods("--idle-ttl", "600", name="restarted")
@@ -117,13 +129,7 @@ def test_restart_after_sigkill_reaps_every_idle_pod(fake, codepods):
     convs = [new_conv(f"k{i}") for i in range(3)]
     for c in convs:
         ok_run(a, c)
-    # An execution's end clears the pod's in-use-until after its result is
-    # sent: a replica killed before that PATCH leaves the pod marked busy, and
-    # every replica then keeps it until the mark expires. Wait for the clears.
-    for c in convs:
-        wait_until(lambda c=c: all(IN_USE_UNTIL not in (p["metadata"].get("annotations") or {})
-                                   for p in fake.conv_pods(c)),
-                   30, f"the in-use mark of {c}'s pod to be cleared", interval=0.1)
+    wait_marks_cleared(fake, convs)
     sigkill(a)
     for c in convs:  # idle for longer than the TTL
         fake.set_last_used(pod_name(c), 3600)
