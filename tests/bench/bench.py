@@ -17,7 +17,12 @@ The serve figures of issue 5 (tool-call round trip over the WebSocket of
 from bench_serve.py, section (e); the Kubernetes backend figures of issue 4
 (cold pod, warm-pool pod, existing pod vs local) from bench_kube.py, (f).
 
-usage: bench.py [--quick] [--latency-only SECTIONS] OUT
+usage: bench.py [--quick] [--only=SECTION,...] OUT
+       bench.py [--quick] --latency-only SECTIONS OUT
+       --only: these sections alone, of startup calls concurrent exec serve
+       serve-calls (its round trip alone) kube latency latency-a latency-load
+       latency-b latency-c latency-d (the tool-bridge figures alone: `make bench
+       BENCH_ARGS=--only=calls,serve-calls,latency-d`)
        --latency-only: section (g) alone, only SECTIONS of bench_latency.py
        (`make bench-latency BENCH_SECTIONS=a,b`, into build/bench-latency.txt)
 env:   BENCH_BIN (tests/bench/bench_codepod built), CODEPOD_NODE (Node 22),
@@ -252,9 +257,21 @@ def latency_lines(figs):
     br = f.get("bridge")
     if br:
         if "bridge_c_library_vs_pingpong" in br:
-            L.append("  (d) tool bridge (C library host, (b) above) vs a Node<->Node JSON-lines ping-pong:"
-                     " %.2fx  (goal >= %.1fx: %s)" % (br["bridge_c_library_vs_pingpong"], GOAL12_BRIDGE,
-                                                     verdict(br["bridge_c_library_vs_pingpong"] >= GOAL12_BRIDGE)))
+            L.append("  (d) tool bridge (C library host, bwrap, as (b)) vs a Node<->Node JSON-lines ping-pong,")
+            L.append("      %d round trips each, interleaved, medians of %d: %.2fx  (goal >= %.1fx: %s)"
+                     % (br["round_trips"], br["runs"], br["bridge_c_library_vs_pingpong"], GOAL12_BRIDGE,
+                        verdict(br["bridge_c_library_vs_pingpong"] >= GOAL12_BRIDGE)))
+            L.append("      bridge %.0f calls/s (CPU per call: codepod %.1f us, runner %.1f us);"
+                     % (br["bridge_c_library_calls_per_s"], br["bridge_codepod_cpu_us_per_call"],
+                        br["bridge_runner_cpu_us_per_call"]))
+            L.append("      ping-pong %.0f calls/s (CPU per call: parent %.1f us, child %.1f us)"
+                     % (br["pingpong_calls_per_s"], br["pingpong_parent_cpu_us_per_call"],
+                        br["pingpong_child_cpu_us_per_call"]))
+            if "floor_c_calls_per_s" in br:
+                L.append("      this machine's floor, two bare C processes ping-ponging over a socketpair:"
+                         " %.0f calls/s" % br["floor_c_calls_per_s"])
+                L.append("      (= %.2fx the ping-pong; the runs, noisy on a shared VM, are in the JSON)"
+                         % (br["floor_c_calls_per_s"] / br["pingpong_calls_per_s"]))
         if "bridge_stdio_vs_pingpong" in br:
             L.append("      through serve --stdio with this bench's Python client: %.2fx"
                      % br["bridge_stdio_vs_pingpong"])
@@ -270,11 +287,18 @@ def latency_lines(figs):
 def main():
     argv = sys.argv[1:]
     quick = "--quick" in argv
-    argv = [a for a in argv if a != "--quick"]
+    only = None
+    for a in argv:
+        if a.startswith("--only="):
+            only = set(a.split("=", 1)[1].split(","))
+    argv = [a for a in argv if a != "--quick" and not a.startswith("--only=")]
     if len(argv) == 3 and argv[0] == "--latency-only":
         return latency_only(argv[1], quick, argv[2])
     if len(argv) != 1:
-        sys.exit("usage: bench.py [--quick] [--latency-only SECTIONS] OUT")
+        sys.exit("usage: bench.py [--quick] [--only=SECTION,...] [--latency-only SECTIONS] OUT")
+
+    def wanted(name):
+        return only is None or name in only
     out_path = argv[0]
     binary = os.environ.get("BENCH_BIN")
     if not binary or not os.access(binary, os.X_OK):
@@ -298,15 +322,19 @@ def main():
                 figs[name] = fig
             return rc
 
-        step("startup_isolated", ["startup", "--runs", str(runs)])
-        step("startup_plain", ["startup", "--runs", str(runs), "--no-isolation"])
-        iso = "startup_isolated" in figs
+        if wanted("startup"):
+            step("startup_isolated", ["startup", "--runs", str(runs)])
+            step("startup_plain", ["startup", "--runs", str(runs), "--no-isolation"])
+        iso = "startup_isolated" in figs or not wanted("startup")
         iso_args = [] if iso else ["--no-isolation"]
-        step("startup_prestart", ["startup", "--runs", str(runs), "--prestart", "200"] + iso_args)
-        step("calls", ["calls", "--count", str(count)] + iso_args)
-        step("concurrent", ["concurrent", "--n", "200", "--delay-ms", "1000"] + iso_args)
+        if wanted("startup"):
+            step("startup_prestart", ["startup", "--runs", str(runs), "--prestart", "200"] + iso_args)
+        if wanted("calls"):
+            step("calls", ["calls", "--count", str(count)] + iso_args)
+        if wanted("concurrent"):
+            step("concurrent", ["concurrent", "--n", "200", "--delay-ms", "1000"] + iso_args)
         exec_bin = os.environ.get("BENCH_EXEC_BIN")
-        if exec_bin:
+        if exec_bin and wanted("exec"):
             print("bench: exec through the fake API server ...", file=sys.stderr, flush=True)
             # Run from the repository root: it starts tests/fakekube/serve.
             p = subprocess.run([exec_bin, "--runs", str(runs), "--big-runs", "5" if quick else "10"],
@@ -320,15 +348,21 @@ def main():
             elif p.returncode != 0:
                 notes.append("exec figures not measured: %s" % (err[-300:] if err else p.returncode))
         if os.environ.get("CODEPOD_BIN"):
-            run_script("serve", "bench_serve.py", quick, figs, failed, notes)
-            print("bench: Kubernetes backend against the fake API server ...", file=sys.stderr,
-                  flush=True)
-            run_script("kube", "bench_kube.py", quick, figs, failed, notes)
+            if wanted("serve") or wanted("serve-calls"):
+                run_script("serve", "bench_serve.py", quick, figs, failed, notes,
+                           [] if wanted("serve") else ["--calls-only"])
+            if wanted("kube"):
+                print("bench: Kubernetes backend against the fake API server ...", file=sys.stderr,
+                      flush=True)
+                run_script("kube", "bench_kube.py", quick, figs, failed, notes)
             calls = figs.get("calls", {}).get("calls_per_s")
             if calls:
                 os.environ["BENCH_BRIDGE_CALLS_PER_S"] = str(calls)
-            print("bench: issue 12 latency figures ...", file=sys.stderr, flush=True)
-            run_script("latency", "bench_latency.py", quick, figs, failed, notes)
+            lat = [x for x in ("a", "load", "b", "c", "d") if wanted("latency") or wanted("latency-" + x)]
+            if lat:
+                print("bench: issue 12 latency figures ...", file=sys.stderr, flush=True)
+                run_script("latency", "bench_latency.py", quick, figs, failed, notes,
+                           [] if wanted("latency") else ["--sections", ",".join(lat)])
     finally:
         shutil.rmtree(state, ignore_errors=True)
 
@@ -369,6 +403,9 @@ def main():
                     verdict(f["calls_per_s"] >= GOAL_CALLS)))
         L.append("    first -> last call %.0f ms; whole execution submit -> done %.0f ms"
                  % (f["first_to_last_call_ms"], f["submit_to_done_ms"]))
+        if "codepod_cpu_us_per_call" in f:
+            L.append("    CPU per call: codepod %.1f us, runner (bwrap + Node) %.1f us"
+                     % (f["codepod_cpu_us_per_call"], f["runner_cpu_us_per_call"]))
     else:
         L.append("    not measured")
     L.append("")

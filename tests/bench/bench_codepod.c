@@ -13,7 +13,11 @@
  *       the next runner starts).
  *   bench_codepod calls      [--count N] [--no-isolation]
  *       one program making N sequential `await tools.echo({i})` calls, answered
- *       from inside tool_call.
+ *       from inside tool_call; with the CPU time per call (first call to
+ *       last) of this process (codepod) and of its descendants (the runner).
+ *   bench_codepod pingpong-c [--count N]
+ *       the machine's floor for calls: a parent and a forked child exchanging
+ *       N small messages over a socketpair, each blocking in epoll_wait.
  *   bench_codepod concurrent [--n N] [--delay-ms MS] [--no-isolation]
  *       N executions at once, each awaiting a tool answered after MS by a
  *       uv timer; codepod's own peak RSS per in-flight execution.
@@ -22,11 +26,16 @@
  * execution succeeded (goals are reported, never asserted), 1 when one
  * failed, 2 on a usage or set-up error.
  */
+#include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "codepod.h"
@@ -105,7 +114,8 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 	}
 	uv_loop_init(&b->loop);
 	b->isolate = isolate;
-	struct cp_local_config lc = { &b->loop, state_dir, node, isolate, NULL, NULL };
+	struct cp_local_config lc = { .loop = &b->loop, .state_dir = state_dir, .node = node,
+	                              .isolate = isolate };
 	if (cp_local_new(&lc, &b->backend, &err)) {
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
@@ -349,10 +359,74 @@ static int mode_startup(struct bench *b, int runs)
 
 /* ---- (b) tool-call throughput ---- */
 
+/* CPU seconds (user + system) used so far by this process, and by all its
+ * descendants still running (bwrap, Node: read from /proc/PID/stat, since
+ * they are not reaped yet when the calls end). */
+static double self_cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static double descendants_cpu_s(void)
+{
+	enum { MAXP = 4096 };
+	static long pid[MAXP], ppid[MAXP];
+	static double cpu[MAXP];
+	size_t n = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d)) && n < MAXP) {
+		char path[300], buf[1024];
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t got = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[got] = '\0';
+		char *rp = strrchr(buf, ')');
+		unsigned long ut = 0, st = 0;
+		long pp = 0;
+		/* after "(comm)": state ppid pgrp session tty tpgid flags minflt
+		 * cminflt majflt cmajflt utime stime */
+		if (!rp || sscanf(rp + 2, "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+		                  &pp, &ut, &st) != 3)
+			continue;
+		pid[n] = atol(de->d_name);
+		ppid[n] = pp;
+		cpu[n] = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+		n++;
+	}
+	closedir(d);
+	double sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		long p = ppid[i];
+		for (int hops = 0; p > 1 && hops < 64; hops++) {
+			if (p == (long)getpid()) {
+				sum += cpu[i];
+				break;
+			}
+			size_t j = 0;
+			while (j < n && pid[j] != p)
+				j++;
+			p = j < n ? ppid[j] : 0;
+		}
+	}
+	return sum;
+}
+
 struct calls_run {
 	struct bench *b;
 	long count, seen;
 	double t_submit, t_first, t_last, t_done;
+	double self_cpu0, self_cpu1, kids_cpu0, kids_cpu1;
 	int ok;
 	long run_ms;
 };
@@ -363,9 +437,17 @@ static void echo_call(void *ud, struct codepod_exec *e, const char *call_id,
 	(void)tool;
 	struct calls_run *r = ud;
 	double t = now_ms();
-	if (r->seen++ == 0)
+	if (r->seen++ == 0) {
+		r->self_cpu0 = self_cpu_s();
+		r->kids_cpu0 = descendants_cpu_s();
+		t = now_ms(); /* the clock starts after the CPU readings */
 		r->t_first = t;
+	}
 	r->t_last = t;
+	if (r->seen == r->count) {
+		r->self_cpu1 = self_cpu_s();
+		r->kids_cpu1 = descendants_cpu_s();
+	}
 	struct cp_err err;
 	if (codepod_tool_result(e, call_id, input, &err))
 		fprintf(stderr, "bench: tool_result: %s\n", err.msg);
@@ -406,13 +488,16 @@ static int mode_calls(struct bench *b, long count)
 	uv_run(&b->loop, UV_RUN_DEFAULT);
 	double span = r.t_last - r.t_first;
 	double rate = r.seen > 1 && span > 0 ? (double)(r.seen - 1) / (span / 1000) : 0;
-	json_t *o = json_pack("{s:s,s:b,s:b,s:I,s:I,s:f,s:f,s:f,s:I,s:f}", "mode", "calls",
+	double per = r.seen > 1 ? 1e6 / (double)(r.seen - 1) : 0;
+	json_t *o = json_pack("{s:s,s:b,s:b,s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "mode", "calls",
 	                      "isolated", b->isolate, "ok", r.ok, "count", (json_int_t)count,
 	                      "seen", (json_int_t)r.seen, "calls_per_s", rate,
 	                      "first_to_last_call_ms", span,
 	                      "submit_to_done_ms", r.t_done - r.t_submit,
 	                      "runMs", (json_int_t)r.run_ms,
-	                      "calls_per_s_over_runMs", r.run_ms > 0 ? (double)count / ((double)r.run_ms / 1000) : 0.0);
+	                      "calls_per_s_over_runMs", r.run_ms > 0 ? (double)count / ((double)r.run_ms / 1000) : 0.0,
+	                      "codepod_cpu_us_per_call", (r.self_cpu1 - r.self_cpu0) * per,
+	                      "runner_cpu_us_per_call", (r.kids_cpu1 - r.kids_cpu0) * per);
 	json_dumpf(o, stdout, JSON_COMPACT);
 	fputc('\n', stdout);
 	json_decref(o);
@@ -544,6 +629,67 @@ static int mode_concurrent(struct bench *b, int n, int delay_ms)
 	return 0;
 }
 
+/* ---- the machine's floor for (b): two bare processes ping-ponging ---- */
+
+/* A parent and a forked child exchange COUNT small messages over a
+ * socketpair (what libuv gives a child's stdio), each blocking in
+ * epoll_wait for the other: no parsing, no runtime. What a tool call's
+ * round trip cannot beat on this machine (two wake-ups of a sleeping
+ * process). */
+static int mode_pingpong_c(long count)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0) {
+		perror("bench: socketpair");
+		return 2;
+	}
+	static const char ask[] = "{\"c\":1,\"t\":\"echo\",\"i\":{\"i\":1}}\n";
+	static const char ans[] = "{\"k\":\"res\",\"c\":1,\"o\":{\"i\":1}}\n";
+	char buf[256];
+	pid_t pid = fork();
+	if (pid < 0)
+		return 2;
+	int me = pid == 0 ? sv[1] : sv[0];
+	close(pid == 0 ? sv[0] : sv[1]);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN };
+	epoll_ctl(ep, EPOLL_CTL_ADD, me, &ev);
+	if (pid == 0) {
+		for (long i = 0; i < count; i++) {
+			if (write(me, ask, sizeof ask - 1) < 0 || epoll_wait(ep, &ev, 1, -1) < 0 ||
+			    read(me, buf, sizeof buf) <= 0)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	double t0 = 0, t1 = 0, c0 = 0, c1 = 0;
+	for (long i = 0; i < count; i++) {
+		if (epoll_wait(ep, &ev, 1, -1) < 0 || read(me, buf, sizeof buf) <= 0)
+			break;
+		if (i == 0) {
+			c0 = self_cpu_s();
+			t0 = now_ms();
+		}
+		if (i == count - 1) {
+			t1 = now_ms();
+			c1 = self_cpu_s();
+		}
+		if (write(me, ans, sizeof ans - 1) < 0)
+			break;
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || t1 <= t0)
+		return 1;
+	json_t *o = json_pack("{s:s,s:I,s:f,s:f}", "mode", "pingpong-c", "count", (json_int_t)count,
+	                      "calls_per_s", (double)(count - 1) / ((t1 - t0) / 1000),
+	                      "parent_cpu_us_per_call", (c1 - c0) * 1e6 / (double)(count - 1));
+	json_dumpf(o, stdout, JSON_COMPACT);
+	fputc('\n', stdout);
+	json_decref(o);
+	return 0;
+}
+
 /* ---- main ---- */
 
 int main(int argc, char **argv)
@@ -560,7 +706,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_codepod startup|calls|concurrent [options]\n");
+		fprintf(stderr, "usage: bench_codepod startup|calls|concurrent|pingpong-c [options]\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -592,6 +738,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (strcmp(mode, "pingpong-c") == 0)
+		return mode_pingpong_c(count);
 	cp_log_set_level(CP_LOG_WARN);
 	struct bench b = { 0 };
 	b.prestart_gap_ms = prestart_gap_ms;

@@ -25,11 +25,13 @@ Every figure is a ratio to a baseline measured in the same run, interleaved:
 (d) the tool bridge vs a bare Node parent <-> Node child JSON-lines ping-pong
     over pipes (tests/bench/pingpong.js, the same Node, the same number of
     round trips): codepod's calls/s through the C library (bench_codepod
-    calls, passed in by bench.py as BENCH_BRIDGE_CALLS_PER_S) and through
-    `serve --stdio` (this client answering), each / the ping-pong's.
+    calls, BENCH_BIN, interleaved with the ping-pong, medians, with the CPU
+    per call of each process) and through `serve --stdio` (this client
+    answering, from (a)), each / the ping-pong's; and the machine's floor
+    (bench_codepod pingpong-c: two bare C processes, the same exchange).
 
 Prints one JSON line. Exit 1 when an execution failed, 2 when it could not run.
-usage: bench_latency.py [--quick] [--sections a,load,b,c,d]     env: CODEPOD_BIN
+usage: bench_latency.py [--quick] [--sections a,load,b,c,d]     env: CODEPOD_BIN, BENCH_BIN
   --sections: only these (default all; `load` is (a)'s 2,000 calls and 100 at once,
   `make bench-latency BENCH_SECTIONS=a,b` runs it alone)
 """
@@ -407,27 +409,61 @@ def section_c(fake, kargs, tmp, runs, cold, figs):
 
 
 def section_d(tmp, runs, figs, sections):
-    n = 2000
-    pp = []
-    for _ in range(max(3, runs // 3)):
-        p = subprocess.run([NODE, os.path.join(HERE, "pingpong.js"), str(n)], stdout=subprocess.PIPE,
-                           text=True, cwd=ROOT)
-        if p.returncode != 0:
-            raise Failed("pingpong.js failed")
-        pp.append(json.loads(p.stdout)["calls_per_s"])
-    d = {"pingpong_calls_per_s": med(pp), "round_trips": n}
+    """The bridge through the C library (bench_codepod calls, under bwrap as in
+    bench.py's (b)) and the Node <-> Node ping-pong, N round trips each,
+    interleaved, medians; with the CPU each process spent per call, and the
+    machine's floor (bench_codepod pingpong-c: two bare C processes)."""
+    n = 5000
+    k = max(5, runs)
+    bench = os.environ.get("BENCH_BIN")
+    bench_ok = bench and os.access(bench, os.X_OK)
+    state = os.path.join(tmp, "d-state")
+    os.makedirs(state, exist_ok=True)
+    pp, br, fl = [], [], []
+
+    def one(cmd):
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+        if p.returncode != 0 or not lines:
+            raise Failed("%s failed: %s" % (os.path.basename(cmd[0 if cmd[0] != NODE else 1]),
+                                            p.stderr.strip()[-300:]))
+        return json.loads(lines[-1])
+
+    for r in range(k):
+        order = ("pp", "br", "fl") if r % 2 == 0 else ("br", "pp", "fl")
+        for what in order:
+            if what == "pp":
+                pp.append(one([NODE, os.path.join(HERE, "pingpong.js"), str(n)]))
+            elif what == "br" and bench_ok:
+                br.append(one([bench, "calls", "--count", str(n), "--node", NODE, "--state-dir", state]))
+            elif what == "fl" and bench_ok:
+                fl.append(one([bench, "pingpong-c", "--count", str(n)]))
+
+    def mkey(xs, key):
+        return med([x[key] for x in xs])
+
+    d = {"round_trips": n, "runs": k,
+         "pingpong_calls_per_s": mkey(pp, "calls_per_s"),
+         "pingpong_runs": [round(x["calls_per_s"]) for x in pp],
+         "pingpong_parent_cpu_us_per_call": mkey(pp, "parent_cpu_us_per_call"),
+         "pingpong_child_cpu_us_per_call": mkey(pp, "child_cpu_us_per_call")}
+    if br:
+        d["bridge_c_library_calls_per_s"] = mkey(br, "calls_per_s")
+        d["bridge_c_library_runs"] = [round(x["calls_per_s"]) for x in br]
+        d["bridge_c_library_vs_pingpong"] = d["bridge_c_library_calls_per_s"] / d["pingpong_calls_per_s"]
+        d["bridge_codepod_cpu_us_per_call"] = mkey(br, "codepod_cpu_us_per_call")
+        d["bridge_runner_cpu_us_per_call"] = mkey(br, "runner_cpu_us_per_call")
+    if fl:
+        d["floor_c_calls_per_s"] = mkey(fl, "calls_per_s")
+        d["floor_c_runs"] = [round(x["calls_per_s"]) for x in fl]
     bridge = os.environ.get("BENCH_BRIDGE_CALLS_PER_S")
-    if bridge:
-        d["bridge_c_library_calls_per_s"] = float(bridge)
-        d["bridge_c_library_vs_pingpong"] = float(bridge) / d["pingpong_calls_per_s"]
+    if bridge:  # bench.py's (b): one run of its own
+        d["section_b_calls_per_s"] = float(bridge)
     s = figs.get("calls_2000_per_s", {}).get("after")
     if s:
         d["bridge_stdio_calls_per_s"] = s
         d["bridge_stdio_vs_pingpong"] = s / d["pingpong_calls_per_s"]
     figs["bridge"] = d
-
-
-ALL_SECTIONS = ("a", "load", "b", "c", "d")
 
 
 def main():
