@@ -15,6 +15,10 @@
   const writeSync = fs.writeSync;
   const bufFrom = Buffer.from;
   const bufConcat = Buffer.concat;
+  const bufAllocUnsafe = Buffer.allocUnsafe;
+  const bufUtf8Write = uncurry(Buffer.prototype.utf8Write);
+  const bufLatin1Write = uncurry(Buffer.prototype.latin1Write);
+  const typedSet = uncurry(Uint8Array.prototype.set);
   const byteLength = Buffer.byteLength;
   const subarray = uncurry(Uint8Array.prototype.subarray);
   const bufIndexOf = uncurry(Buffer.prototype.indexOf);
@@ -27,6 +31,9 @@
   const nextTick = process.nextTick;
   const sleepCell = new Int32Array(new SharedArrayBuffer(4));
   const atomicsWait = Atomics.wait;
+  const readSync = fs.readSync;
+  const fstatSync = fs.fstatSync;
+  const setImmediateP = setImmediate;
   let stdin = null; // process.stdin, built at the end of this file
   const NativePromise = Promise;
 
@@ -46,11 +53,10 @@
 
   // ---- stdout frames -------------------------------------------------------
 
-  function writeAll(buf) {
-    let off = 0;
-    while (off < buf.length) {
+  function writeAll(buf, off, end) {
+    while (off < end) {
       try {
-        off += writeSync(1, buf, off, buf.length - off);
+        off += writeSync(1, buf, off, end - off);
       } catch (e) {
         if (e && e.code === 'EAGAIN') { atomicsWait(sleepCell, 0, 0, 1); continue; }
         exit(1); // EPIPE etc.: codepod is gone
@@ -58,12 +64,31 @@
     }
   }
 
+  // Frames are assembled in one reused buffer: the payload at HEAD_ROOM,
+  // the header right before it (its length is known only after the
+  // payload is encoded). A payload too big for it gets a buffer of its own.
+  const HEAD_ROOM = 64; // "\x1ecp1 " + 32 hex + " K " + up to 20 digits + "\n" fits
+  let out = null; // allocated with the header (start)
   function frame(kind, payload) {
     if (done) return;
-    if (typeof payload === 'string') payload = bufFrom(payload, 'utf8');
+    let buf = out;
+    let n;
+    if (typeof payload === 'string') {
+      // At most 3 bytes per UTF-16 unit.
+      if (payload.length * 3 > buf.length - HEAD_ROOM) buf = bufAllocUnsafe(HEAD_ROOM + byteLength(payload, 'utf8'));
+      n = bufUtf8Write(buf, payload, HEAD_ROOM);
+    } else {
+      n = payload.length;
+      if (n > buf.length - HEAD_ROOM) buf = bufAllocUnsafe(HEAD_ROOM + n);
+      typedSet(buf, payload, HEAD_ROOM);
+    }
+    const rest = kind + ' ' + n + '\n';
+    const start = HEAD_ROOM - rest.length - header.length;
+    typedSet(buf, header, start);
+    bufLatin1Write(buf, rest, HEAD_ROOM - rest.length);
     // One write per frame, so concurrent raw writers (inherited fd 1) can at
     // worst land between frames, not inside a small one.
-    writeAll(bufConcat([header, bufFrom(kind + ' ' + payload.length + '\n'), payload]));
+    writeAll(buf, start, HEAD_ROOM + n);
   }
 
   // Final frames: after one, the runner is silent. stdin stops holding the
@@ -192,6 +217,8 @@
     const bytes = byteLength(json, 'utf8');
     const head = '{"c":' + c + ',"t":' + stringify(name);
     frame('C', bytes > lim.maxToolInputBytes ? head + ',"big":' + bytes + '}' : head + ',"i":' + json + '}');
+    sentAt = hrtime();
+    spinSoon();
     const msg = await new NativePromise((resolve) => {
       pending[c] = resolve;
       pendingCount++;
@@ -237,9 +264,52 @@
     });
   }
 
+  // ---- waiting for a quick answer --------------------------------------------
+  //
+  // A tool answered at once comes back within tens of microseconds, but
+  // blocking in the event loop for it costs about as much again: the CPU
+  // goes idle and must be woken by an interrupt (~20 us on a VM). So when
+  // the program is about to wait on a tool call (an immediate runs once the
+  // current turn of the loop is done, after every call it made), the runner
+  // reads stdin synchronously for up to SPIN_US, as long as the last answer
+  // came that quickly. A slower answer turns it off until an answer comes
+  // quickly again: a slow tool costs one spin, not one per call, and the
+  // spin never delays the program's own work by more than SPIN_US.
+  const SPIN_US = 50n;
+  const hrtime = process.hrtime.bigint;
+  let spinBuf = null; // set when stdin is a pipe or socket (non-blocking reads)
+  let quick = true;   // the last answer came within SPIN_US
+  let spinQueued = false;
+  let sentAt = 0n;
+  let answers = 0;
+  function spinSoon() {
+    if (spinBuf && quick && !spinQueued) { spinQueued = true; setImmediateP(spin); }
+  }
+  function spin() {
+    spinQueued = false;
+    // Bytes the stream already holds come first: only spin when it has none.
+    if (done || pendingCount === 0 || stdin.readableLength !== 0) return;
+    const until = hrtime() + SPIN_US * 1000n;
+    const seen = answers;
+    while (answers === seen && !done) {
+      let n;
+      try { n = readSync(0, spinBuf, 0, spinBuf.length); } catch (e) {
+        if (e && e.code === 'EAGAIN') {
+          if (hrtime() > until) return;
+          continue;
+        }
+        exit(0); // as the stream's 'error'
+      }
+      if (n === 0) exit(0); // codepod is gone
+      onData(bufFrom(subarray(spinBuf, 0, n)));
+    }
+  }
+
   function answer(msg) {
     const p = pending[msg.c];
     if (!p) return; // unknown or already answered: ignore
+    answers++;
+    quick = hrtime() - sentAt < SPIN_US * 1000n;
     delete pending[msg.c];
     pendingCount--;
     refresh();
@@ -269,6 +339,7 @@
 
   function start(hello) {
     header = bufFrom('\x1ecp1 ' + hello.nonce + ' ', 'utf8');
+    out = bufAllocUnsafe(HEAD_ROOM + 65536);
     lim = hello.lim || {};
     if (!(lim.maxToolInputBytes >= 0)) lim.maxToolInputBytes = 65536;
     if (!(lim.maxResultBytes >= 0)) lim.maxResultBytes = 32768;
@@ -386,6 +457,12 @@
   // pay that now too, on a script that is compiled and dropped, never run.
   new vm.Script('0', { filename: RUNNER_FILE, importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER });
   stdin = process.stdin;
+  // A pipe or socket (what codepod gives) reads non-blocking: spinning on it
+  // for a quick answer (spin) cannot block the program.
+  try {
+    const st = fstatSync(0);
+    if ((st.isFIFO() || st.isSocket()) && stdin._handle) spinBuf = bufAllocUnsafe(1 << 16);
+  } catch (_) {}
   stdin.on('data', onData);
   stdin.on('end', () => exit(0)); // codepod is gone
   stdin.on('error', () => exit(0));

@@ -58,6 +58,7 @@ function run(src, { tools = [], lim = LIM, file = 'script.ts', onCall, timeoutMs
   });
   const p = frameParser(nonce);
   const reply = (obj) => { if (!child.stdin.destroyed) child.stdin.write(JSON.stringify(obj) + '\n'); };
+  reply.raw = (text) => { if (!child.stdin.destroyed) child.stdin.write(text); };
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
   child.stdin.on('error', () => {});
@@ -259,6 +260,31 @@ test('Promise.all of 5 tool calls answered out of order', async () => {
   assertShape(r, 'R');
   assert.deepEqual(got.map((c) => c.c), [1, 2, 3, 4, 5]);
   assert.deepEqual(json(r.last), [10, 20, 30, 40, 50]);
+});
+
+test('sequential calls answered at once, late, and split across writes all resolve in order', async () => {
+  // The runner reads stdin synchronously for a quick answer (a short spin)
+  // and through its stream otherwise; both must assemble the same lines.
+  const n = 300;
+  const r = await run(`const out = [];
+for (let i = 0; i < ${n}; i++) out.push((await tools.t({ i })).v);
+const t = setTimeout(() => {}, 5);
+out.push((await tools.t({ i: -1 })).v);
+clearTimeout(t);
+return out;`, {
+    tools: [{ n: 't', on: true }],
+    onCall: (c, reply) => {
+      const line = JSON.stringify({ k: 'res', c: c.c, o: { v: c.i.i * 2 } }) + '\n';
+      const write = (s) => reply.raw(s);
+      if (c.c % 3 === 0) write(line); // at once
+      else if (c.c % 3 === 1) { write(line.slice(0, 7)); setTimeout(() => write(line.slice(7)), 1); }
+      else setTimeout(() => write(line), c.c % 30 === 2 ? 20 : 0); // late
+    },
+  });
+  assertShape(r, 'R');
+  const want = Array.from({ length: n }, (_, i) => i * 2);
+  want.push(-2);
+  assert.deepEqual(json(r.last), want);
 });
 
 test('big input -> big frame; unserializable input rejects locally', async () => {
