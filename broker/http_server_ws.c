@@ -4,9 +4,10 @@
  * Incoming text messages are reassembled from their fragments up to
  * max_message bytes; a longer one is read to its end, discarded, and
  * answered with the session's INVALID_REQUEST `error` (the socket stays up).
- * A binary message gets an `error` too. Outgoing messages wait on a queue
- * (LWS_PRE headroom each) written only from SERVER_WRITEABLE; a client that
- * lets more than max_queue bytes pile up is disconnected.
+ * A binary message gets an `error` too. An outgoing message is written at
+ * once when nothing is waiting (see write_now), else it waits on a queue
+ * (LWS_PRE headroom each) written from SERVER_WRITEABLE; a client that lets
+ * more than max_queue bytes pile up is disconnected.
  *
  * RFC 6455 5.4: "a receiver MUST be prepared to receive fragmented messages";
  * 5.6: "the text data MUST be UTF-8", checked by jansson on parse.
@@ -51,11 +52,37 @@ static void kill_conn(struct ws_conn *c, const char *why)
 	lws_cancel_service(lws_get_context(c->wsi));
 }
 
+/* Messages up to this size are encoded on the stack (one dump, no malloc). */
+#define SEND_STACK 16384
+
+/* With nothing queued and nothing held back by lws, a message is written at
+ * once: asking for SERVER_WRITEABLE costs a turn of the loop and four
+ * epoll_ctl per message (lws restarts its uv_poll handle to add POLLOUT,
+ * and again to drop it) for a socket that is nearly always writable. What
+ * the kernel does not take, lws keeps and sends when the socket is
+ * writable (lws_partial_buffered() is then true, and later messages queue
+ * for SERVER_WRITEABLE as before: one lws_write per callback). */
+static int write_now(struct ws_conn *c, unsigned char *buf /* LWS_PRE + len */, size_t len)
+{
+	if (c->head || c->finishing || lws_partial_buffered(c->wsi))
+		return 0;
+	if (lws_write(c->wsi, buf + LWS_PRE, len, LWS_WRITE_TEXT) < 0)
+		kill_conn(c, "write failed");
+	else
+		touch(c);
+	return 1;
+}
+
 static void io_send(void *ud, const json_t *msg)
 {
 	struct ws_conn *c = ud;
-	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
-	if (!n || !c->wsi)
+	if (!c->wsi)
+		return;
+	unsigned char stack[LWS_PRE + SEND_STACK];
+	size_t n = json_dumpb(msg, (char *)stack + LWS_PRE, SEND_STACK, JSON_COMPACT);
+	if (!n)
+		return;
+	if (n <= SEND_STACK && write_now(c, stack, n))
 		return;
 	if (c->queued + n > c->base.srv->cfg.max_queue) {
 		kill_conn(c, "the client does not read its messages");
@@ -64,7 +91,14 @@ static void io_send(void *ud, const json_t *msg)
 	struct out_msg *m = malloc(sizeof *m + LWS_PRE + n);
 	if (!m)
 		return;
-	json_dumpb(msg, (char *)m->buf + LWS_PRE, n, JSON_COMPACT);
+	if (n <= SEND_STACK)
+		memcpy(m->buf + LWS_PRE, stack + LWS_PRE, n);
+	else
+		json_dumpb(msg, (char *)m->buf + LWS_PRE, n, JSON_COMPACT);
+	if (!c->head && write_now(c, m->buf, n)) {
+		free(m);
+		return;
+	}
 	m->len = n;
 	m->next = NULL;
 	if (c->tail)

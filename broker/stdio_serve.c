@@ -51,25 +51,49 @@ static void write_all(const char *buf, size_t len)
 	}
 }
 
+/* Messages up to this size are encoded on the stack (one dump, no malloc). */
+#define SEND_STACK 16384
+
 static void io_send(void *ud, const json_t *msg)
 {
 	struct broker_stdio *t = ud;
-	size_t n = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	char stack[SEND_STACK + 1];
+	size_t n = json_dumpb(msg, stack, SEND_STACK, JSON_COMPACT);
 	if (n == 0)
 		return;
-	struct out_req *r = malloc(sizeof *r + n + 1);
-	if (!r)
-		return;
-	json_dumpb(msg, r->data, n, JSON_COMPACT);
-	r->data[n] = '\n';
-	if (!t->out_is_stream) {
-		write_all(r->data, n + 1);
-		free(r);
-		return;
+	char *text = stack;
+	if (n > SEND_STACK) {
+		text = malloc(n + 1);
+		if (!text)
+			return;
+		json_dumpb(msg, text, n, JSON_COMPACT);
 	}
-	uv_buf_t b = uv_buf_init(r->data, (unsigned)(n + 1));
-	if (uv_write(&r->req, (uv_stream_t *)&t->out, &b, 1, on_written))
-		free(r);
+	text[n] = '\n';
+	size_t len = n + 1, off = 0;
+	if (!t->out_is_stream) {
+		write_all(text, len);
+		len = 0;
+	} else if (t->out.write_queue_size == 0) {
+		/* Most lines fit the pipe at once: no copy, no request (only with
+		 * nothing queued, so lines keep their order). */
+		uv_buf_t b = uv_buf_init(text, (unsigned)len);
+		int w = uv_try_write((uv_stream_t *)&t->out, &b, 1);
+		if (w > 0)
+			off = (size_t)w;
+		else if (w != UV_EAGAIN)
+			len = 0; /* the backend closed stdout: it gets nothing more */
+	}
+	if (off < len) {
+		struct out_req *r = malloc(sizeof *r + len - off);
+		if (r) {
+			memcpy(r->data, text + off, len - off);
+			uv_buf_t b = uv_buf_init(r->data, (unsigned)(len - off));
+			if (uv_write(&r->req, (uv_stream_t *)&t->out, &b, 1, on_written))
+				free(r);
+		}
+	}
+	if (text != stack)
+		free(text);
 }
 
 static void io_drained(void *ud)
