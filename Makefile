@@ -221,8 +221,9 @@ bench: all $(BUILD)/bench/bench_codepod $(BUILD)/bench/bench_exec
 # Section (g) alone (issue 12, bench_latency.py): BENCH_SECTIONS out of
 # a,load,b,c,d (default a,b), into $(BUILD)/bench-latency.txt.
 BENCH_SECTIONS ?= a,b
-bench-latency: all
+bench-latency: all $(BUILD)/bench/bench_codepod
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_NODE=$${CODEPOD_NODE:-$(abspath $(NODE22))} \
+	  BENCH_BIN=$(abspath $(BUILD)/bench/bench_codepod) \
 	  $(PYTHON) tests/bench/bench.py $(BENCH_ARGS) --latency-only $(BENCH_SECTIONS) $(BUILD)/bench-latency.txt
 
 # The Helm chart without a cluster (tests/chart): yamllint, values against the

@@ -466,6 +466,9 @@ def section_d(tmp, runs, figs, sections):
     figs["bridge"] = d
 
 
+ALL_SECTIONS = ("a", "load", "b", "c", "d")
+
+
 def main():
     args = sys.argv[1:]
     quick = "--quick" in args
