@@ -261,9 +261,10 @@ def latency_lines(figs):
             L.append("      %d round trips each, interleaved, medians of %d: %.2fx  (goal >= %.1fx: %s)"
                      % (br["round_trips"], br["runs"], br["bridge_c_library_vs_pingpong"], GOAL12_BRIDGE,
                         verdict(br["bridge_c_library_vs_pingpong"] >= GOAL12_BRIDGE)))
-            L.append("      bridge %.0f calls/s (CPU per call: codepod %.1f us, runner %.1f us);"
-                     % (br["bridge_c_library_calls_per_s"], br["bridge_codepod_cpu_us_per_call"],
-                        br["bridge_runner_cpu_us_per_call"]))
+            cpu = (" (CPU per call: codepod %.1f us, runner %.1f us)"
+                   % (br["bridge_codepod_cpu_us_per_call"], br["bridge_runner_cpu_us_per_call"])
+                   if br.get("bridge_runner_cpu_us_per_call") is not None else "")
+            L.append("      bridge %.0f calls/s%s;" % (br["bridge_c_library_calls_per_s"], cpu))
             L.append("      ping-pong %.0f calls/s (CPU per call: parent %.1f us, child %.1f us)"
                      % (br["pingpong_calls_per_s"], br["pingpong_parent_cpu_us_per_call"],
                         br["pingpong_child_cpu_us_per_call"]))

@@ -439,8 +439,8 @@ def section_d(tmp, runs, figs, sections):
             elif what == "fl" and bench_ok:
                 fl.append(one([bench, "pingpong-c", "--count", str(n)]))
 
-    def mkey(xs, key):
-        return med([x[key] for x in xs])
+    def mkey(xs, key):  # None when a bench_codepod too old to report it
+        return med([x[key] for x in xs if key in x])
 
     d = {"round_trips": n, "runs": k,
          "pingpong_calls_per_s": mkey(pp, "calls_per_s"),
