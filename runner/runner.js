@@ -33,6 +33,8 @@
   const atomicsWait = Atomics.wait;
   const readSync = fs.readSync;
   const fstatSync = fs.fstatSync;
+  const openSync = fs.openSync;
+  const closeSync = fs.closeSync;
   const setImmediateP = setImmediate;
   let stdin = null; // process.stdin, built at the end of this file
   const NativePromise = Promise;
@@ -285,15 +287,45 @@
   function spinSoon() {
     if (spinBuf && quick && !spinQueued) { spinQueued = true; setImmediateP(spin); }
   }
+  // Whether stdin reads are still non-blocking: a subprocess that shares it
+  // may have cleared O_NONBLOCK (fcntl), and a blocking read would hold the
+  // program's event loop until the answer came. /proc/self/fdinfo/0 has
+  // "flags:\t<octal>"; unreadable means no. Read at most once a millisecond
+  // (three system calls); a read that waits anyway turns spinning off.
+  const fdinfo = bufAllocUnsafe(512);
+  let checkedAt = -1n;
+  function stdinNonBlocking() {
+    const now = hrtime();
+    if (checkedAt >= 0n && now - checkedAt < 1000000n) return true;
+    checkedAt = now;
+    let n = 0;
+    try {
+      const fd = openSync('/proc/self/fdinfo/0', 'r');
+      try { n = readSync(fd, fdinfo, 0, fdinfo.length); } finally { closeSync(fd); }
+    } catch (_) { return false; }
+    for (let i = 0; i + 7 < n; i++) {
+      // "flags:" = 66 6c 61 67 73 3a, then a tab, then octal digits
+      if (fdinfo[i] !== 0x66 || fdinfo[i + 1] !== 0x6c || fdinfo[i + 2] !== 0x61 ||
+          fdinfo[i + 3] !== 0x67 || fdinfo[i + 4] !== 0x73 || fdinfo[i + 5] !== 0x3a) continue;
+      let j = i + 6;
+      while (j < n && (fdinfo[j] === 0x09 || fdinfo[j] === 0x20)) j++;
+      let flags = 0;
+      for (; j < n && fdinfo[j] >= 0x30 && fdinfo[j] <= 0x37; j++) flags = flags * 8 + (fdinfo[j] - 0x30);
+      return (flags & 0o4000) !== 0; // O_NONBLOCK
+    }
+    return false;
+  }
   function spin() {
     spinQueued = false;
     // Bytes the stream already holds come first: only spin when it has none.
     if (done || pendingCount === 0 || stdin.readableLength !== 0) return;
+    if (!stdinNonBlocking()) { spinBuf = null; return; }
+    const buf = spinBuf;
     const until = hrtime() + SPIN_US * 1000n;
     const seen = answers;
-    while (answers === seen && !done) {
+    while (answers === seen && !done && spinBuf) {
       let n;
-      try { n = readSync(0, spinBuf, 0, spinBuf.length); } catch (e) {
+      try { n = readSync(0, buf, 0, buf.length); } catch (e) {
         if (e && e.code === 'EAGAIN') {
           if (hrtime() > until) return;
           continue;
@@ -301,7 +333,10 @@
         exit(0); // as the stream's 'error'
       }
       if (n === 0) exit(0); // codepod is gone
-      onData(bufFrom(subarray(spinBuf, 0, n)));
+      // A read that waited (stdin made blocking since the last check):
+      // never spin again, so that costs the program one wait only.
+      if (hrtime() > until + 1000000n) spinBuf = null;
+      onData(bufFrom(subarray(buf, 0, n)));
     }
   }
 
