@@ -436,8 +436,11 @@ def section_d(tmp, runs, figs, sections):
                 pp.append(one([NODE, os.path.join(HERE, "pingpong.js"), str(n)]))
             elif what == "br" and bench_ok:
                 br.append(one([bench, "calls", "--count", str(n), "--node", NODE, "--state-dir", state]))
-            elif what == "fl" and bench_ok:
-                fl.append(one([bench, "pingpong-c", "--count", str(n)]))
+            elif what == "fl" and bench_ok and fl is not None:
+                try:
+                    fl.append(one([bench, "pingpong-c", "--count", str(n)]))
+                except Failed:  # a bench_codepod without that mode
+                    fl = None
 
     def mkey(xs, key):  # None when a bench_codepod too old to report it
         return med([x[key] for x in xs if key in x])
