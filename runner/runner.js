@@ -275,16 +275,21 @@
   // current turn of the loop is done, after every call it made), the runner
   // reads stdin synchronously for up to SPIN_US, as long as the last answer
   // came that quickly. A slower answer turns it off until an answer comes
-  // quickly again: a slow tool costs one spin, not one per call, and the
-  // spin never delays the program's own work by more than SPIN_US.
+  // quickly again, and a spin in vain pauses spinning for 1, 2, 4 .. 64
+  // calls: answers that only sometimes come quickly cost at most one vain
+  // spin per 64 calls. The spin never delays the program's own work by
+  // more than SPIN_US.
   const SPIN_US = 50n;
   const hrtime = process.hrtime.bigint;
   let spinBuf = null; // set when stdin is a pipe or socket (non-blocking reads)
   let quick = true;   // the last answer came within SPIN_US
+  let skip = 0;       // calls left without spinning after spins that waited in vain
+  let backoff = 0;    // the next such pause: doubles per vain spin, up to 64 calls
   let spinQueued = false;
   let sentAt = 0n;
   let answers = 0;
   function spinSoon() {
+    if (skip > 0) { skip--; return; }
     if (spinBuf && quick && !spinQueued) { spinQueued = true; setImmediateP(spin); }
   }
   // Whether stdin reads are still non-blocking: a subprocess that shares it
@@ -327,7 +332,11 @@
       let n;
       try { n = readSync(0, buf, 0, buf.length); } catch (e) {
         if (e && e.code === 'EAGAIN') {
-          if (hrtime() > until) return;
+          if (hrtime() > until) { // in vain: answers come slowly after all
+            backoff = backoff ? (backoff < 64 ? backoff * 2 : 64) : 1;
+            skip = backoff;
+            return;
+          }
           continue;
         }
         exit(0); // as the stream's 'error'
@@ -338,6 +347,7 @@
       if (hrtime() > until + 1000000n) spinBuf = null;
       onData(bufFrom(subarray(buf, 0, n)));
     }
+    if (answers !== seen) backoff = 0;
   }
 
   function answer(msg) {
