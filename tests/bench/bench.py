@@ -265,6 +265,9 @@ def latency_lines(figs):
                    % (br["bridge_codepod_cpu_us_per_call"], br["bridge_runner_cpu_us_per_call"])
                    if br.get("bridge_runner_cpu_us_per_call") is not None else "")
             L.append("      bridge %.0f calls/s%s;" % (br["bridge_c_library_calls_per_s"], cpu))
+            if "bridge_vs_pingpong_round_median" in br:
+                L.append("      median of each round's own ratio (its two runs back to back): %.2fx"
+                         % br["bridge_vs_pingpong_round_median"])
             L.append("      ping-pong %.0f calls/s (CPU per call: parent %.1f us, child %.1f us)"
                      % (br["pingpong_calls_per_s"], br["pingpong_parent_cpu_us_per_call"],
                         br["pingpong_child_cpu_us_per_call"]))

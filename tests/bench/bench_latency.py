@@ -454,6 +454,12 @@ def section_d(tmp, runs, figs, sections):
         d["bridge_c_library_calls_per_s"] = mkey(br, "calls_per_s")
         d["bridge_c_library_runs"] = [round(x["calls_per_s"]) for x in br]
         d["bridge_c_library_vs_pingpong"] = d["bridge_c_library_calls_per_s"] / d["pingpong_calls_per_s"]
+        # each round's two runs ran back to back, under the same load: the
+        # median of their ratios shakes off more of a shared machine's noise
+        d["bridge_vs_pingpong_by_round"] = [round(b["calls_per_s"] / p["calls_per_s"], 2)
+                                            for b, p in zip(br, pp)]
+        d["bridge_vs_pingpong_round_median"] = med([b["calls_per_s"] / p["calls_per_s"]
+                                                    for b, p in zip(br, pp)])
         d["bridge_codepod_cpu_us_per_call"] = mkey(br, "codepod_cpu_us_per_call")
         d["bridge_runner_cpu_us_per_call"] = mkey(br, "runner_cpu_us_per_call")
     if fl:
