@@ -300,7 +300,11 @@ static int add_call(struct codepod_exec *e, const char *tool)
 	}
 	struct cp_call *c = &e->calls[e->ncalls];
 	memset(c, 0, sizeof *c);
-	c->tool = strndup(tool, MAX_TOOL_NAME);
+	size_t n = strnlen(tool, MAX_TOOL_NAME + 1);
+	if (n > MAX_TOOL_NAME) /* too long for any declared tool: cut, never inside a character */
+		for (n = MAX_TOOL_NAME; n > 0 && ((unsigned char)tool[n] & 0xC0) == 0x80; n--)
+			;
+	c->tool = strndup(tool, n);
 	if (!c->tool)
 		return CP_E_NOMEM;
 	c->t_start_ms = cp_exec_now_ms();

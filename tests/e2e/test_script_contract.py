@@ -427,3 +427,11 @@ def test_tool_names_beyond_ascii_and_odd_inputs_reach_the_tool(session):
     assert res["result"] == [1, 2, 1e20, 0.1, '"', []]
     assert [c["tool"] for c in session.of(eid, "tool_call")] == ["zähler", 'q"t', "echo", "echo"]
     assert seen[2]["big"] == 1e20
+
+
+def test_a_tool_name_too_long_for_any_tool_is_unknown(session):
+    # codepod keeps 128 bytes of a name; cut inside a character it was not
+    # valid UTF-8, and the denial could not be sent (INTERNAL).
+    res = assert_ok(session.run(CATCH.format(call="tools['a' + 'é'.repeat(100)]({})")))
+    assert res["result"]["isError"] is True
+    assert res["result"]["message"].startswith("Unknown tool: a" + "é" * 10)
