@@ -279,6 +279,10 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	int node_ok = node ? node_version_ok(node) : 1;
 	char found[16];
 	snprintf(found, sizeof found, "%s", node_ok == 0 ? node : "");
+	/* The program needed the type stripper: the conversation's next waiting
+	 * runner warms it up (prestart.h). */
+	if (e->prestart_noted)
+		cp_prestart_note_ts(e->cp->prestart, e->conversation, json_is_true(json_object_get(v, "ts")));
 	json_decref(v);
 	if (node_ok == 0) {
 		cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,

@@ -63,6 +63,7 @@ struct ps_conv {
 	unsigned running;
 	uint64_t active_ms;         /* last execution start or end */
 	int want;                   /* start a waiting runner on the next turn */
+	int ts;                     /* the last program needed the type stripper */
 	struct ps_runner *waiting;
 };
 
@@ -252,6 +253,9 @@ static void start_waiting(struct cp_prestart *ps, struct ps_conv *c)
 		free(r);
 		return;
 	}
+	static const char warm[] = "{\"k\":\"warm\",\"ts\":true}\n";
+	if (c->ts && ps->b->ops->write(r->proc, warm, sizeof warm - 1, &err))
+		ps->b->ops->kill(r->proc); /* exited() follows and tells the story */
 	r->conv = c;
 	c->waiting = r;
 	ps->waiting++;
@@ -379,6 +383,13 @@ void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation)
 	if (!c->running || !ps->b->shared_sandbox)
 		c->want = 1;
 	rearm(ps);
+}
+
+void cp_prestart_note_ts(struct cp_prestart *ps, const char *conversation, int ts)
+{
+	struct ps_conv *c = ps && !ps->stopped ? conv_find(ps, conversation) : NULL;
+	if (c)
+		c->ts = ts;
 }
 
 unsigned cp_prestart_waiting(const struct cp_prestart *ps)

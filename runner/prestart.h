@@ -89,6 +89,14 @@ void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
                               unsigned long memory_mb);
 void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation);
 
+/* The runner of @conversation's running execution said whether its program
+ * needed the type stripper (its Y frame): the conversation's next waiting
+ * runner is told, before its hello, to warm the stripper up while it waits
+ * (`{"k":"warm","ts":true}`, runner/PROTOCOL.md), so a TypeScript program
+ * does not pay ~25 ms for it; a plain JavaScript one's runner is not (the
+ * stripper costs ~15 MB). Follows the latest program. NULL @ps is ignored. */
+void cp_prestart_note_ts(struct cp_prestart *ps, const char *conversation, int ts);
+
 /* Runners waiting right now (for metrics and tests). */
 unsigned cp_prestart_waiting(const struct cp_prestart *ps);
 

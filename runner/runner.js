@@ -49,6 +49,7 @@
   let lim = null;
   let done = false; // a final frame (R/Z/T/N) was sent: send nothing more
   let started = false;
+  let stripped = false; // the program needed the type stripper
   let nextCall = 1;
   let pendingCount = 0;
   const pending = Object.create(null); // call id -> resolve(answer)
@@ -416,15 +417,17 @@
       if (plainJs) {
         try { fn = compile(code); } catch (e) { if (/\.[cm]?js$/.test(file)) throw e; }
       }
-      if (fn === undefined) fn = compile(nodeModule.stripTypeScriptTypes(code));
+      if (fn === undefined) { stripped = true; fn = compile(nodeModule.stripTypeScriptTypes(code)); }
       if (typeof fn !== 'function') throw new SyntaxError('Unexpected end of program body');
     } catch (e) {
       err = compileError(e, file);
     }
 
     // codepod checks the version: a sandbox image's Node may be too old.
+    // "ts": the type stripper was needed, so the conversation's next
+    // runner is told to warm it up while it waits (codepod's prestart).
     frame('Y', '{"pid":' + process.pid + ',"start":' + START_TICKS +
-      ',"node":' + JSON.stringify(process.version) + '}');
+      ',"node":' + JSON.stringify(process.version) + (stripped ? ',"ts":true}' : '}'));
     if (err) return finish('T', stringify(err));
 
     let p;
@@ -473,7 +476,13 @@
     if (buf.length === 0) return;
     let msg;
     try { msg = parse(bufToString(buf, 'utf8')); } catch (_) { return; }
-    if (!started) {
+    if (!started && msg && msg.k === 'warm') {
+      // Before the hello, from codepod: the type stripper compiles a
+      // WebAssembly module on first use (~25 ms, ~15 MB): pay it while
+      // waiting, on a fixed string, when the conversation's last program
+      // needed it. No program has run; none sees more than a loaded module.
+      if (msg.ts === true) { try { nodeModule.stripTypeScriptTypes('let a: number;'); } catch (_) {} }
+    } else if (!started) {
       if (!msg || msg.k !== 'hello' || typeof msg.nonce !== 'string') exit(2);
       started = true;
       start(msg);

@@ -91,6 +91,25 @@ def test_a_runner_serves_exactly_one_execution(pool):
     assert used == [False, True, True, True]
 
 
+def test_a_typescript_conversation_gets_its_stripper_warm_and_still_a_fresh_runner(pool):
+    # The probe with a type annotation needs the type stripper; after one, the
+    # conversation's next runner warms it up while it waits: the program still
+    # sees nothing of any other, and plain JavaScript after it runs as well.
+    conv = pool.conv_prefix + "ts"
+    ts_probe = "const typed: number = 1;\n" + PROBE
+    ids, used = set(), []
+    for i, js in enumerate((ts_probe, ts_probe, ts_probe, PROBE)):
+        if i:
+            wait_event(pool, "prestart.started", count=i)
+        eid = pool.execute(js, tools=[], conversation=conv)
+        res = assert_ok(pool.wait_result(eid, timeout=120))["result"]
+        assert res["seen"]["mark"] is None and res["seen"]["env"] is None, (i, res)
+        ids.add(res["id"])
+        used.append(prestarted(pool, eid))
+    assert len(ids) == 4, ids
+    assert used == [False, True, True, True]
+
+
 def test_another_heap_size_gets_a_fresh_start(pool):
     conv = pool.conv_prefix + "heap"
     assert_ok(pool.run("return 1", tools=[], conversation=conv, timeout=120))
