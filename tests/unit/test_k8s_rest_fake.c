@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -179,6 +180,23 @@ static json_t *get_pod(struct k8s_client *c, const char *name, const struct k8s_
 	return r->obj;
 }
 
+/* The pod once the fake has it Running (its last status step): polls with a
+ * deadline that only catches a hang. */
+static json_t *get_running_pod(struct k8s_client *c, const char *name, struct result *r)
+{
+	for (int i = 0; i < 1500; i++) {
+		json_t *got = get_pod(c, name, NULL, r);
+		if (r->code)
+			fail_msg("get %s: %s", name, r->msg);
+		const char *phase = str_at(got, "status", "phase");
+		if (phase && strcmp(phase, "Running") == 0)
+			return got;
+		usleep(20 * 1000);
+	}
+	fail_msg("pod %s never became Running", name);
+	return NULL;
+}
+
 static void create_pod(struct k8s_client *c, const char *name, const char *app)
 {
 	struct result r = {0};
@@ -276,8 +294,10 @@ static void crud_sequence(struct k8s_client *c, const char *name, const char *ap
 	assert_int_equal(list_count(c, NULL, sel), 1);
 	assert_int_equal(list_count(c, NULL, "metadata.name=no-such-pod"), 0);
 	assert_int_equal(list_count(c, "app in (nothing,nobody)", NULL), 0);
-	/* patch with the current resourceVersion, then with a stale one */
-	got = get_pod(c, name, NULL, &r);
+	/* patch with the current resourceVersion, then with a stale one; the
+	 * fake moves a new pod through Pending -> Running, each step a new
+	 * resourceVersion, so the "current" one is read once the pod is Running */
+	got = get_running_pod(c, name, &r);
 	char rv[32];
 	snprintf(rv, sizeof rv, "%s", str_at(got, "metadata", "resourceVersion"));
 	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "patched", "yes");
