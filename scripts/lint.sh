@@ -111,7 +111,7 @@ for d in "${dirs[@]}"; do
 done
 
 shell_files=()
-for f in scripts/*.sh tests/example/*.sh tests/fresh-machine/*.sh .ci/run; do
+for f in scripts/*.sh tests/example/*.sh tests/fresh-machine/*.sh tests/loaded/*.sh .ci/run; do
 	[ -f "$f" ] && shell_files+=("$f")
 done
 if command -v shellcheck >/dev/null; then
