@@ -434,6 +434,12 @@ class Session:
             t.cancel()
         return rc
 
+    def log_events(self, event=None):
+        """codepod's log lines so far (parse_log_lines)."""
+        with self.cond:
+            lines = list(self.stderr_lines)
+        return parse_log_lines(lines, event)
+
     def stray_stderr(self):
         bad = []
         for raw in self.stderr_lines:
@@ -443,6 +449,21 @@ class Session:
             except ValueError:
                 bad.append(raw[:300])
         return bad
+
+
+def parse_log_lines(lines, event=None):
+    """codepod's JSON log lines (raw stderr lines) as dicts, only those of
+    `event` when given; anything else on stderr is skipped (stray_stderr
+    finds it)."""
+    out = []
+    for raw in lines:
+        try:
+            m = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(m, dict) and (event is None or m.get("event") == event):
+            out.append(m)
+    return out
 
 
 def session_class():

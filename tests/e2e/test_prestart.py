@@ -4,7 +4,6 @@ execution (DESIGN 2.11), goes after the conversation's idle time, and a policy
 needing another Node start gets a fresh one. These tests force the pool on
 (--prestart) whatever CODEPOD_PRESTART says; the rest of the suite runs with it
 on by default and off with CODEPOD_PRESTART=0."""
-import json
 import os
 import signal
 import time
@@ -30,24 +29,12 @@ return { seen, id: [fs.readlinkSync('/proc/self/ns/pid'), process.pid, start].jo
 """
 
 
-def log_events(session, event):
-    out = []
-    with session.cond:
-        lines = list(session.stderr_lines)
-    for raw in lines:
-        try:
-            m = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(m, dict) and m.get("event") == event:
-            out.append(m)
-    return out
 
 
 def wait_event(session, event, count=1, timeout=60):
     deadline = time.monotonic() + timeout
     while True:
-        got = log_events(session, event)
+        got = session.log_events(event)
         if len(got) >= count:
             return got
         if time.monotonic() > deadline:
@@ -60,7 +47,7 @@ def prestarted(session, eid, timeout=60):
     may be read a little after the result)."""
     deadline = time.monotonic() + timeout
     while True:
-        done = [m for m in log_events(session, "exec.done") if m.get("id") == eid]
+        done = [m for m in session.log_events("exec.done") if m.get("id") == eid]
         if done:
             return done[0].get("prestarted")
         assert time.monotonic() < deadline, f"no exec.done for {eid}"
@@ -189,6 +176,6 @@ def test_off_means_every_runner_starts_on_demand(tmp_path):
             eid = s.execute("return 1", tools=[], conversation=conv)
             assert_ok(s.wait_result(eid, timeout=120))
             assert prestarted(s, eid) is False
-        assert log_events(s, "prestart.started") == []
+        assert s.log_events("prestart.started") == []
     finally:
         assert s.close() == 0

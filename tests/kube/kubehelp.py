@@ -150,15 +150,7 @@ def log(s, n=60):
 
 
 def log_events(s):
-    out = []
-    with s.cond:
-        lines = list(s.stderr_lines)
-    for raw in lines:
-        try:
-            out.append(json.loads(raw))
-        except ValueError:
-            pass
-    return out
+    return s.log_events()
 
 
 def result_of(s, eid, timeout):

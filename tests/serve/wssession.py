@@ -69,17 +69,9 @@ class Server:
             return b"".join(self.stderr_lines[-30:]).decode(errors="replace")
 
     def logs(self, event=None):
-        out = []
         with self.cond:
             lines = list(self.stderr_lines)
-        for raw in lines:
-            try:
-                m = json.loads(raw)
-            except ValueError:
-                continue
-            if event is None or m.get("event") == event:
-                out.append(m)
-        return out
+        return harness.parse_log_lines(lines, event)
 
     def wait_logs(self, event, done, timeout=30):
         """The log lines of one event once done(lines) holds. stderr is read by
