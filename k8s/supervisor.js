@@ -61,49 +61,87 @@
     }
   }
 
-  // Start time of a process in clock ticks since boot (field 22 of stat).
-  function startOf(pid) {
+  // /proc files, read with one reused buffer: open, read to EOF, close (no
+  // fstat, no new buffer per file as readFileSync takes). The kill scan
+  // below reads two per process, on the path of every execution's outcome.
+  let procBuf = Buffer.allocUnsafe(4096);
+  const PROC_MAX = 4 << 20; // an environment larger than this is read only this far
+  function readProc(path) {
+    let fd;
+    try { fd = fs.openSync(path, 'r'); } catch (e) { return -1; }
+    let n = 0;
     try {
-      const s = fs.readFileSync('/proc/' + pid + '/stat', 'utf8');
-      return +s.slice(s.lastIndexOf(')') + 2).split(' ')[19];
+      for (;;) {
+        if (n === procBuf.length) {
+          if (n >= PROC_MAX) break;
+          const b = Buffer.allocUnsafe(n * 2);
+          procBuf.copy(b, 0, 0, n);
+          procBuf = b;
+        }
+        const r = fs.readSync(fd, procBuf, n, procBuf.length - n, null);
+        if (r === 0) break;
+        n += r;
+      }
     } catch (e) {
-      return 0;
+      n = -1;
+    } finally {
+      fs.closeSync(fd);
     }
+    return n;
+  }
+  // Fields 4 (ppid) and 22 (start time, clock ticks since boot) of
+  // /proc/<pid>/stat, or null when the process is gone.
+  function statOf(pid) {
+    const n = readProc('/proc/' + pid + '/stat');
+    if (n <= 0) return null;
+    const s = procBuf.toString('latin1', procBuf.lastIndexOf(0x29, n - 1) + 2, n); // after "comm) "
+    const f = s.split(' ', 20);
+    return { ppid: +f[1], start: +f[19] };
+  }
+  function startOf(pid) {
+    const st = statOf(pid);
+    return st ? st.start : 0;
+  }
+  // Whether /proc/<pid>/environ holds exactly the entry `mark`.
+  function hasEnv(pid, mark) {
+    const n = readProc('/proc/' + pid + '/environ');
+    for (let i = n > 0 ? procBuf.indexOf(mark, 0, 'latin1') : -1; i >= 0 && i < n;
+      i = procBuf.indexOf(mark, i + 1, 'latin1')) {
+      const e = i + mark.length;
+      if ((i === 0 || procBuf[i - 1] === 0) && e <= n && (e === n || procBuf[e] === 0)) return true;
+    }
+    return false;
   }
 
   // What k8s/kube_backend.c's killer exec does, from inside: the runner's
   // tree, every process carrying the tag, every orphan (child of PID 1)
   // started after the runner; never this supervisor or another runner.
+  // A round finds what forked meanwhile. A process is read once: a later
+  // round reads only PIDs it has not seen (what an earlier round signalled
+  // is dying, and reading the /proc files of a dying process waits for its
+  // memory to be torn down).
   function killAll(root, tag, t0) {
     const mark = 'CODEPOD_TAG=' + tag;
     const others = new Set();
     for (const c of chans.values()) if (c.pid && c.pid !== root) others.add(c.pid);
-    // A round finds what forked meanwhile; what an earlier round signalled
-    // is dying (still listed until reaped) and is not signalled again.
-    const signalled = new Set();
+    const seen = new Set(), kids = new Map(), hit = new Set(), signalled = new Set();
+    if (root > 1) hit.add(root);
     for (let round = 0; round < 3; round++) {
-      const kids = new Map(), hit = new Set();
       let names = [];
       try { names = fs.readdirSync('/proc'); } catch (e) { /* no /proc: the tree only */ }
       for (const d of names) {
-        if (!/^\d+$/.test(d)) continue;
+        const c0 = d.charCodeAt(0);
+        if (c0 < 48 || c0 > 57 || !/^\d+$/.test(d)) continue;
         const p = +d;
-        if (p === process.pid || p === 1 || others.has(p)) continue;
-        try {
-          const s = fs.readFileSync('/proc/' + d + '/stat', 'utf8');
-          const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-          const pp = +f[1];
-          if (!kids.has(pp)) kids.set(pp, []);
-          kids.get(pp).push(p);
-          if (pp === 1 && t0 > 0 && +f[19] > t0) hit.add(p);
-        } catch (e) { continue; }
-        if (tag) {
-          try {
-            if (fs.readFileSync('/proc/' + d + '/environ', 'latin1').split('\0').includes(mark)) hit.add(p);
-          } catch (e) { /* gone, or not ours */ }
-        }
+        if (seen.has(p) || p === process.pid || p === 1 || others.has(p)) continue;
+        seen.add(p);
+        const st = statOf(p);
+        if (!st) continue;
+        if (!kids.has(st.ppid)) kids.set(st.ppid, []);
+        kids.get(st.ppid).push(p);
+        if (st.ppid === 1 && t0 > 0 && st.start > t0) hit.add(p);
+        else if (tag && !hit.has(p) && hasEnv(p, mark)) hit.add(p);
       }
-      if (root > 1) hit.add(root);
       const q = [...hit];
       while (q.length) {
         const p = q.pop();
