@@ -16,6 +16,7 @@
 #define LOCAL_PROTO "k8s-exec"
 #define RX_BUF (64u * 1024u)
 #define MIN_ALLOC 4096u
+#define DIRECT_MAX 16384u /* stdin writes up to this size may go out at once */
 
 /* One outgoing message: LWS_PRE headroom, then [channel][payload]. */
 struct qmsg {
@@ -129,6 +130,26 @@ static int queue_stdin(struct k8s_exec *e, const unsigned char *p, size_t len)
 		len -= n;
 	}
 	return 0;
+}
+
+/* With the stream up, nothing queued and nothing held back by lws, a small
+ * write goes out at once as one message: asking for CLIENT_WRITEABLE costs a
+ * turn of the loop and four epoll_ctl (lws adds POLLOUT to its uv_poll
+ * handle, then drops it) on a socket that is nearly always writable, and
+ * every execution's hello takes this path. What the kernel does not take,
+ * lws keeps and sends when the socket is writable (lws_partial_buffered()
+ * is then true and later writes queue for CLIENT_WRITEABLE as before).
+ * Returns 1 when written; 0 leaves it to the queue, as after a failed
+ * write, which the WRITEABLE path then reports and ends the stream on. */
+static int write_now(struct k8s_exec *e, const void *buf, size_t len)
+{
+	if (!e->wsi || !e->proto || e->ending || e->starting || e->qhead || !len || len > DIRECT_MAX ||
+	    lws_partial_buffered(e->wsi))
+		return 0;
+	unsigned char b[LWS_PRE + 1 + DIRECT_MAX];
+	b[LWS_PRE] = (unsigned char)K8S_EXEC_STDIN;
+	memcpy(b + LWS_PRE + 1, buf, len);
+	return lws_write(e->wsi, b + LWS_PRE, len + 1, LWS_WRITE_BINARY) >= 0;
 }
 
 static void want_write(struct k8s_exec *e)
@@ -645,6 +666,8 @@ int k8s_exec_write(struct k8s_exec *e, const void *buf, size_t len, struct cp_er
 		return cp_err_set(err, CP_E_STATE, "exec: stdin is closed");
 	if (len > o->max_queue - e->queued)
 		return cp_err_set(err, CP_E_TOO_BIG, "exec: stdin queue over %zu bytes", o->max_queue);
+	if (write_now(e, buf, len))
+		return 0;
 	if (queue_stdin(e, buf, len))
 		return cp_err_set(err, CP_E_NOMEM, "exec: out of memory");
 	want_write(e);

@@ -32,8 +32,9 @@
  * to close stdin short of closing the socket, which loses the output
  * (kubernetes#89899): k8s_exec_close_stdin() refuses it, so with v4 pass
  * the input by argv or length-prefix it. Stdin is chunked into messages of
- * at most K8S_EXEC_STDIN_CHUNK bytes and written only from
- * LWS_CALLBACK_CLIENT_WRITEABLE. lws pings an idle stream every ping_secs
+ * at most K8S_EXEC_STDIN_CHUNK bytes and written from
+ * LWS_CALLBACK_CLIENT_WRITEABLE; a small write made while nothing waits
+ * goes out at once, as one message. lws pings an idle stream every ping_secs
  * and hangs up after hangup_secs without a valid answer (lws_retry_bo_t).
  *
  * Backpressure: k8s_exec_write() copies into a per-stream queue and returns
