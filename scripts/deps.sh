@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
       libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libyaml-dev
       libcmocka-dev libssl-dev bubblewrap python3 python3-pytest
-      python3-yaml python3-aiohttp python3-kubernetes python3-websocket libclang-rt-14-dev
+      python3-yaml python3-aiohttp python3-uvloop python3-kubernetes python3-websocket libclang-rt-14-dev
       openssl shellcheck prometheus yamllint python3-jsonschema python3-pip
       libseccomp-dev util-linux)
 
