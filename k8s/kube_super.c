@@ -185,7 +185,12 @@ int ksuper_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
 	s->ud = ud;
 	s->next_chan = 1;
 	ksf_init(&s->parser);
-	const char *argv[] = { "node", "--disable-warning=ExperimentalWarning", "-e", boot, NULL };
+	/* --single-threaded-gc: the supervisor's heap is a few MB, and a minor GC
+	 * that shares its work with V8's helper threads waits for them to be
+	 * woken; on an idle VM that took ms, in the middle of an execution's kill
+	 * (its outcome waits for that). On the main thread it takes well under. */
+	const char *argv[] = { "node", "--disable-warning=ExperimentalWarning", "--single-threaded-gc",
+		               "-e", boot, NULL };
 	int rc = k8s_exec_start(execs, ns, pod, container, argv, &exec_cbs, s, &s->ex, err);
 	free(boot);
 	if (rc) {

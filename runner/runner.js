@@ -36,6 +36,7 @@
   const openSync = fs.openSync;
   const closeSync = fs.closeSync;
   const setPriority = require('node:os').setPriority;
+  const readdirSync = fs.readdirSync;
   const setImmediateP = setImmediate;
   let stdin = null; // process.stdin, built at the end of this file
   const NativePromise = Promise;
@@ -106,6 +107,7 @@
     // now, and the kernel's teardown of ~40 MB: ~3 ms of CPU) runs at the
     // lowest priority, behind the outcome on its way out.
     try { setPriority(19); } catch (_) { /* not allowed: stays as it is */ }
+    try { for (const t of readdirSync('/proc/self/task')) setPriority(+t, 19); } catch (_) { /* as above */ }
     if (stdin && stdin.unref) stdin.unref();
   }
 
