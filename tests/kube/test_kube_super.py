@@ -90,6 +90,30 @@ def test_processes_left_behind_are_killed_by_the_supervisor(fake, codepods):
     assert exec_requests(fake, pod_name(conv)) == before
 
 
+def test_a_process_forking_while_the_execution_ends_leaves_nothing(fake, codepods):
+    """The supervisor kills in rounds (k8s/supervisor.js killAll): what a
+    process forks while a round runs is found by the next one, although a
+    round reads only the processes it has not seen before."""
+    from test_kube_procs import SEEN, check_gone
+    from kubehelp import marker
+    s = codepods("--supervisor")
+    conv = new_conv("forkkill")
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    wait_event(s, "kube.supervisor_ready")
+    mark = marker()
+    # A shell in a session of its own (out of the runner's process group)
+    # starting `sleep MARK` in the background, 1,000 at most: the program
+    # returns once 20 run, while the shell is still forking.
+    js = ("const { spawn } = require('node:child_process');\n"
+          "const c = spawn('sh', ['-c', 'i=0; while [ $i -lt 1000 ]; do sleep " + mark +
+          " & i=$((i+1)); done; wait'], { detached: true, stdio: 'ignore' });\n"
+          "c.unref();\n" + SEEN.format(mark=mark, want=20) + "return 1;")
+    res = assert_ok(result_of(s, s.execute(js, conversation=conv, tools=[]), 120))
+    seen = [int(w) for w in res["logs"].split("seen ")[1:2] for w in [w.split()[0]]]
+    assert seen and seen[0] >= 20, f"the shell never forked: {res['logs']!r}"
+    check_gone(mark, s)
+
+
 def fallback_then_ok(s, conv):
     wait_event(s, "kube.supervisor_fallback")
     res = assert_ok(result_of(s, s.execute("return require('node:os').hostname()",
