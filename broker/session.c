@@ -243,12 +243,14 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 		m = NULL;
 	}
 	int delivered = m && s && s->can_send;
+	/* Before the result goes out (a WebSocket writes it at once): a client
+	 * holding the result finds its audit line and its metrics counted. */
+	if (en->hooks && en->hooks->on_outcome)
+		en->hooks->on_outcome(en->hooks_ud, en->id, en->conversation, outcome);
 	send_to(s, m);
 	if (!s)
 		cp_log(CP_LOG_INFO, "exec.kept", "id", json_string(en->id), NULL);
 	hub_retain(en->hub, en->id, outcome, delivered);
-	if (en->hooks && en->hooks->on_outcome)
-		en->hooks->on_outcome(en->hooks_ud, en->id, en->conversation, outcome);
 	hub_remove(en->hub, en);
 	entry_free(en);
 	if (s) {

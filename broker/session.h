@@ -94,8 +94,9 @@ struct broker_session_hooks {
 	 * most CP_ERR_MSG_MAX bytes): the execute is answered with an `error`
 	 * of that code and nothing runs. May be NULL. */
 	int (*admit)(void *ud, const json_t *execute, const char **code, char *msg);
-	/* Once per execution, right after its `result` was sent (or kept, when
-	 * no session held it): the request's conversation key and the outcome,
+	/* Once per execution, right before its `result` is sent (or kept, when
+	 * no session holds it), so a client that has the result finds what the
+	 * hook recorded: the request's conversation key and the outcome,
 	 * both borrowed for the call. Not called for refused executes. May be
 	 * NULL. */
 	void (*on_outcome)(void *ud, const char *id, const char *conversation,
