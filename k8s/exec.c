@@ -141,15 +141,19 @@ static int queue_stdin(struct k8s_exec *e, const unsigned char *p, size_t len)
  * is then true and later writes queue for CLIENT_WRITEABLE as before).
  * Returns 1 when written; 0 leaves it to the queue, as after a failed
  * write, which the WRITEABLE path then reports and ends the stream on. */
-static int write_now(struct k8s_exec *e, const void *buf, size_t len)
+static int write_now(struct k8s_exec *e, const void *a, size_t alen, const void *b, size_t blen)
 {
+	size_t len = alen + blen;
 	if (!e->wsi || !e->proto || e->ending || e->starting || e->qhead || !len || len > DIRECT_MAX ||
 	    lws_partial_buffered(e->wsi))
 		return 0;
-	unsigned char b[LWS_PRE + 1 + DIRECT_MAX];
-	b[LWS_PRE] = (unsigned char)K8S_EXEC_STDIN;
-	memcpy(b + LWS_PRE + 1, buf, len);
-	return lws_write(e->wsi, b + LWS_PRE, len + 1, LWS_WRITE_BINARY) >= 0;
+	unsigned char m[LWS_PRE + 1 + DIRECT_MAX];
+	m[LWS_PRE] = (unsigned char)K8S_EXEC_STDIN;
+	if (alen)
+		memcpy(m + LWS_PRE + 1, a, alen);
+	if (blen)
+		memcpy(m + LWS_PRE + 1 + alen, b, blen);
+	return lws_write(e->wsi, m + LWS_PRE, len + 1, LWS_WRITE_BINARY) >= 0;
 }
 
 static void want_write(struct k8s_exec *e)
@@ -659,16 +663,17 @@ fail:
 	return rc;
 }
 
-int k8s_exec_write(struct k8s_exec *e, const void *buf, size_t len, struct cp_err *err)
+int k8s_exec_write2(struct k8s_exec *e, const void *a, size_t alen, const void *b, size_t blen,
+                    struct cp_err *err)
 {
 	const struct k8s_exec_opts *o = &e->c->opts;
 	if (e->ending || e->close_pending || e->failed)
 		return cp_err_set(err, CP_E_STATE, "exec: stdin is closed");
-	if (len > o->max_queue - e->queued)
+	if (alen > o->max_queue - e->queued || blen > o->max_queue - e->queued - alen)
 		return cp_err_set(err, CP_E_TOO_BIG, "exec: stdin queue over %zu bytes", o->max_queue);
-	if (write_now(e, buf, len))
+	if (write_now(e, a, alen, b, blen))
 		return 0;
-	if (queue_stdin(e, buf, len))
+	if (queue_stdin(e, a, alen) || queue_stdin(e, b, blen))
 		return cp_err_set(err, CP_E_NOMEM, "exec: out of memory");
 	want_write(e);
 	if (e->queued > o->high_water) {
@@ -676,6 +681,11 @@ int k8s_exec_write(struct k8s_exec *e, const void *buf, size_t len, struct cp_er
 		return 1;
 	}
 	return 0;
+}
+
+int k8s_exec_write(struct k8s_exec *e, const void *buf, size_t len, struct cp_err *err)
+{
+	return k8s_exec_write2(e, buf, len, NULL, 0, err);
 }
 
 int k8s_exec_close_stdin(struct k8s_exec *e, struct cp_err *err)

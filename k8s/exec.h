@@ -173,6 +173,11 @@ int k8s_exec_start(struct k8s_exec_client *c, const char *ns, const char *pod,
  */
 int k8s_exec_write(struct k8s_exec *e, const void *buf, size_t len, struct cp_err *err);
 
+/* k8s_exec_write() of @a then @b as one write (a frame's header and body:
+ * a small pair leaves as one message). @b may be NULL when @blen is 0. */
+int k8s_exec_write2(struct k8s_exec *e, const void *a, size_t alen, const void *b, size_t blen,
+                    struct cp_err *err);
+
 /**
  * k8s_exec_close_stdin() - after the queued bytes, send the v5 CLOSE
  * message [0xFF, 0] so the command reads EOF. Returns 0, CP_E_UNSUPPORTED

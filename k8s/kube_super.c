@@ -223,24 +223,15 @@ const char *ksuper_pod(const struct ksuper *s)
 	return s->pod;
 }
 
-#define SEND_STACK 16374u /* + the header: exec.c's DIRECT_MAX */
-
 static int send_frame(struct ksuper *s, char kind, uint32_t chan, const char *buf, size_t len,
                       struct cp_err *err)
 {
 	if (s->dead || !s->ex)
 		return cp_err_set(err, CP_E_STATE, "the supervisor is gone");
-	/* One write, so a small frame leaves as one message (k8s_exec_write may
-	 * send it at once): an execution's hello and its K each take this path. */
-	unsigned char f[KSF_HDR + SEND_STACK];
-	ksf_header(f, kind, chan, (uint32_t)len);
-	if (len && len <= SEND_STACK) {
-		memcpy(f + KSF_HDR, buf, len);
-		if (k8s_exec_write(s->ex, f, KSF_HDR + len, err) < 0)
-			return err ? err->code : CP_E_IO;
-		return 0;
-	}
-	if (k8s_exec_write(s->ex, f, KSF_HDR, err) < 0 || (len && k8s_exec_write(s->ex, buf, len, err) < 0))
+	unsigned char h[KSF_HDR];
+	ksf_header(h, kind, chan, (uint32_t)len);
+	/* One write: a small frame (an execution's hello, its K) leaves as one message. */
+	if (k8s_exec_write2(s->ex, h, KSF_HDR, buf, len, err) < 0)
 		return err ? err->code : CP_E_IO;
 	return 0;
 }

@@ -130,8 +130,7 @@
       let names = [];
       try { names = fs.readdirSync('/proc'); } catch (e) { /* no /proc: the tree only */ }
       for (const d of names) {
-        const c0 = d.charCodeAt(0);
-        if (c0 < 48 || c0 > 57 || !/^\d+$/.test(d)) continue;
+        if (!/^\d+$/.test(d)) continue;
         const p = +d;
         if (seen.has(p) || p === process.pid || p === 1 || others.has(p)) continue;
         seen.add(p);

@@ -106,8 +106,11 @@
     // What is left of this process (its exit, or the kill that follows
     // now, and the kernel's teardown of ~40 MB: ~3 ms of CPU) runs at the
     // lowest priority, behind the outcome on its way out.
-    try { setPriority(19); } catch (_) { /* not allowed: stays as it is */ }
-    try { for (const t of readdirSync('/proc/self/task')) setPriority(+t, 19); } catch (_) { /* as above */ }
+    // Nice is per thread on Linux: every thread, each on its own (one may
+    // be gone by now); without /proc, this thread (0).
+    let tasks = ['0'];
+    try { tasks = readdirSync('/proc/self/task'); } catch (_) { /* no /proc */ }
+    for (const t of tasks) { try { setPriority(+t, 19); } catch (_) { /* gone, or not allowed */ } }
     if (stdin && stdin.unref) stdin.unref();
   }
 
