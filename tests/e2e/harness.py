@@ -477,18 +477,30 @@ def session_class():
     return Session
 
 
-@pytest.fixture
-def session(tmp_path):
-    """A codepod session with a fresh state dir, closed and checked at teardown."""
-    s = session_class()(tmp_path / "state")
-    yield s
-    rc = s.close()
+def close_and_check(s, timeout=60):
+    """Closes a session (EOF on stdin) and asserts what every session owes at
+    its end: exit status 0 within `timeout`, no stray stdout, every message
+    within broker/schema, nothing on stderr but JSON log lines (a sanitizer
+    report is not JSON and exits 23). A session the test killed on purpose
+    (`s.killed`) is only reaped."""
+    if getattr(s, "killed", False):
+        s.close(timeout)
+        return
+    rc = s.close(timeout)
     err = b"".join(s.stderr_lines[-20:]).decode(errors="replace")
     assert rc == 0, f"codepod exited {rc} after EOF on stdin; stderr tail:\n{err}"
     assert not s.stray, f"stray (non-protocol) lines on codepod's stdout: {s.stray[:5]}"
     assert not s.schema_errors, f"messages that break broker/schema: {s.schema_errors[:3]}"
     assert not s.stray_stderr(), \
         f"non-JSON diagnostics on codepod's stderr: {s.stray_stderr()[:5]}"
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A codepod session with a fresh state dir, closed and checked at teardown."""
+    s = session_class()(tmp_path / "state")
+    yield s
+    close_and_check(s)
 
 
 def assert_failed(res, code):

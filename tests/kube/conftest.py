@@ -13,6 +13,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 import kubehelp  # noqa: E402
+from harness import close_and_check  # noqa: E402
 
 
 def _fakekube_conftest():
@@ -59,5 +60,11 @@ def codepods(fake, tmp_path):
         made.append(s)
         return s
     yield make
+    # Every session is closed and checked, even after one fails its check.
+    failures = []
     for s in made:
-        kubehelp.close_quietly(s)
+        try:
+            close_and_check(s)
+        except AssertionError as e:
+            failures.append(str(e))
+    assert not failures, "\n".join(failures)

