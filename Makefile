@@ -23,12 +23,14 @@ WARN   := -Wall -Wextra -Werror -Wshadow -Wconversion -Wstrict-prototypes \
           -Wwrite-strings -Wundef -Wno-sign-conversion
 CFLAGS ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN_CFLAGS) \
-             -I. -Irunner -Ik8s -Ibroker -I$(BUILD)/gen \
+             -I. -I$(BUILD)/gen \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
 LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 
-LIB_SRC   := $(filter-out runner/main.c,$(wildcard runner/*.c k8s/*.c broker/*.c))
+# The layers, lowest first (docs/architecture.md); cli/ is the program.
+LAYERS    := base runner runner/local k8s/api k8s/backend broker cli
+LIB_SRC   := $(filter-out cli/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/runner_js.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -55,10 +57,10 @@ $(BUILD)/.deps-ok: scripts/deps.sh
 deps:
 	$(Q)bash scripts/deps.sh
 
-$(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js k8s/supervisor.js
+$(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js k8s/backend/supervisor.js
 	$(Q)mkdir -p $(dir $@)
 	@echo "  GEN   $@"
-	$(Q){ echo '/* generated from runner/runner.js, runner/boot.js, k8s/supervisor.js: do not edit */'; \
+	$(Q){ echo '/* generated from runner/runner.js, runner/boot.js, k8s/backend/supervisor.js: do not edit */'; \
 	  echo 'const unsigned char cp_runner_js[] = {'; \
 	  od -An -v -tx1 runner/runner.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
 	  echo '0};'; \
@@ -68,7 +70,7 @@ $(BUILD)/gen/runner_js.c: runner/runner.js runner/boot.js k8s/supervisor.js
 	  echo '0};'; \
 	  echo 'const unsigned long cp_boot_js_len = sizeof cp_boot_js - 1;'; \
 	  echo 'const unsigned char cp_supervisor_js[] = {'; \
-	  od -An -v -tx1 k8s/supervisor.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  od -An -v -tx1 k8s/backend/supervisor.js | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
 	  echo '0};'; \
 	  echo 'const unsigned long cp_supervisor_js_len = sizeof cp_supervisor_js - 1;'; } > $@
 
@@ -87,7 +89,7 @@ $(BUILD)/libcodepod.a: $(LIB_OBJ)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
 
-$(BUILD)/codepod: $(BUILD)/obj/runner/main.o $(BUILD)/libcodepod.a
+$(BUILD)/codepod: $(BUILD)/obj/cli/main.o $(BUILD)/libcodepod.a
 	@echo "  LD    $@"
 	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -187,7 +189,7 @@ asan: export LSAN_OPTIONS = suppressions=$(abspath tests/lsan.supp)
 # FUZZ_TARGETS="payload execcred" runs only those (default: every target).
 FUZZ_RUN = $(if $(FUZZ_TARGETS),$(FUZZ_TARGETS:%=tests/fuzz/fuzz_%.c),$(FUZZ_SRC))
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-              -I. -Irunner -Ik8s -Ibroker $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+              -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 fuzz: all
 	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzzlib CC=clang \
 	  SAN_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" CFLAGS="-O1 -g" build/fuzzlib/libcodepod.a

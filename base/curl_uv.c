@@ -1,5 +1,5 @@
 /* curl_uv.c - libcurl multi-socket on the uv loop (after curl's multi-uv.c). */
-#include "curl_uv.h"
+#include "base/curl_uv.h"
 
 #include <stdint.h>
 #include <stdlib.h>

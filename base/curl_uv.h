@@ -6,7 +6,7 @@
  * curl_multi_socket_action(), and each finished transfer is handed to the
  * completion callback given with its easy handle. Nothing blocks: no
  * curl_easy_perform, no curl_multi_perform loop. Used by the Kubernetes
- * REST client (k8s/http.c) and the broker webhook (broker/webhook.c); what
+ * REST client (k8s/api/http.c) and the broker webhook (broker/webhook.c); what
  * a transfer is (URL, headers, TLS, body limits, retries) stays theirs.
  *
  * curl_global_init() is made once, by the first cp_curl_new().
@@ -36,7 +36,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct cp_curl;
 

@@ -1,4 +1,4 @@
-#include "idset.h"
+#include "base/idset.h"
 
 #include <stdint.h>
 #include <stdlib.h>

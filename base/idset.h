@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct cp_idset;
 

@@ -1,4 +1,4 @@
-#include "jsondepth.h"
+#include "base/jsondepth.h"
 
 #include <limits.h>
 

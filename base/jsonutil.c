@@ -1,4 +1,4 @@
-#include "jsonutil.h"
+#include "base/jsonutil.h"
 
 #include <string.h>
 

@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Parses any JSON value (NUL inside strings allowed). Integers beyond 64
  * bits, which JavaScript writes freely, are read as reals rather than

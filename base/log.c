@@ -1,4 +1,4 @@
-#include "log.h"
+#include "base/log.h"
 
 #include <jansson.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* lws_uv.c - an lws context on the foreign libuv loop, and its destroy. */
-#include "lws_uv.h"
+#include "base/lws_uv.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * lws_uv.h - one libwebsockets context joined to the project's libuv loop
  * as a *foreign* loop, and its destruction, with the work-arounds that
  * libwebsockets 4.1.6 needs there. Used by the exec WebSocket client
- * (k8s/exec.c, through k8s/lws_loop.c which adds the API server's URL and
+ * (k8s/api/pod_exec.c, through k8s/api/lws_loop.c which adds the API server's URL and
  * TLS) and by the HTTP/WebSocket server (broker/http_server*.c).
  *
  * libwebsockets 4.1 (Debian: libwebsockets17 + libwebsockets-evlib-uv) is
@@ -51,7 +51,7 @@
 #include <libwebsockets.h>
 #include <uv.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct cp_lws;
 

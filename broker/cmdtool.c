@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmdtool.h"
-#include "logwin.h"
-#include "tool_answer.h"
+#include "broker/cmdtool.h"
+#include "runner/logwin.h"
+#include "broker/tool_answer.h"
 
 #define MAX_ARGS 32
 

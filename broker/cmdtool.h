@@ -20,7 +20,7 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "codepod.h"
+#include "runner/codepod.h"
 
 struct broker_cmdtools;
 

@@ -7,8 +7,8 @@
  * cap applies to each), and every schema visited is charged to a node budget,
  * so a hostile schema costs at most the budget, never its expansion.
  */
-#include "decl.h"
-#include "decl_alias.h"
+#include "broker/decl.h"
+#include "broker/decl_alias.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -69,7 +69,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define BROKER_DECL_MAX_DEPTH 32
 #define BROKER_DECL_MAX_NODES 200000L

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decl_alias.h"
+#include "broker/decl_alias.h"
 
 static int is_ident_char(unsigned char ch)
 {

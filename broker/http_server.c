@@ -10,9 +10,9 @@
 
 #include <openssl/crypto.h>
 
-#include "http_server_int.h"
-#include "log.h"
-#include "webhook_sign.h"
+#include "broker/http_server_int.h"
+#include "base/log.h"
+#include "broker/webhook_sign.h"
 
 #define FINISH_GRACE_MS 3000
 
@@ -20,8 +20,8 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
                          void *in, size_t len);
 
 static const struct lws_protocols protocols[] = {
-	{ "http", http_callback, sizeof(struct http_pss), 0, 0, NULL, 0 },
-	{ HTTP_SUBPROTOCOL, http_ws_callback, sizeof(void *), 64 * 1024, 0, NULL, 0 },
+	{ "http", http_callback, sizeof(struct broker_http_pss), 0, 0, NULL, 0 },
+	{ BROKER_HTTP_SUBPROTOCOL, broker_http_ws_callback, sizeof(void *), 64 * 1024, 0, NULL, 0 },
 	{ NULL, NULL, 0, 0, 0, NULL, 0 },
 };
 
@@ -66,7 +66,7 @@ static void list_push(struct sess_base **head, struct sess_base *b)
 	*head = b;
 }
 
-void http_sess_link(struct broker_http *srv, struct sess_base *b, int kind)
+void broker_http_sess_link(struct broker_http *srv, struct sess_base *b, int kind)
 {
 	b->srv = srv;
 	b->kind = kind;
@@ -74,21 +74,21 @@ void http_sess_link(struct broker_http *srv, struct sess_base *b, int kind)
 	srv->nsessions++;
 }
 
-void http_sess_retire(struct sess_base *b)
+void broker_http_sess_retire(struct sess_base *b)
 {
 	struct broker_http *srv = b->srv;
 	list_remove(&srv->sessions, b);
 	srv->nsessions--;
 	list_push(&srv->reap, b);
-	http_reap_schedule(srv);
+	broker_http_reap_schedule(srv);
 }
 
 static void free_sess(struct sess_base *b)
 {
-	if (b->kind == SESS_WS)
-		http_ws_free(b);
+	if (b->kind == BROKER_SESS_WS)
+		broker_http_ws_free(b);
 	else
-		http_exec_free(b);
+		broker_http_exec_free(b);
 }
 
 static void on_reaper(uv_timer_t *t)
@@ -107,10 +107,10 @@ static void on_reaper(uv_timer_t *t)
 		free_sess(b);
 	}
 	if (srv->draining)
-		http_check_drained(srv);
+		broker_http_check_drained(srv);
 }
 
-void http_reap_schedule(struct broker_http *srv)
+void broker_http_reap_schedule(struct broker_http *srv)
 {
 	if (srv->timers_open && !uv_is_active((uv_handle_t *)&srv->reaper))
 		uv_timer_start(&srv->reaper, on_reaper, 0, 0);
@@ -125,14 +125,14 @@ static int hook_admit(void *ud, const json_t *execute, const char **code, char *
 	if (srv->draining) {
 		*code = "SHUTTING_DOWN";
 		snprintf(msg, CP_ERR_MSG_MAX, "the server is shutting down; retry on another replica");
-		http_metrics_count(srv->metrics, "shutting_down");
+		broker_http_metrics_count(srv->metrics, "shutting_down");
 		return -1;
 	}
 	if (codepod_running(srv->cfg.cp) >= srv->cfg.max_executions) {
 		*code = "TOO_MANY_EXECUTIONS";
 		snprintf(msg, CP_ERR_MSG_MAX, "%u executions are running, the most this server takes; "
 		         "retry later", srv->cfg.max_executions);
-		http_metrics_count(srv->metrics, "too_many_executions");
+		broker_http_metrics_count(srv->metrics, "too_many_executions");
 		return -1;
 	}
 	return 0;
@@ -142,26 +142,26 @@ static void hook_outcome(void *ud, const char *id, const char *conversation,
                          const json_t *outcome)
 {
 	struct broker_http *srv = ud;
-	http_metrics_outcome(srv->metrics, outcome);
-	http_audit(srv, id, conversation, outcome);
+	broker_http_metrics_outcome(srv->metrics, outcome);
+	broker_http_audit(srv, id, conversation, outcome);
 	if (srv->draining)
-		http_reap_schedule(srv); /* counts settle after this callback */
+		broker_http_reap_schedule(srv); /* counts settle after this callback */
 }
 
-const struct broker_session_hooks http_session_hooks = { hook_admit, hook_outcome };
+const struct broker_session_hooks broker_http_session_hooks = { hook_admit, hook_outcome };
 
 /* ---- responses ---- */
 
-static void pss_reset(struct http_pss *pss)
+static void pss_reset(struct broker_http_pss *pss)
 {
 	free(pss->resp);
 	free(pss->body);
 	if (pss->req)
-		http_exec_detach(pss->req);
+		broker_http_exec_detach(pss->req);
 	memset(pss, 0, sizeof *pss);
 }
 
-void http_respond_take(struct lws *wsi, struct http_pss *pss, unsigned status,
+void broker_http_respond_take(struct lws *wsi, struct broker_http_pss *pss, unsigned status,
                        const char *ctype, unsigned char *body, size_t len)
 {
 	free(pss->resp);
@@ -187,13 +187,13 @@ static unsigned char *dump_pre(const json_t *v, size_t *len)
 	return b;
 }
 
-void http_respond_json(struct lws *wsi, struct http_pss *pss, unsigned status, const json_t *body)
+void broker_http_respond_json(struct lws *wsi, struct broker_http_pss *pss, unsigned status, const json_t *body)
 {
 	size_t len = 0;
 	unsigned char *b = dump_pre(body, &len);
 	if (!b)
 		status = 500;
-	http_respond_take(wsi, pss, status, "application/json", b, len);
+	broker_http_respond_take(wsi, pss, status, "application/json", b, len);
 }
 
 static json_t *error_body(const char *code, const char *msg)
@@ -201,16 +201,16 @@ static json_t *error_body(const char *code, const char *msg)
 	return json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
 }
 
-void http_respond_error(struct lws *wsi, struct http_pss *pss, unsigned status,
+void broker_http_respond_error(struct lws *wsi, struct broker_http_pss *pss, unsigned status,
                         const char *code, const char *msg)
 {
 	json_t *e = error_body(code, msg);
-	http_respond_json(wsi, pss, status, e);
+	broker_http_respond_json(wsi, pss, status, e);
 	json_decref(e);
 }
 
 /* Headers, then the body in chunks, each from its own WRITEABLE. */
-static int on_http_writeable(struct lws *wsi, struct http_pss *pss)
+static int on_http_writeable(struct lws *wsi, struct broker_http_pss *pss)
 {
 	if (!pss->responding)
 		return 0;
@@ -275,7 +275,7 @@ static int authorized(struct broker_http *srv, struct lws *wsi)
 {
 	char h[1024];
 	int n = lws_hdr_copy(wsi, h, sizeof h, WSI_TOKEN_HTTP_AUTHORIZATION);
-	return http_auth_check(srv->auth, n > 0 ? h : NULL);
+	return broker_http_auth_check(srv->auth, n > 0 ? h : NULL);
 }
 
 static const char unauthorized_msg[] = "missing or wrong bearer token";
@@ -286,22 +286,22 @@ static int on_confirm_upgrade(struct broker_http *srv, struct lws *wsi)
 	if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) <= 0 || strcmp(uri, "/v1/session"))
 		return reject_now(wsi, 404, "NOT_FOUND", "no WebSocket endpoint here; use /v1/session");
 	if (!authorized(srv, wsi)) {
-		http_metrics_count(srv->metrics, "unauthorized");
+		broker_http_metrics_count(srv->metrics, "unauthorized");
 		return reject_now(wsi, 401, "UNAUTHORIZED", unauthorized_msg);
 	}
 	if (srv->draining) {
-		http_metrics_count(srv->metrics, "shutting_down");
+		broker_http_metrics_count(srv->metrics, "shutting_down");
 		return reject_now(wsi, 503, "SHUTTING_DOWN", "the server is shutting down");
 	}
 	if (srv->nsessions >= srv->cfg.max_sessions) {
-		http_metrics_count(srv->metrics, "too_many_sessions");
+		broker_http_metrics_count(srv->metrics, "too_many_sessions");
 		return reject_now(wsi, 429, "TOO_MANY_SESSIONS",
 		                  "the server has as many sessions as it takes; retry later");
 	}
 	int n = lws_hdr_copy(wsi, proto, sizeof proto, WSI_TOKEN_PROTOCOL);
-	if (n <= 0 || !strstr(proto, HTTP_SUBPROTOCOL))
+	if (n <= 0 || !strstr(proto, BROKER_HTTP_SUBPROTOCOL))
 		return reject_now(wsi, 400, "INVALID_REQUEST",
-		                  "the WebSocket subprotocol must be " HTTP_SUBPROTOCOL);
+		                  "the WebSocket subprotocol must be " BROKER_HTTP_SUBPROTOCOL);
 	return 0;
 }
 
@@ -313,25 +313,25 @@ static unsigned long long content_length(struct lws *wsi)
 	return strtoull(v, NULL, 10);
 }
 
-static void serve_probe(struct broker_http *srv, struct lws *wsi, struct http_pss *pss,
+static void serve_probe(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
                         const char *uri)
 {
 	if (strcmp(uri, "/metrics") == 0) {
 		size_t len = 0;
-		char *text = http_metrics_render(srv->metrics, codepod_backend(srv->cfg.cp),
+		char *text = broker_http_metrics_render(srv->metrics, codepod_backend(srv->cfg.cp),
 		                                 codepod_running(srv->cfg.cp),
 		                                 srv->nsessions, srv->hub, &len);
 		unsigned char *b = text ? malloc(LWS_PRE + len) : NULL;
 		if (b)
 			memcpy(b + LWS_PRE, text, len);
 		free(text);
-		http_respond_take(wsi, pss, b ? 200 : 500, "text/plain; version=0.0.4; charset=utf-8",
+		broker_http_respond_take(wsi, pss, b ? 200 : 500, "text/plain; version=0.0.4; charset=utf-8",
 		                  b, len);
 		return;
 	}
 	int ready = strcmp(uri, "/healthz") == 0 || !srv->draining;
 	json_t *body = json_pack("{s:s}", "status", ready ? "ok" : "draining");
-	http_respond_json(wsi, pss, ready ? 200 : 503, body);
+	broker_http_respond_json(wsi, pss, ready ? 200 : 503, body);
 	json_decref(body);
 }
 
@@ -339,28 +339,28 @@ static void serve_probe(struct broker_http *srv, struct lws *wsi, struct http_ps
 
 /* GET /v1/executions/{id}: 200 with the kept outcome, 202 while it runs,
  * 404 when this replica does not know it (never ran here, or expired). */
-static void serve_execution(struct broker_http *srv, struct lws *wsi, struct http_pss *pss,
+static void serve_execution(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
                             const char *id)
 {
 	const json_t *outcome = NULL;
 	switch (*id ? broker_hub_lookup(srv->hub, id, &outcome) : BROKER_HUB_UNKNOWN) {
 	case BROKER_HUB_FINISHED:
-		http_respond_json(wsi, pss, 200, outcome);
+		broker_http_respond_json(wsi, pss, 200, outcome);
 		return;
 	case BROKER_HUB_RUNNING: {
 		json_t *b = json_pack("{s:s,s:s}", "executionId", id, "status", "running");
-		http_respond_json(wsi, pss, 202, b);
+		broker_http_respond_json(wsi, pss, 202, b);
 		json_decref(b);
 		return;
 	}
 	default:
-		http_respond_error(wsi, pss, 404, "UNKNOWN_EXECUTION",
+		broker_http_respond_error(wsi, pss, 404, "UNKNOWN_EXECUTION",
 		                   "no running or kept execution with this id here: unknown, "
 		                   "expired, or run by another replica");
 	}
 }
 
-static int on_http(struct broker_http *srv, struct lws *wsi, struct http_pss *pss,
+static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
                    const char *uri)
 {
 	pss_reset(pss);
@@ -372,34 +372,34 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct http_pss *ps
 	}
 	pss->close_after = post; /* an unread body cannot be skipped on a kept-alive connection */
 	if (!authorized(srv, wsi)) {
-		http_metrics_count(srv->metrics, "unauthorized");
-		http_respond_error(wsi, pss, 401, "UNAUTHORIZED", unauthorized_msg);
+		broker_http_metrics_count(srv->metrics, "unauthorized");
+		broker_http_respond_error(wsi, pss, 401, "UNAUTHORIZED", unauthorized_msg);
 	} else if (get && !strncmp(uri, EXECUTIONS_PREFIX, sizeof EXECUTIONS_PREFIX - 1)) {
 		serve_execution(srv, wsi, pss, uri + sizeof EXECUTIONS_PREFIX - 1);
 	} else if (srv->draining) {
-		http_respond_error(wsi, pss, 503, "SHUTTING_DOWN", "the server is shutting down");
+		broker_http_respond_error(wsi, pss, 503, "SHUTTING_DOWN", "the server is shutting down");
 	} else if (!strcmp(uri, "/v1/session")) {
-		http_respond_error(wsi, pss, 426, "INVALID_REQUEST",
+		broker_http_respond_error(wsi, pss, 426, "INVALID_REQUEST",
 		                   "GET /v1/session needs a WebSocket upgrade (subprotocol "
-		                   HTTP_SUBPROTOCOL ")");
+		                   BROKER_HTTP_SUBPROTOCOL ")");
 	} else if ((!strcmp(uri, "/v1/executions") || !strcmp(uri, "/v1/declarations")) && post) {
 		if (content_length(wsi) > srv->cfg.max_body) {
-			http_metrics_count(srv->metrics, "body_too_large");
-			http_respond_error(wsi, pss, 413, "INVALID_REQUEST", "request body over the limit");
+			broker_http_metrics_count(srv->metrics, "body_too_large");
+			broker_http_respond_error(wsi, pss, 413, "INVALID_REQUEST", "request body over the limit");
 			return 0;
 		}
-		pss->post = !strcmp(uri, "/v1/executions") ? HTTP_POST_EXECUTION : HTTP_POST_DECLARATIONS;
+		pss->post = !strcmp(uri, "/v1/executions") ? BROKER_HTTP_POST_EXECUTION : BROKER_HTTP_POST_DECLARATIONS;
 		pss->close_after = 0;
 		lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)srv->cfg.header_timeout_s);
 	} else if (!strcmp(uri, "/v1/executions") || !strcmp(uri, "/v1/declarations")) {
-		http_respond_error(wsi, pss, 405, "INVALID_REQUEST", "use POST");
+		broker_http_respond_error(wsi, pss, 405, "INVALID_REQUEST", "use POST");
 	} else {
-		http_respond_error(wsi, pss, 404, "NOT_FOUND", "no such endpoint");
+		broker_http_respond_error(wsi, pss, 404, "NOT_FOUND", "no such endpoint");
 	}
 	return 0;
 }
 
-static int on_body(struct broker_http *srv, struct lws *wsi, struct http_pss *pss,
+static int on_body(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
                    const void *in, size_t len)
 {
 	if (!pss->post || pss->body_over)
@@ -409,8 +409,8 @@ static int on_body(struct broker_http *srv, struct lws *wsi, struct http_pss *ps
 		free(pss->body);
 		pss->body = NULL;
 		pss->close_after = 1;
-		http_metrics_count(srv->metrics, "body_too_large");
-		http_respond_error(wsi, pss, 413, "INVALID_REQUEST", "request body over the limit");
+		broker_http_metrics_count(srv->metrics, "body_too_large");
+		broker_http_respond_error(wsi, pss, 413, "INVALID_REQUEST", "request body over the limit");
 		return 0;
 	}
 	if (pss->body_len + len + 1 > pss->body_cap) {
@@ -431,7 +431,7 @@ static int on_body(struct broker_http *srv, struct lws *wsi, struct http_pss *ps
 static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                          void *in, size_t len)
 {
-	struct http_pss *pss = user;
+	struct broker_http_pss *pss = user;
 	struct lws_context *ctx = lws_get_context(wsi);
 	struct broker_http *srv = ctx ? lws_context_user(ctx) : NULL;
 	switch (reason) {
@@ -446,10 +446,10 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		if (pss->post && !pss->body_over) {
 			int kind = pss->post;
 			pss->post = 0;
-			if (kind == HTTP_POST_DECLARATIONS)
-				http_decl_respond(wsi, pss);
+			if (kind == BROKER_HTTP_POST_DECLARATIONS)
+				broker_http_decl_respond(wsi, pss);
 			else
-				http_exec_start(srv, wsi, pss);
+				broker_http_exec_start(srv, wsi, pss);
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP_WRITEABLE:
@@ -572,8 +572,8 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 		broker_http_free(srv);
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "serve needs --listen HOST:PORT");
 	}
-	srv->auth = http_auth_new(srv->token_file, err);
-	srv->metrics = http_metrics_new();
+	srv->auth = broker_http_auth_new(srv->token_file, err);
+	srv->metrics = broker_http_metrics_new();
 	if (!srv->auth || !srv->metrics) {
 		rc = srv->auth ? cp_err_set(err, CP_E_NOMEM, "out of memory") : err ? err->code : CP_E_IO;
 		goto fail;
@@ -655,7 +655,7 @@ static void destroy_lws(struct broker_http *srv)
 }
 
 /* Every execution has ended: deliver what is queued, then close. */
-void http_check_drained(struct broker_http *srv)
+void broker_http_check_drained(struct broker_http *srv)
 {
 	if (!srv->draining || srv->finishing || codepod_running(srv->cfg.cp) > 0)
 		return;
@@ -664,8 +664,8 @@ void http_check_drained(struct broker_http *srv)
 	uv_timer_stop(&srv->drain);
 	cp_log(CP_LOG_INFO, "serve.drained", "clean", json_boolean(!srv->stopped_rest), NULL);
 	for (struct sess_base *b = srv->sessions; b; b = b->next)
-		if (b->kind == SESS_WS)
-			http_ws_finish(b);
+		if (b->kind == BROKER_SESS_WS)
+			broker_http_ws_finish(b);
 	if (srv->nsessions == 0)
 		destroy_lws(srv);
 }
@@ -693,11 +693,11 @@ static void on_sweep(uv_timer_t *t)
 	broker_hub_sweep(srv->hub);
 	for (struct sess_base *b = srv->sessions, *next = NULL; b; b = next) {
 		next = b->next;
-		if (b->kind == SESS_WS)
-			http_ws_sweep(b, now);
+		if (b->kind == BROKER_SESS_WS)
+			broker_http_ws_sweep(b, now);
 	}
 	if (srv->draining)
-		http_check_drained(srv);
+		broker_http_check_drained(srv);
 	if (srv->finishing && (srv->nsessions == 0 || now - srv->finish_started_ms > FINISH_GRACE_MS))
 		destroy_lws(srv);
 }
@@ -715,7 +715,7 @@ void broker_http_shutdown(struct broker_http *srv, unsigned drain_ms,
 	cp_log(CP_LOG_INFO, "serve.draining", "running", json_integer(codepod_running(srv->cfg.cp)),
 	       "drainMs", json_integer(drain_ms), NULL);
 	uv_timer_start(&srv->drain, on_drain_deadline, drain_ms, 0);
-	http_check_drained(srv);
+	broker_http_check_drained(srv);
 }
 
 int broker_http_clean_drain(const struct broker_http *srv)
@@ -737,8 +737,8 @@ void broker_http_free(struct broker_http *srv)
 	if (srv->webhook_key)
 		OPENSSL_cleanse(srv->webhook_key, srv->webhook_key_len);
 	free(srv->webhook_key);
-	http_auth_free(srv->auth);
-	http_metrics_free(srv->metrics);
+	broker_http_auth_free(srv->auth);
+	broker_http_metrics_free(srv->metrics);
 	if (srv->audit)
 		fclose(srv->audit);
 	for (size_t i = 0; srv->listen && srv->listen[i]; i++)

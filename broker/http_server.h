@@ -39,9 +39,9 @@
 
 #include <uv.h>
 
-#include "codepod.h"
-#include "hub.h"
-#include "idset.h"
+#include "runner/codepod.h"
+#include "broker/hub.h"
+#include "base/idset.h"
 
 struct broker_http;
 

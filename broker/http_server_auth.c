@@ -17,12 +17,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "http_server_int.h"
-#include "log.h"
+#include "broker/http_server_int.h"
+#include "base/log.h"
 
 #define MAX_TOKEN_FILE 4096
 
-struct http_auth {
+struct broker_http_auth {
 	char *path;
 	unsigned char digest[32];
 	int have;                 /* a non-empty token is loaded */
@@ -38,7 +38,7 @@ static void sha256(const void *p, size_t len, unsigned char out[32])
 		memset(out, 0, 32);
 }
 
-void http_sha256_hex(const char *s, size_t len, char hex[65])
+void broker_http_sha256_hex(const char *s, size_t len, char hex[65])
 {
 	unsigned char d[32];
 	sha256(s, len, d);
@@ -47,7 +47,7 @@ void http_sha256_hex(const char *s, size_t len, char hex[65])
 }
 
 /* Reads the file; the token is its content without surrounding white space. */
-static int load(struct http_auth *a, const struct stat *st, struct cp_err *err)
+static int load(struct broker_http_auth *a, const struct stat *st, struct cp_err *err)
 {
 	char buf[MAX_TOKEN_FILE + 1];
 	int fd = open(a->path, O_RDONLY | O_CLOEXEC);
@@ -74,10 +74,10 @@ static int load(struct http_auth *a, const struct stat *st, struct cp_err *err)
 	return 0;
 }
 
-struct http_auth *http_auth_new(const char *path, struct cp_err *err)
+struct broker_http_auth *broker_http_auth_new(const char *path, struct cp_err *err)
 {
 	struct stat st;
-	struct http_auth *a = calloc(1, sizeof *a);
+	struct broker_http_auth *a = calloc(1, sizeof *a);
 	if (!a || !(a->path = strdup(path))) {
 		free(a);
 		cp_err_set(err, CP_E_NOMEM, "out of memory");
@@ -85,17 +85,17 @@ struct http_auth *http_auth_new(const char *path, struct cp_err *err)
 	}
 	if (stat(path, &st) != 0) {
 		cp_err_errno(err, CP_E_IO, errno, "token file %s", path);
-		http_auth_free(a);
+		broker_http_auth_free(a);
 		return NULL;
 	}
 	if (load(a, &st, err)) {
-		http_auth_free(a);
+		broker_http_auth_free(a);
 		return NULL;
 	}
 	return a;
 }
 
-void http_auth_free(struct http_auth *a)
+void broker_http_auth_free(struct broker_http_auth *a)
 {
 	if (!a)
 		return;
@@ -106,7 +106,7 @@ void http_auth_free(struct http_auth *a)
 
 /* Re-reads the file when its inode, size or mtime changed (an atomic
  * rename of a new file, as Kubernetes secret volumes do, or a rewrite). */
-static void refresh(struct http_auth *a)
+static void refresh(struct broker_http_auth *a)
 {
 	struct stat st;
 	struct cp_err err;
@@ -127,7 +127,7 @@ static void refresh(struct http_auth *a)
 		cp_log(CP_LOG_INFO, "auth.token_reloaded", NULL);
 }
 
-int http_auth_check(struct http_auth *a, const char *header)
+int broker_http_auth_check(struct broker_http_auth *a, const char *header)
 {
 	unsigned char d[32];
 	refresh(a);

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decl.h"
-#include "http_server_int.h"
-#include "jsonutil.h"
+#include "broker/decl.h"
+#include "broker/http_server_int.h"
+#include "base/jsonutil.h"
 
-void http_decl_respond(struct lws *wsi, struct http_pss *pss)
+void broker_http_decl_respond(struct lws *wsi, struct broker_http_pss *pss)
 {
 	struct cp_err err;
 	json_t *in = cp_json_load(pss->body ? pss->body : "", pss->body_len, &err);
@@ -18,23 +18,23 @@ void http_decl_respond(struct lws *wsi, struct http_pss *pss)
 	pss->body = NULL;
 	pss->body_len = pss->body_cap = 0;
 	if (!in) {
-		http_respond_error(wsi, pss, 400, "INVALID_REQUEST", err.msg);
+		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", err.msg);
 		return;
 	}
 	char *text = NULL;
 	int rc = broker_decl_render(in, &text, &err);
 	json_decref(in);
 	if (rc) {
-		http_respond_error(wsi, pss, rc == CP_E_NOMEM ? 500 : 400,
+		broker_http_respond_error(wsi, pss, rc == CP_E_NOMEM ? 500 : 400,
 		                   rc == CP_E_NOMEM ? "INTERNAL" : "INVALID_REQUEST", err.msg);
 		return;
 	}
 	json_t *out = json_pack("{s:s}", "declarations", text);
 	free(text);
 	if (!out) {
-		http_respond_error(wsi, pss, 500, "INTERNAL", "out of memory");
+		broker_http_respond_error(wsi, pss, 500, "INTERNAL", "out of memory");
 		return;
 	}
-	http_respond_json(wsi, pss, 200, out);
+	broker_http_respond_json(wsi, pss, 200, out);
 	json_decref(out);
 }

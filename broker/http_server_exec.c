@@ -20,11 +20,11 @@
 #include <strings.h>
 #include <time.h>
 
-#include "http_server_int.h"
-#include "jsonutil.h"
-#include "log.h"
-#include "tool_answer.h"
-#include "webhook_sign.h"
+#include "broker/http_server_int.h"
+#include "base/jsonutil.h"
+#include "base/log.h"
+#include "broker/tool_answer.h"
+#include "broker/webhook_sign.h"
 
 #define MAX_BROKER_ANSWER ((size_t)16 << 20)
 /* Beyond any deadline a policy can ask for (the built-in ceiling is 15 min). */
@@ -40,7 +40,7 @@ struct pending {
 struct exec_req {
 	struct sess_base base; /* first: the hooks' ud */
 	struct lws *wsi;       /* NULL once detached */
-	struct http_pss *pss;
+	struct broker_http_pss *pss;
 	char *url;
 	char *conversation;
 	json_t *headers;
@@ -70,14 +70,14 @@ static void answer(struct exec_req *r, unsigned status, const json_t *body)
 		return;
 	r->answered = 1;
 	if (r->wsi) {
-		http_respond_json(r->wsi, r->pss, status, body);
+		broker_http_respond_json(r->wsi, r->pss, status, body);
 		r->pss->req = NULL; /* the response now belongs to the connection */
 		r->wsi = NULL;
 		r->pss = NULL;
 	}
 	r->base.gone = 1;
 	r->base.close_pending = 1;
-	http_reap_schedule(r->base.srv);
+	broker_http_reap_schedule(r->base.srv);
 }
 
 static void feed(struct exec_req *r, json_t *msg /* steals */)
@@ -265,12 +265,12 @@ static void io_drained(void *ud)
 	struct exec_req *r = ud;
 	r->base.drained = 1;
 	if (r->base.gone)
-		http_sess_retire(&r->base);
+		broker_http_sess_retire(&r->base);
 }
 
 static const struct broker_session_io exec_io = { io_send, io_drained };
 
-void http_exec_free(struct sess_base *b)
+void broker_http_exec_free(struct sess_base *b)
 {
 	struct exec_req *r = (struct exec_req *)b;
 	while (r->calls) {
@@ -290,7 +290,7 @@ void http_exec_free(struct sess_base *b)
 /* The caller's connection dropped. Its tool calls go to the broker URL, not
  * to the connection, so the execution runs on to its end; the outcome is
  * kept (hub.h) for GET /v1/executions/{id}. */
-void http_exec_detach(struct exec_req *r)
+void broker_http_exec_detach(struct exec_req *r)
 {
 	r->wsi = NULL;
 	r->pss = NULL;
@@ -329,26 +329,26 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 	return r->url && r->conversation && r->headers ? 0 : -1;
 }
 
-void http_exec_start(struct broker_http *srv, struct lws *wsi, struct http_pss *pss)
+void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss)
 {
 	const char *why = NULL;
 	json_t *req = cp_json_load(pss->body ? pss->body : "", pss->body_len, NULL);
 	free(pss->body);
 	pss->body = NULL;
 	if (!req) {
-		http_respond_error(wsi, pss, 400, "INVALID_REQUEST", "the body is not valid JSON");
+		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", "the body is not valid JSON");
 		return;
 	}
 	if (srv->nsessions >= srv->cfg.max_sessions) {
 		json_decref(req);
-		http_metrics_count(srv->metrics, "too_many_sessions");
-		http_respond_error(wsi, pss, 429, "TOO_MANY_SESSIONS", "the server is full; retry later");
+		broker_http_metrics_count(srv->metrics, "too_many_sessions");
+		broker_http_respond_error(wsi, pss, 429, "TOO_MANY_SESSIONS", "the server is full; retry later");
 		return;
 	}
 	struct exec_req *r = calloc(1, sizeof *r);
 	if (!r) {
 		json_decref(req);
-		http_respond_error(wsi, pss, 500, "INTERNAL", "out of memory");
+		broker_http_respond_error(wsi, pss, 500, "INTERNAL", "out of memory");
 		return;
 	}
 	r->base.srv = srv;
@@ -356,13 +356,13 @@ void http_exec_start(struct broker_http *srv, struct lws *wsi, struct http_pss *
 	    !(r->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, srv->hub, &exec_io,
 	                                           r))) {
 		json_decref(req);
-		http_exec_free(&r->base);
-		http_respond_error(wsi, pss, 400, "INVALID_REQUEST", why ? why : "out of memory");
+		broker_http_exec_free(&r->base);
+		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", why ? why : "out of memory");
 		return;
 	}
-	broker_session_set_hooks(r->base.session, &http_session_hooks, srv);
+	broker_session_set_hooks(r->base.session, &broker_http_session_hooks, srv);
 	broker_session_set_webhook(r->base.session);
-	http_sess_link(srv, &r->base, SESS_EXEC);
+	broker_http_sess_link(srv, &r->base, BROKER_SESS_EXEC);
 	r->wsi = wsi;
 	r->pss = pss;
 	pss->req = r;

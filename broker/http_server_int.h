@@ -16,27 +16,27 @@
 
 #include <libwebsockets.h>
 
-#include "http_server.h"
-#include "lws_uv.h"
-#include "session.h"
-#include "webhook.h"
+#include "broker/http_server.h"
+#include "base/lws_uv.h"
+#include "broker/session.h"
+#include "broker/webhook.h"
 
-#define HTTP_SUBPROTOCOL "codepod.v1"
+#define BROKER_HTTP_SUBPROTOCOL "codepod.v1"
 
-struct http_auth;
-struct http_metrics;
+struct broker_http_auth;
+struct broker_http_metrics;
 
 /* First member of every session holder: what the session hooks get. */
 struct sess_base {
 	struct broker_http *srv;
 	struct broker_session *session;
 	struct sess_base *next, *prev; /* srv->sessions (open) or srv->reap */
-	int kind;                      /* SESS_WS or SESS_EXEC */
+	int kind;                      /* BROKER_SESS_WS or BROKER_SESS_EXEC */
 	int drained;                   /* io.drained came */
 	int gone;                      /* the transport is closed */
 	int close_pending;             /* the reaper closes the session */
 };
-enum { SESS_WS = 1, SESS_EXEC = 2 };
+enum { BROKER_SESS_WS = 1, BROKER_SESS_EXEC = 2 };
 
 struct broker_http {
 	struct broker_http_config cfg; /* strings below are our copies */
@@ -44,8 +44,8 @@ struct broker_http {
 	char *token_file, *audit_file;
 	uv_loop_t *loop;
 	struct cp_lws *lws;
-	struct http_auth *auth;
-	struct http_metrics *metrics;
+	struct broker_http_auth *auth;
+	struct broker_http_metrics *metrics;
 	struct broker_webhook *webhook;
 	struct broker_hub *hub;     /* every execution of every session, kept outcomes */
 	unsigned char *webhook_key; /* --webhook-secret-file, or NULL: requests unsigned */
@@ -64,11 +64,11 @@ struct broker_http {
 	void *stopped_ud;
 };
 
-/* What a POST body being read is for (http_pss.post). */
-enum { HTTP_POST_NONE, HTTP_POST_EXECUTION, HTTP_POST_DECLARATIONS };
+/* What a POST body being read is for (broker_http_pss.post). */
+enum { BROKER_HTTP_POST_NONE, BROKER_HTTP_POST_EXECUTION, BROKER_HTTP_POST_DECLARATIONS };
 
 /* Per-connection data of the HTTP protocol (protocols[0]). */
-struct http_pss {
+struct broker_http_pss {
 	unsigned char *resp;         /* LWS_PRE + body, or NULL */
 	size_t resp_len, resp_off;
 	unsigned status;
@@ -81,55 +81,55 @@ struct http_pss {
 };
 
 /* http_server_decl.c: answers POST /v1/declarations from pss->body */
-void http_decl_respond(struct lws *wsi, struct http_pss *pss);
+void broker_http_decl_respond(struct lws *wsi, struct broker_http_pss *pss);
 
 /* http_server.c */
-void http_reap_schedule(struct broker_http *srv);
-void http_sess_link(struct broker_http *srv, struct sess_base *b, int kind);
+void broker_http_reap_schedule(struct broker_http *srv);
+void broker_http_sess_link(struct broker_http *srv, struct sess_base *b, int kind);
 /* The session's transport is gone and its session drained: to the reaper. */
-void http_sess_retire(struct sess_base *b);
+void broker_http_sess_retire(struct sess_base *b);
 /* Queue a response on an HTTP wsi (body taken: malloc'd with LWS_PRE
  * headroom, or NULL). */
-void http_respond_take(struct lws *wsi, struct http_pss *pss, unsigned status,
+void broker_http_respond_take(struct lws *wsi, struct broker_http_pss *pss, unsigned status,
                        const char *ctype, unsigned char *body, size_t len);
-void http_respond_json(struct lws *wsi, struct http_pss *pss, unsigned status,
+void broker_http_respond_json(struct lws *wsi, struct broker_http_pss *pss, unsigned status,
                        const json_t *body);
-void http_respond_error(struct lws *wsi, struct http_pss *pss, unsigned status,
+void broker_http_respond_error(struct lws *wsi, struct broker_http_pss *pss, unsigned status,
                         const char *code, const char *msg);
-extern const struct broker_session_hooks http_session_hooks;
-void http_check_drained(struct broker_http *srv);
+extern const struct broker_session_hooks broker_http_session_hooks;
+void broker_http_check_drained(struct broker_http *srv);
 
 /* http_server_ws.c */
-int http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+int broker_http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                      void *in, size_t len);
-void http_ws_free(struct sess_base *b);
-void http_ws_sweep(struct sess_base *b, uint64_t now_ms);
-void http_ws_finish(struct sess_base *b);
+void broker_http_ws_free(struct sess_base *b);
+void broker_http_ws_sweep(struct sess_base *b, uint64_t now_ms);
+void broker_http_ws_finish(struct sess_base *b);
 
 /* http_server_exec.c */
-void http_exec_start(struct broker_http *srv, struct lws *wsi, struct http_pss *pss);
-void http_exec_detach(struct exec_req *r); /* its HTTP connection closed */
-void http_exec_free(struct sess_base *b);
+void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss);
+void broker_http_exec_detach(struct exec_req *r); /* its HTTP connection closed */
+void broker_http_exec_free(struct sess_base *b);
 
 /* http_server_auth.c */
-struct http_auth *http_auth_new(const char *path, struct cp_err *err);
-void http_auth_free(struct http_auth *a);
+struct broker_http_auth *broker_http_auth_new(const char *path, struct cp_err *err);
+void broker_http_auth_free(struct broker_http_auth *a);
 /* 1 when @header ("Bearer TOKEN", may be NULL) holds the current token. */
-int http_auth_check(struct http_auth *a, const char *header);
+int broker_http_auth_check(struct broker_http_auth *a, const char *header);
 /* Hex SHA-256 of @s into @hex (65 bytes). */
-void http_sha256_hex(const char *s, size_t len, char hex[65]);
+void broker_http_sha256_hex(const char *s, size_t len, char hex[65]);
 
 /* http_server_metrics.c */
-struct http_metrics *http_metrics_new(void);
-void http_metrics_free(struct http_metrics *m);
-void http_metrics_outcome(struct http_metrics *m, const json_t *outcome);
-void http_metrics_count(struct http_metrics *m, const char *what); /* rejections */
+struct broker_http_metrics *broker_http_metrics_new(void);
+void broker_http_metrics_free(struct broker_http_metrics *m);
+void broker_http_metrics_outcome(struct broker_http_metrics *m, const json_t *outcome);
+void broker_http_metrics_count(struct broker_http_metrics *m, const char *what); /* rejections */
 /* The Prometheus text (new string, free()). */
-char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backend,
+char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cp_backend *backend,
                           unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
                           size_t *len);
 /* One audit line for a finished execution. */
-void http_audit(struct broker_http *srv, const char *id, const char *conversation,
+void broker_http_audit(struct broker_http *srv, const char *id, const char *conversation,
                 const json_t *outcome);
 
 #endif

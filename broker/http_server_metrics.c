@@ -8,9 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "http_server_int.h"
-#include "kube_backend.h"
-#include "log.h"
+#include "broker/http_server_int.h"
+#include "base/log.h"
 
 #define MAX_SERIES 64
 #define NBUCKETS 13
@@ -28,7 +27,7 @@ struct histo {
 	double sum;
 };
 
-struct http_metrics {
+struct broker_http_metrics {
 	struct series execs[MAX_SERIES]; /* status, code */
 	size_t nexecs;
 	struct series calls[MAX_SERIES]; /* status */
@@ -38,12 +37,12 @@ struct http_metrics {
 	struct histo startup, run;
 };
 
-struct http_metrics *http_metrics_new(void)
+struct broker_http_metrics *broker_http_metrics_new(void)
 {
-	return calloc(1, sizeof(struct http_metrics));
+	return calloc(1, sizeof(struct broker_http_metrics));
 }
 
-void http_metrics_free(struct http_metrics *m)
+void broker_http_metrics_free(struct broker_http_metrics *m)
 {
 	free(m);
 }
@@ -90,7 +89,7 @@ static void observe(struct histo *h, double v)
 	h->sum += v;
 }
 
-void http_metrics_outcome(struct http_metrics *m, const json_t *outcome)
+void broker_http_metrics_outcome(struct broker_http_metrics *m, const json_t *outcome)
 {
 	const char *status = json_string_value(json_object_get(outcome, "status"));
 	const char *code = json_string_value(json_object_get(json_object_get(outcome, "error"), "code"));
@@ -107,7 +106,7 @@ void http_metrics_outcome(struct http_metrics *m, const json_t *outcome)
 		bump(m->calls, &m->ncalls, json_string_value(json_object_get(c, "status")), NULL);
 }
 
-void http_metrics_count(struct http_metrics *m, const char *what)
+void broker_http_metrics_count(struct broker_http_metrics *m, const char *what)
 {
 	bump(m->rejected, &m->nrejected, what, NULL);
 }
@@ -154,31 +153,19 @@ static void put_histo(struct out *o, const char *name, const char *help, const s
 	    h->sum, name, h->count);
 }
 
-/* The Kubernetes backend's pods, by how codepod came to use them. */
-static void put_pods(struct out *o, const struct cp_backend *b)
+/* The backend's own counters (cp_backend_ops.stats), grouped by name. */
+static void put_backend(struct out *o, const struct cp_backend *b)
 {
-	if (!b || strcmp(b->name, "kubernetes") != 0)
-		return;
-	struct k8s_backend_stats st;
-	k8s_backend_get_stats(b, &st);
-	put(o, "# HELP codepod_pods_total Sandbox pods, by how they were acquired or ended.\n"
-	       "# TYPE codepod_pods_total counter\n"
-	       "codepod_pods_total{how=\"found\"} %lu\n"
-	       "codepod_pods_total{how=\"claimed\"} %lu\n"
-	       "codepod_pods_total{how=\"created\"} %lu\n"
-	       "codepod_pods_total{how=\"warm_created\"} %lu\n"
-	       "codepod_pods_total{how=\"replaced\"} %lu\n"
-	       "codepod_pods_total{how=\"reaped\"} %lu\n",
-	    st.found, st.claimed, st.created, st.warm_created, st.replaced, st.reaped);
-	put(o, "# HELP codepod_supervisors_total Pod supervisors started, and those that failed "
-	       "(their pod falls back to one exec per script).\n"
-	       "# TYPE codepod_supervisors_total counter\n"
-	       "codepod_supervisors_total{outcome=\"started\"} %lu\n"
-	       "codepod_supervisors_total{outcome=\"fallback\"} %lu\n",
-	    st.supervisors_started, st.supervisor_fallbacks);
+	struct cp_backend_stat st[32];
+	size_t n = b && b->ops->stats ? b->ops->stats(b, st, sizeof st / sizeof st[0]) : 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || strcmp(st[i].name, st[i - 1].name) != 0)
+			put(o, "# HELP %s %s\n# TYPE %s counter\n", st[i].name, st[i].help, st[i].name);
+		put(o, "%s{%s} %lu\n", st[i].name, st[i].label, st[i].value);
+	}
 }
 
-char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backend,
+char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cp_backend *backend,
                           unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
                           size_t *len)
 {
@@ -217,7 +204,7 @@ char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backe
 	        "# HELP codepod_outcomes_kept_bytes Their JSON, in bytes (at most 64 MiB).\n"
 	        "# TYPE codepod_outcomes_kept_bytes gauge\ncodepod_outcomes_kept_bytes %zu\n",
 	    broker_hub_detached(hub), kept, kept_bytes);
-	put_pods(&o, backend);
+	put_backend(&o, backend);
 	if (o.failed) {
 		free(o.buf);
 		return NULL;
@@ -229,11 +216,11 @@ char *http_metrics_render(struct http_metrics *m, const struct cp_backend *backe
 /* The audit line: who ran what (by digest), where (conversation hash, never
  * the key), which tools with which fate, and how it ended. No program text,
  * no tool data. */
-void http_audit(struct broker_http *srv, const char *id, const char *conversation,
+void broker_http_audit(struct broker_http *srv, const char *id, const char *conversation,
                 const json_t *outcome)
 {
 	char conv[65];
-	http_sha256_hex(conversation, strlen(conversation), conv);
+	broker_http_sha256_hex(conversation, strlen(conversation), conv);
 	const json_t *usage = json_object_get(outcome, "usage");
 	const char *code = json_string_value(json_object_get(json_object_get(outcome, "error"), "code"));
 	json_t *tools = json_array();

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_server_int.h"
-#include "log.h"
+#include "broker/http_server_int.h"
+#include "base/log.h"
 
 struct out_msg {
 	struct out_msg *next;
@@ -115,7 +115,7 @@ static void io_drained(void *ud)
 	struct ws_conn *c = ud;
 	c->base.drained = 1;
 	if (c->base.gone)
-		http_sess_retire(&c->base);
+		broker_http_sess_retire(&c->base);
 }
 
 static const struct broker_session_io ws_io = { io_send, io_drained };
@@ -131,7 +131,7 @@ static void free_queue(struct ws_conn *c)
 	c->queued = 0;
 }
 
-void http_ws_free(struct sess_base *b)
+void broker_http_ws_free(struct sess_base *b)
 {
 	struct ws_conn *c = (struct ws_conn *)b;
 	free_queue(c);
@@ -150,9 +150,9 @@ static int on_established(struct broker_http *srv, struct lws *wsi, struct ws_co
 		free(c);
 		return -1;
 	}
-	broker_session_set_hooks(c->base.session, &http_session_hooks, srv);
+	broker_session_set_hooks(c->base.session, &broker_http_session_hooks, srv);
 	c->wsi = wsi;
-	http_sess_link(srv, &c->base, SESS_WS);
+	broker_http_sess_link(srv, &c->base, BROKER_SESS_WS);
 	touch(c);
 	*slot = c;
 	cp_log(CP_LOG_DEBUG, "ws.open", "sessions", json_integer(srv->nsessions), NULL);
@@ -256,7 +256,7 @@ static int on_writeable(struct ws_conn *c, struct lws *wsi)
 	return 0;
 }
 
-int http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+int broker_http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                      void *in, size_t len)
 {
 	struct ws_conn **slot = user;
@@ -283,7 +283,7 @@ int http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
 /* Called once a second: a session with nothing running and no traffic for
  * idle_timeout_s is closed. */
-void http_ws_sweep(struct sess_base *b, uint64_t now_ms)
+void broker_http_ws_sweep(struct sess_base *b, uint64_t now_ms)
 {
 	struct ws_conn *c = (struct ws_conn *)b;
 	if (!c->wsi || broker_session_running(b->session) > 0)
@@ -292,7 +292,7 @@ void http_ws_sweep(struct sess_base *b, uint64_t now_ms)
 		kill_conn(c, "idle");
 }
 
-void http_ws_finish(struct sess_base *b)
+void broker_http_ws_finish(struct sess_base *b)
 {
 	struct ws_conn *c = (struct ws_conn *)b;
 	if (!c->wsi)

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "session_int.h"
+#include "base/log.h"
+#include "broker/session_int.h"
 
 struct kept {
 	struct kept *next;
@@ -61,24 +61,24 @@ void broker_hub_free(struct broker_hub *h)
 	free(h);
 }
 
-uint64_t hub_now_ms(const struct broker_hub *h)
+uint64_t broker_hub_now_ms(const struct broker_hub *h)
 {
 	return h->cfg.loop ? uv_now(h->cfg.loop) : 0;
 }
 
-unsigned hub_grace_s(const struct broker_hub *h)
+unsigned broker_hub_grace_s(const struct broker_hub *h)
 {
 	return h->cfg.grace_s;
 }
 
-void hub_add(struct broker_hub *h, struct entry *en)
+void broker_hub_add(struct broker_hub *h, struct entry *en)
 {
 	en->hub = h;
 	en->next = h->entries;
 	h->entries = en;
 }
 
-void hub_remove(struct broker_hub *h, struct entry *en)
+void broker_hub_remove(struct broker_hub *h, struct entry *en)
 {
 	for (struct entry **pp = &h->entries; *pp; pp = &(*pp)->next) {
 		if (*pp == en) {
@@ -89,12 +89,12 @@ void hub_remove(struct broker_hub *h, struct entry *en)
 	en->next = NULL;
 }
 
-struct entry *hub_entries(struct broker_hub *h)
+struct entry *broker_hub_entries(struct broker_hub *h)
 {
 	return h->entries;
 }
 
-struct entry *hub_find(struct broker_hub *h, const char *id)
+struct entry *broker_hub_find(struct broker_hub *h, const char *id)
 {
 	for (struct entry *en = h->entries; en; en = en->next)
 		if (strcmp(en->id, id) == 0)
@@ -144,7 +144,7 @@ static void evict_for(struct broker_hub *h, size_t bytes)
 	}
 }
 
-void hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int delivered)
+void broker_hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int delivered)
 {
 	if (!h->cfg.retention_s || !h->cfg.max_outcomes)
 		return;
@@ -162,7 +162,7 @@ void hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int
 	}
 	k->outcome = json_incref((json_t *)outcome);
 	k->bytes = bytes;
-	k->t_ms = hub_now_ms(h);
+	k->t_ms = broker_hub_now_ms(h);
 	k->delivered = delivered;
 	if (h->tail)
 		h->tail->next = k;
@@ -173,7 +173,7 @@ void hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int
 	h->kept_bytes += bytes;
 }
 
-const json_t *hub_take_outcome(struct broker_hub *h, const char *id)
+const json_t *broker_hub_take_outcome(struct broker_hub *h, const char *id)
 {
 	struct kept *prev;
 	struct kept *k = find_kept(h, id, &prev);
@@ -185,7 +185,7 @@ const json_t *hub_take_outcome(struct broker_hub *h, const char *id)
 
 void broker_hub_sweep(struct broker_hub *h)
 {
-	uint64_t now = hub_now_ms(h);
+	uint64_t now = broker_hub_now_ms(h);
 	uint64_t grace = (uint64_t)h->cfg.grace_s * 1000;
 	for (struct entry *en = h->entries; en; en = en->next) {
 		if (en->s || en->abandoned || now - en->detached_ms < grace)
@@ -209,7 +209,7 @@ enum broker_hub_state broker_hub_lookup(struct broker_hub *h, const char *id,
                                         const json_t **outcome)
 {
 	struct kept *prev;
-	if (hub_find(h, id))
+	if (broker_hub_find(h, id))
 		return BROKER_HUB_RUNNING;
 	struct kept *k = find_kept(h, id, &prev);
 	if (!k)

@@ -1,4 +1,4 @@
-#include "lines.h"
+#include "broker/lines.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logstream.h"
-#include "utf8.h"
+#include "broker/logstream.h"
+#include "base/utf8.h"
 
 struct segment {
 	size_t off, len;

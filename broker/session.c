@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decl.h"
-#include "jsonutil.h"
-#include "log.h"
-#include "session_int.h"
+#include "broker/decl.h"
+#include "base/jsonutil.h"
+#include "base/log.h"
+#include "broker/session_int.h"
 
 /* Live output ("stream": true): at most one flush per LOG_FLUSH_MS per
  * execution, each at most LOG_MAX_BYTES in LOG_MAX_SEGMENTS messages. */
@@ -250,8 +250,8 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	send_to(s, m);
 	if (!s)
 		cp_log(CP_LOG_INFO, "exec.kept", "id", json_string(en->id), NULL);
-	hub_retain(en->hub, en->id, outcome, delivered);
-	hub_remove(en->hub, en);
+	broker_hub_retain(en->hub, en->id, outcome, delivered);
+	broker_hub_remove(en->hub, en);
 	entry_free(en);
 	if (s) {
 		s->running--;
@@ -327,7 +327,7 @@ static void do_execute(struct broker_session *s, const json_t *msg, const char *
 		return;
 	}
 	cp_idset_add(s->ids, id, NULL);
-	hub_add(s->hub, en);
+	broker_hub_add(s->hub, en);
 	en->s = s;
 	s->running++;
 	/* Nothing else about it can have been sent: every engine callback
@@ -371,7 +371,7 @@ static void do_answer(struct broker_session *s, const json_t *msg, const char *t
 void broker_session_unreachable(struct broker_session *s, const char *id, const char *call,
                                 const char *reason, long http_status)
 {
-	struct entry *en = hub_find(s->hub, id);
+	struct entry *en = broker_hub_find(s->hub, id);
 	struct cp_err err;
 	if (en && en->s == s &&
 	    codepod_tool_unreachable(en->exec, call, reason, http_status, &err) == 0)
@@ -382,7 +382,7 @@ void broker_session_unreachable(struct broker_session *s, const char *id, const 
 static void do_about(struct broker_session *s, const json_t *msg, const char *type,
                      const char *id)
 {
-	struct entry *en = id ? hub_find(s->hub, id) : NULL;
+	struct entry *en = id ? broker_hub_find(s->hub, id) : NULL;
 	if (!id)
 		send_error(s, NULL, type, text_field(msg, "call"), INVALID, "%s: missing field: id", type);
 	else if (!en || en->s != s)
@@ -425,7 +425,7 @@ static void do_attach(struct broker_session *s, const char *id)
 		send_error(s, NULL, type, NULL, INVALID, "attach: missing field: id");
 		return;
 	}
-	struct entry *en = hub_find(s->hub, id);
+	struct entry *en = broker_hub_find(s->hub, id);
 	if (en && (en->webhook || s->webhook)) {
 		send_error(s, id, type, NULL, INVALID,
 		           "execution %.64s is brokered by a webhook; GET /v1/executions/%.64s "
@@ -436,7 +436,7 @@ static void do_attach(struct broker_session *s, const char *id)
 		take_over(s, en);
 		return;
 	}
-	const json_t *outcome = hub_take_outcome(s->hub, id);
+	const json_t *outcome = broker_hub_take_outcome(s->hub, id);
 	if (!outcome && s->own_hub) {
 		send_error(s, id, type, NULL, "UNKNOWN_EXECUTION",
 		           "no running execution %.64s in this session; attach takes over executions "
@@ -548,9 +548,9 @@ void broker_session_close(struct broker_session *s, int can_send)
 		return;
 	s->closed = 1;
 	s->can_send = can_send;
-	int detach = !can_send && hub_grace_s(s->hub) > 0 && !s->webhook;
-	uint64_t now = hub_now_ms(s->hub);
-	for (struct entry *en = hub_entries(s->hub); en; en = en->next) {
+	int detach = !can_send && broker_hub_grace_s(s->hub) > 0 && !s->webhook;
+	uint64_t now = broker_hub_now_ms(s->hub);
+	for (struct entry *en = broker_hub_entries(s->hub); en; en = en->next) {
 		if (en->s != s)
 			continue;
 		if (detach) {
@@ -558,7 +558,7 @@ void broker_session_close(struct broker_session *s, int can_send)
 			en->detached_ms = now;
 			s->running--;
 			cp_log(CP_LOG_INFO, "exec.detached", "id", json_string(en->id), "graceS",
-			       json_integer(hub_grace_s(s->hub)), NULL);
+			       json_integer(broker_hub_grace_s(s->hub)), NULL);
 		} else {
 			codepod_abandon(en->exec);
 		}

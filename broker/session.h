@@ -27,9 +27,9 @@
 
 #include <jansson.h>
 
-#include "codepod.h"
-#include "hub.h"
-#include "idset.h"
+#include "runner/codepod.h"
+#include "broker/hub.h"
+#include "base/idset.h"
 
 struct broker_session;
 

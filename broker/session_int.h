@@ -10,9 +10,9 @@
 #ifndef BROKER_SESSION_INT_H
 #define BROKER_SESSION_INT_H
 
-#include "hub.h"
-#include "logstream.h"
-#include "session.h"
+#include "broker/hub.h"
+#include "broker/logstream.h"
+#include "broker/session.h"
 
 /* A tool_call sent and not yet answered or cancelled: sent again on attach. */
 struct pending_call {
@@ -52,15 +52,15 @@ struct broker_session {
 };
 
 /* hub.c */
-void hub_add(struct broker_hub *h, struct entry *en);
-void hub_remove(struct broker_hub *h, struct entry *en);
-struct entry *hub_find(struct broker_hub *h, const char *id);
-struct entry *hub_entries(struct broker_hub *h);
-unsigned hub_grace_s(const struct broker_hub *h);
-uint64_t hub_now_ms(const struct broker_hub *h);
+void broker_hub_add(struct broker_hub *h, struct entry *en);
+void broker_hub_remove(struct broker_hub *h, struct entry *en);
+struct entry *broker_hub_find(struct broker_hub *h, const char *id);
+struct entry *broker_hub_entries(struct broker_hub *h);
+unsigned broker_hub_grace_s(const struct broker_hub *h);
+uint64_t broker_hub_now_ms(const struct broker_hub *h);
 /* Keep @outcome (borrowed) for the retention period; @delivered: a session got it. */
-void hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int delivered);
+void broker_hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int delivered);
 /* The kept outcome of @id (borrowed), marked delivered; NULL if none. */
-const json_t *hub_take_outcome(struct broker_hub *h, const char *id);
+const json_t *broker_hub_take_outcome(struct broker_hub *h, const char *id);
 
 #endif

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lines.h"
-#include "session.h"
-#include "stdio_serve.h"
+#include "broker/lines.h"
+#include "broker/session.h"
+#include "broker/stdio_serve.h"
 
 struct broker_stdio {
 	uv_loop_t *loop;

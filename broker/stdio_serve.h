@@ -12,8 +12,8 @@
 
 #include <uv.h>
 
-#include "codepod.h"
-#include "idset.h"
+#include "runner/codepod.h"
+#include "base/idset.h"
 
 struct broker_stdio;
 

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jsonutil.h"
-#include "tool_answer.h"
+#include "base/jsonutil.h"
+#include "broker/tool_answer.h"
 
 int broker_webhook_answer(long status, const char *body, size_t len, json_t **output,
                           char *msg, size_t cap, const char **reason)

@@ -1,14 +1,14 @@
 /*
  * webhook.c - broker POSTs through libcurl on the libuv loop
- * (runner/curl_uv.c).
+ * (base/curl_uv.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <curl/curl.h>
 
-#include "curl_uv.h"
-#include "webhook.h"
+#include "base/curl_uv.h"
+#include "broker/webhook.h"
 
 struct broker_webhook_call {
 	struct broker_webhook_call *next, *prev;
@@ -61,7 +61,7 @@ static void finish(struct broker_webhook_call *c, long status, const struct cp_e
 	call_free(c);
 }
 
-/* The transfer ended (runner/curl_uv.c took it out of the multi). */
+/* The transfer ended (base/curl_uv.c took it out of the multi). */
 static void on_transfer_done(void *ud, CURLcode res)
 {
 	struct broker_webhook_call *c = ud;

@@ -1,6 +1,6 @@
 /*
  * webhook.h - POST a JSON body to a URL and get the answer, with libcurl's
- * multi-socket interface on the project's libuv loop (runner/curl_uv.h).
+ * multi-socket interface on the project's libuv loop (base/curl_uv.h).
  * Used by POST /v1/executions to hand tool calls to the backend's broker
  * URL. Nothing blocks.
  *
@@ -29,7 +29,7 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct broker_webhook;
 struct broker_webhook_call;

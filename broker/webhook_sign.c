@@ -11,7 +11,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
-#include "webhook_sign.h"
+#include "broker/webhook_sign.h"
 
 int broker_webhook_sign(const unsigned char *key, size_t keylen, const char *timestamp,
                         const char *body, size_t len, char out[BROKER_SIG_LEN])

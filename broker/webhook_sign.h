@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* "v1=" + 64 hex + NUL */
 #define BROKER_SIG_LEN 68

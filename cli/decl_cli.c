@@ -2,7 +2,7 @@
  * decl_cli.c - `codepod declarations TOOLS.json`: the declarations of a tools
  * file on stdout (the file format of broker/cmdtool.h, or a bare array).
  */
-#include "decl.h"
+#include "broker/decl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

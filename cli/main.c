@@ -10,16 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmdtool.h"
-#include "codepod.h"
-#include "decl.h"
-#include "idset.h"
-#include "kube_backend.h"
-#include "local.h"
-#include "log.h"
-#include "serve_cmd.h"
-#include "prestart.h"
-#include "stdio_serve.h"
+#include "broker/cmdtool.h"
+#include "runner/codepod.h"
+#include "broker/decl.h"
+#include "base/idset.h"
+#include "k8s/backend/kube_backend.h"
+#include "runner/local/local_backend.h"
+#include "base/log.h"
+#include "cli/serve_cmd.h"
+#include "runner/prestart.h"
+#include "broker/stdio_serve.h"
 
 /* long options without a short letter */
 enum { OPT_PRESTART = 1000, OPT_PRESTART_IDLE, OPT_NO_SUPERVISOR, OPT_SUPERVISOR, OPT_SANDBOX_UIDS };
@@ -29,7 +29,7 @@ enum { OPT_PRESTART = 1000, OPT_PRESTART_IDLE, OPT_NO_SUPERVISOR, OPT_SUPERVISOR
 
 struct opts {
 	const char *backend;
-	struct k8s_backend_options kube;
+	struct kube_backend_options kube;
 	const char *state_dir;
 	const char *node;
 	const char *sandbox_user;
@@ -39,7 +39,7 @@ struct opts {
 	int no_isolation;
 	int stdio;
 	unsigned max_executions; /* serve --stdio */
-	int listen; /* serve --listen: broker/serve_cmd.c parses its own options */
+	int listen; /* serve --listen: cli/serve_cmd.c parses its own options */
 	const char *tools;
 	const char *conversation;
 	const char *policy;
@@ -229,7 +229,7 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 	struct cp_err err;
 	if (o->backend && strcmp(o->backend, "kubernetes") == 0) {
 		struct cp_backend *kb = NULL;
-		if (k8s_backend_from_options(loop, &o->kube, &kb, &err)) {
+		if (kube_backend_from_options(loop, &o->kube, &kb, &err)) {
 			fprintf(stderr, "codepod: kubernetes backend: %s\n", err.msg);
 			return NULL;
 		}
@@ -240,12 +240,12 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 		return NULL;
 	}
 	char node[PATH_MAX];
-	if (cp_node_find(o->node, node, sizeof node, &err)) {
+	if (local_node_find(o->node, node, sizeof node, &err)) {
 		fprintf(stderr, "codepod: %s\n", err.msg);
 		return NULL;
 	}
 	int isolate = !o->no_isolation;
-	if (isolate && !cp_bwrap_usable(&err)) {
+	if (isolate && !local_bwrap_usable(&err)) {
 		fprintf(stderr, "codepod: %s.\nThe local backend isolates every program with "
 		        "bubblewrap. Install it (apt-get install bubblewrap) or, to run programs "
 		        "without isolation on this machine, start codepod with --no-isolation.\n",
@@ -264,10 +264,10 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 		hide[nhide++] = o->token_file;
 	if (o->audit_file)
 		hide[nhide++] = o->audit_file;
-	struct cp_local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
+	struct local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
 	                               hide };
 	struct cp_backend *b = NULL;
-	if (cp_local_new(&cfg, &b, &err)) {
+	if (local_new(&cfg, &b, &err)) {
 		if (isolate && err.code == CP_E_UNSUPPORTED)
 			fprintf(stderr, "codepod: %s.\nThe local backend runs every program without "
 			        "privileges (no capabilities, no_new_privs, a seccomp filter%s) and "

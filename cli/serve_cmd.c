@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_server.h"
-#include "log.h"
-#include "serve_cmd.h"
+#include "broker/http_server.h"
+#include "base/log.h"
+#include "cli/serve_cmd.h"
 
 #define RECENT_IDS 100000
 #define MAX_LISTEN 16

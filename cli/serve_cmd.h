@@ -14,7 +14,7 @@
 
 #include <uv.h>
 
-#include "codepod.h"
+#include "runner/codepod.h"
 
 /* @quiet is called once the server has stopped (drained or not): release
  * whatever else keeps the loop alive (the backend), so the loop can end. */

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec_int.h"
-#include "jsondepth.h"
-#include "jsonutil.h"
+#include "runner/exec_int.h"
+#include "base/jsondepth.h"
+#include "base/jsonutil.h"
 
 #define MAX_TOOL_NAME 128
 

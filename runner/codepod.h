@@ -28,9 +28,9 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "err.h"
-#include "policy.h"
-#include "sandbox.h"
+#include "base/err.h"
+#include "runner/policy.h"
+#include "runner/sandbox.h"
 
 struct codepod;
 struct codepod_exec;

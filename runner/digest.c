@@ -1,4 +1,4 @@
-#include "digest.h"
+#include "runner/digest.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -19,7 +19,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Length of the digest in hex, without the NUL. */
 #define CP_DIGEST_HEX_LEN 64

@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "digest.h"
-#include "exec_int.h"
-#include "jsondepth.h"
-#include "jsonutil.h"
-#include "log.h"
-#include "prestart.h"
+#include "runner/digest.h"
+#include "runner/exec_int.h"
+#include "base/jsondepth.h"
+#include "base/jsonutil.h"
+#include "base/log.h"
+#include "runner/prestart.h"
 
 /* How long a killed process tree may take to go before the outcome is
  * delivered anyway (something escaped and still holds the pipes). */

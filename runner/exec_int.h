@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
-#include "codepod.h"
-#include "frame.h"
-#include "logwin.h"
+#include "runner/codepod.h"
+#include "runner/frame.h"
+#include "runner/logwin.h"
 
 enum cp_exec_state {
 	CP_ST_STARTING,  /* waiting for the runner's Y frame */

@@ -1,4 +1,4 @@
-#include "frame.h"
+#include "runner/frame.h"
 
 #include <limits.h>
 #include <stdint.h>

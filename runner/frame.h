@@ -31,7 +31,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Longest header the parser holds back; real headers are at most 61 bytes. */
 #define CP_FRAME_HDR_MAX 64

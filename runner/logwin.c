@@ -1,9 +1,9 @@
-#include "logwin.h"
+#include "runner/logwin.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "base/utf8.h"
 
 int cp_logwin_init(struct cp_logwin *w, size_t cap, struct cp_err *err)
 {

@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct cp_logwin {
 	char *buf;

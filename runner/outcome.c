@@ -4,7 +4,7 @@
  */
 #include <stdlib.h>
 
-#include "exec_int.h"
+#include "runner/exec_int.h"
 
 static json_t *calls_json(const struct codepod_exec *e)
 {

@@ -1,4 +1,4 @@
-#include "policy.h"
+#include "runner/policy.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* JSON crossing the boundary (tool input, tool output, result) nests at most
  * this deep (DESIGN.md section 3). */

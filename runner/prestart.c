@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codepod.h"
-#include "log.h"
-#include "prestart.h"
+#include "runner/codepod.h"
+#include "base/log.h"
+#include "runner/prestart.h"
 
 int cp_runner_argv(unsigned long memory_mb, char heap[48], char **boot, const char *argv[6])
 {

@@ -37,7 +37,7 @@
 
 #include <uv.h>
 
-#include "sandbox.h"
+#include "runner/sandbox.h"
 
 #define CP_PRESTART_DEFAULT_MAX 8
 #define CP_PRESTART_DEFAULT_IDLE_S 120

@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct cp_proc;
 struct cp_backend;
@@ -68,6 +68,15 @@ struct cp_spawn_req {
 	                              is idle), until adopt() */
 };
 
+/* One counter a backend reports for /metrics: counters of one name come
+ * next to each other, each with its own label. */
+struct cp_backend_stat {
+	const char *name;  /* e.g. "codepod_pods_total" (static storage) */
+	const char *help;  /* one line (static storage) */
+	const char *label; /* e.g. "how=\"found\"" (static storage) */
+	unsigned long value;
+};
+
 struct cp_backend_ops {
 	int (*spawn)(struct cp_backend *b, const struct cp_spawn_req *req,
 	             const struct cp_proc_cbs *cbs, void *ud,
@@ -84,6 +93,8 @@ struct cp_backend_ops {
 	/* A standby runner now serves execution @exec_id (borrowed for the
 	 * call; may be NULL: nothing to do). */
 	void (*adopt)(struct cp_proc *p, const char *exec_id);
+	/* Fills at most @max counters, returns how many (may be NULL: none). */
+	size_t (*stats)(const struct cp_backend *b, struct cp_backend_stat *out, size_t max);
 	/* Start releasing the backend; handles must all have exited first. */
 	void (*destroy)(struct cp_backend *b);
 };

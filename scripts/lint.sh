@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # lint.sh - the mechanical style gate of STYLE.md section 8 item 18 (`make lint`).
 #
-# 1. Banned calls in runner/, k8s/ and broker/ (*.c, *.h): sprintf, vsprintf,
+# 1. Banned calls in the product's folders (*.c, *.h): sprintf, vsprintf,
 #    strcpy, strcat, strtok (strtok_r is fine), atoi, atol, gets, system, and
-#    exit( anywhere but runner/main.c. Comments and string/character literals
+#    exit( anywhere but cli/main.c. Comments and string/character literals
 #    are blanked first, so text that merely mentions a call does not count.
 #    Calls that block or add a thread, which the one libuv loop must never
 #    make (DESIGN section 8): curl_easy_perform (libcurl's multi-socket API is
@@ -11,7 +11,7 @@
 #    poll, getaddrinfo, gethostbyname), sleeps, and threads (pthread_create,
 #    uv_thread_create, uv_queue_work). Code that runs before the loop starts
 #    is allowed by name in .lint-allow, with the reason beside it.
-# 2. Runs shellcheck over scripts/*.sh, tests/example/*.sh and .ci/run when
+# 3. Runs shellcheck over scripts/*.sh, tests/example/*.sh and .ci/run when
 #    it is installed (scripts/deps.sh installs it); otherwise prints a note.
 #
 # Exceptions go in a `.lint-allow` file in the source's own directory, one per
@@ -26,7 +26,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-dirs=(runner k8s broker)
+dirs=(base runner runner/local k8s/api k8s/backend broker cli)
 unsafe='sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|exit'
 blocking='curl_easy_perform|connect|accept|accept4|recv|recvfrom|recvmsg|send|sendto|sendmsg|select|poll|ppoll|getaddrinfo|gethostbyname|sleep|usleep|nanosleep|pthread_create|uv_thread_create|uv_queue_work'
 banned="$unsafe|$blocking"
@@ -81,7 +81,7 @@ for d in "${dirs[@]}"; do
 	[ -d "$d" ] || continue
 	while IFS= read -r -d '' file; do
 		while IFS=: read -r f line call text; do
-			if [ "$call" = exit ] && [ "$f" = runner/main.c ]; then
+			if [ "$call" = exit ] && [ "$f" = cli/main.c ]; then
 				continue
 			fi
 			if allowed "$f" "$call"; then
@@ -108,6 +108,51 @@ for d in "${dirs[@]}"; do
 			echo "lint: warning: $allow: '$f $c' matches nothing (stale entry)"
 		fi
 	done <"$allow"
+done
+
+# 2. The layers (docs/architecture.md): a file may include only headers of
+#    its own folder and of the folders listed for it, each by its path from
+#    the top (`#include "base/err.h"`); no two files of the product's folders
+#    share a basename, so a name alone says which file is meant.
+declare -A may_include=(
+	[base]="base"
+	[runner]="base runner"
+	[runner/local]="base runner runner/local"
+	[k8s/api]="base k8s/api"
+	[k8s/backend]="base runner k8s/api k8s/backend"
+	[broker]="base runner broker"
+	[cli]="base runner runner/local k8s/api k8s/backend broker cli"
+)
+echo "lint: includes follow the layers; no duplicate basenames"
+for d in "${dirs[@]}"; do
+	while IFS= read -r -d '' file; do
+		while IFS=: read -r line inc; do
+			if [[ $inc != */* ]]; then
+				echo "$file:$line: include \"$inc\" without its folder"
+				findings=$((findings + 1))
+				continue
+			fi
+			if [ ! -f "$inc" ]; then
+				echo "$file:$line: include \"$inc\" names no file of the tree"
+				findings=$((findings + 1))
+				continue
+			fi
+			ok=0
+			for allowed_dir in ${may_include[$d]}; do
+				[ "$(dirname "$inc")" = "$allowed_dir" ] && ok=1
+			done
+			if ((!ok)); then
+				echo "$file:$line: $d/ may not include $inc (a higher or sibling layer)"
+				findings=$((findings + 1))
+			fi
+		done < <(grep -no '^#include "[^"]*"' "$file" | sed 's/#include "\(.*\)"/\1/')
+	done < <(find "$d" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z)
+done
+product_files() { find "${dirs[@]}" -maxdepth 1 -type f ! -name .lint-allow | sort; }
+dups=$(product_files | xargs -n1 basename | sort | uniq -d)
+for b in $dups; do
+	echo "lint: basename $b is used by more than one file: $(product_files | grep "/$b\$" | tr '\n' ' ')"
+	findings=$((findings + 1))
 done
 
 shell_files=()

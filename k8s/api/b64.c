@@ -1,5 +1,5 @@
 /* b64.c - strict standard base64. */
-#include "b64.h"
+#include "k8s/api/b64.h"
 
 #include <stdlib.h>
 

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Decode; CR, LF, space and tab are skipped (as Go's decoder skips CR/LF).
  * Returns 0, CP_E_PARSE on a bad character, bad padding or a length that is

@@ -1,5 +1,5 @@
 /* creds.c - bearer token sources: static, token file, exec plugin (uv_spawn). */
-#include "creds.h"
+#include "k8s/api/creds.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -48,8 +48,8 @@
 
 #include <uv.h>
 
-#include "err.h"
-#include "kubeconfig.h"
+#include "base/err.h"
+#include "k8s/api/kubeconfig.h"
 
 #define K8S_CREDS_FILE_PERIOD_MS (60u * 1000u)
 #define K8S_CREDS_PLUGIN_TIMEOUT_MS (60u * 1000u)

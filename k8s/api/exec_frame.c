@@ -1,5 +1,5 @@
 /* exec_frame.c - channel byte codec of the exec WebSocket (v4/v5). */
-#include "exec_frame.h"
+#include "k8s/api/exec_frame.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 enum k8s_exec_channel {
 	K8S_EXEC_NONE = -1,   /* zero-length message or payload: a no-op */

@@ -1,11 +1,11 @@
 /* execcred.c - ExecCredential input and output (client-go exec plugins). */
-#include "execcred.h"
+#include "k8s/api/execcred.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "b64.h"
+#include "k8s/api/b64.h"
 
 static int known_version(const char *v)
 {

@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define K8S_EXECCRED_V1 "client.authentication.k8s.io/v1"
 #define K8S_EXECCRED_V1BETA1 "client.authentication.k8s.io/v1beta1"

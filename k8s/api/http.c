@@ -1,7 +1,7 @@
 /* http.c - requests to the API server through libcurl on the uv loop
- * (runner/curl_uv.c), with credentials, timeouts, bounded bodies and one
+ * (base/curl_uv.c), with credentials, timeouts, bounded bodies and one
  * retry after a 401. */
-#include "http.h"
+#include "k8s/api/http.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include <curl/curl.h>
 
-#include "curl_uv.h"
+#include "base/curl_uv.h"
 
 enum rstate { R_DELAYED, R_CREDS, R_RUNNING };
 
@@ -273,7 +273,7 @@ static int maybe_auth_retry(struct k8s_http_req *r, long code)
 	return 1;
 }
 
-/* The transfer ended (runner/curl_uv.c took it out of the multi). */
+/* The transfer ended (base/curl_uv.c took it out of the multi). */
 static void on_transfer_done(void *ud, CURLcode res)
 {
 	struct k8s_http_req *r = ud;

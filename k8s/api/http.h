@@ -59,9 +59,9 @@
 
 #include <uv.h>
 
-#include "creds.h"
-#include "err.h"
-#include "kubeconfig.h"
+#include "k8s/api/creds.h"
+#include "base/err.h"
+#include "k8s/api/kubeconfig.h"
 
 #define K8S_HTTP_DEFAULT_MAX_BODY (16u * 1024u * 1024u)
 

@@ -1,5 +1,5 @@
 /* kubeconfig.c - kubeconfig YAML into structs, and client-go's merge. */
-#include "kubeconfig.h"
+#include "k8s/api/kubeconfig.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <yaml.h>
 
-#include "b64.h"
+#include "k8s/api/b64.h"
 
 #define EXEC_EXT_NAME "client.authentication.k8s.io/exec"
 #define MAX_JSON_NODES 10000

@@ -35,8 +35,8 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "execcred.h"
+#include "base/err.h"
+#include "k8s/api/execcred.h"
 
 #define K8S_KUBECONFIG_MAX_FILE (4u * 1024u * 1024u)
 #define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"

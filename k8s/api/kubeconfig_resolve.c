@@ -1,6 +1,6 @@
 /* kubeconfig_resolve.c - one context of a kubeconfig, or the in-cluster
  * service account, into struct k8s_config (reads the referenced files). */
-#include "kubeconfig.h"
+#include "k8s/api/kubeconfig.h"
 
 #include <ctype.h>
 #include <errno.h>

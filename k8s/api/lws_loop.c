@@ -1,5 +1,5 @@
 /* lws_loop.c - the exec client's lws context: API server URL and TLS. */
-#include "lws_loop.h"
+#include "k8s/api/lws_loop.h"
 
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -10,12 +10,12 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "lws_uv.h"
+#include "base/lws_uv.h"
 
 #define MAX_HOST 256
 
 struct k8s_lws {
-	struct cp_lws *lws;      /* the context on the loop (runner/lws_uv.h) */
+	struct cp_lws *lws;      /* the context on the loop (base/lws_uv.h) */
 	void (*done)(void *ud);  /* k8s_lws_free()'s, after the context */
 	void *ud;
 	SSL_CTX *ssl;

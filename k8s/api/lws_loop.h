@@ -2,7 +2,7 @@
  * lws_loop.h - the exec client's libwebsockets context for one API server:
  * the server URL split into host, port and path prefix, and TLS set up from
  * the kubeconfig. The context itself, joined to the project's libuv loop
- * as a foreign loop with the lws 4.1.6 work-arounds, is runner/lws_uv.h's.
+ * as a foreign loop with the lws 4.1.6 work-arounds, is base/lws_uv.h's.
  *
  * TLS: the client SSL_CTX is built here with OpenSSL from the in-memory PEM
  * of struct k8s_config (every certificate of certificate-authority-data, the
@@ -29,8 +29,8 @@
 #include <libwebsockets.h>
 #include <uv.h>
 
-#include "err.h"
-#include "kubeconfig.h"
+#include "base/err.h"
+#include "k8s/api/kubeconfig.h"
 
 struct k8s_lws;
 

@@ -1,4 +1,4 @@
-#include "pod.h"
+#include "k8s/api/pod.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "yamljson.h"
+#include "k8s/api/yamljson.h"
 
 #define TEMPLATE_MAX_BYTES (1 << 20)
 

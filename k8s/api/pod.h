@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define K8S_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
 #define K8S_LABEL_CONVERSATION "codepod.dev/conversation"

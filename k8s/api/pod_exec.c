@@ -1,5 +1,5 @@
 /* exec.c - Kubernetes exec over WebSocket: the lws glue (codec: exec_frame.c). */
-#include "exec.h"
+#include "k8s/api/pod_exec.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 
 #include <libwebsockets.h>
 
-#include "lws_loop.h"
-#include "status.h"
+#include "k8s/api/lws_loop.h"
+#include "k8s/api/status.h"
 
 #define PROTO_V5 "v5.channel.k8s.io"
 #define PROTO_V4 "v4.channel.k8s.io"
@@ -515,7 +515,7 @@ void k8s_exec_client_free(struct k8s_exec_client *c)
 		set_result(e, 1, CP_E_CANCELLED, "exec: client closed: outcome unknown");
 		e->ending = 1;
 	}
-	/* Every wsi closes from the next loop turn on (runner/lws_uv.c); each
+	/* Every wsi closes from the next loop turn on (base/lws_uv.c); each
 	 * stream reports from on_destroy() then, and client_gone() frees the
 	 * client after lws. */
 	k8s_lws_free(c->lws, client_gone, c);

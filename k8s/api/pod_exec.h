@@ -3,7 +3,7 @@
  * (GET .../pods/NAME/exec, subprotocols v5.channel.k8s.io then
  * v4.channel.k8s.io), with libwebsockets on the project's libuv loop.
  *
- * A struct k8s_exec_client is one lws context (k8s/lws_loop.h) for one API
+ * A struct k8s_exec_client is one lws context (k8s/api/lws_loop.h) for one API
  * server: TLS with the cluster CA, a client certificate or a bearer token
  * ("Authorization: Bearer", added to every upgrade request). Any number of
  * exec streams run on it at once. Each stream follows the process model of
@@ -70,10 +70,9 @@
 
 #include <uv.h>
 
-#include "err.h"
-#include "exec_frame.h"
-#include "kubeconfig.h"
-#include "sandbox.h"
+#include "base/err.h"
+#include "k8s/api/exec_frame.h"
+#include "k8s/api/kubeconfig.h"
 
 #define K8S_EXEC_STDIN_CHUNK (60u * 1024u)
 #define K8S_EXEC_MAX_URL 8192u
@@ -98,9 +97,17 @@ struct k8s_exec_opts {
 	unsigned hangup_secs;  /* [60] seconds without a valid frame: lost */
 };
 
-/* The exit report: the sandbox.h fields plus what Kubernetes said. */
+/* How the remote command ended, as far as the stream could tell. */
+struct k8s_exec_status {
+	int code;        /* the command's exit status, or -1 when none came */
+	int unavailable; /* the command never started: see detail */
+	int lost;        /* the stream dropped after it started: fate unknown */
+	char detail[CP_ERR_MSG_MAX]; /* why unavailable or lost */
+};
+
+/* The exit report: the command's status plus what Kubernetes said. */
 struct k8s_exec_exit {
-	struct cp_proc_exit ex; /* code / signal / lost / unavailable / detail */
+	struct k8s_exec_status ex;
 	enum cp_code error;     /* 0 with an exit code; else why not (see detail):
 	                           CP_E_AUTH, CP_E_DENIED, CP_E_NOT_FOUND, CP_E_HTTP,
 	                           CP_E_IO, CP_E_OUTCOME_UNKNOWN, CP_E_CANCELLED */

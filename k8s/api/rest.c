@@ -1,5 +1,5 @@
 /* rest.c - pod calls over http.c: paths, bodies, Status errors, retries. */
-#include "rest.h"
+#include "k8s/api/rest.h"
 
 #include <stdio.h>
 #include <stdlib.h>

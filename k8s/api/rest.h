@@ -45,9 +45,9 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "http.h"
-#include "status.h"
+#include "base/err.h"
+#include "k8s/api/http.h"
+#include "k8s/api/status.h"
 
 #define K8S_REST_DEFAULT_TIMEOUT_MS 30000L
 #define K8S_REST_DEFAULT_ATTEMPTS 5

@@ -1,5 +1,5 @@
 /* status.c - Kubernetes Status bodies into struct k8s_status + cp_err. */
-#include "status.h"
+#include "k8s/api/status.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -25,7 +25,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Bodies larger than this are not parsed (the error still names the code). */
 #define K8S_STATUS_MAX_BODY (1024u * 1024u)

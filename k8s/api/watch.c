@@ -1,12 +1,12 @@
 /* watch.c - pod watch: stream, resume from the last resourceVersion,
  * relist on 410, backoff on failures. */
-#include "watch.h"
+#include "k8s/api/watch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rest.h"
+#include "k8s/api/rest.h"
 
 struct k8s_pod_watch {
 	struct k8s_client *c;

@@ -47,9 +47,9 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "http.h"
-#include "watch_stream.h"
+#include "base/err.h"
+#include "k8s/api/http.h"
+#include "k8s/api/watch_stream.h"
 
 #define K8S_POD_WATCH_TIMEOUT_S 300L
 #define K8S_POD_WATCH_MAX_LINE (4u * 1024u * 1024u)

@@ -1,5 +1,5 @@
 /* watch_stream.c - newline-delimited watch events, fed in arbitrary chunks. */
-#include "watch_stream.h"
+#include "k8s/api/watch_stream.h"
 
 #include <stdlib.h>
 #include <string.h>

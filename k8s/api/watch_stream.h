@@ -26,8 +26,8 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "status.h"
+#include "base/err.h"
+#include "k8s/api/status.h"
 
 enum k8s_watch_type {
 	K8S_WATCH_ADDED = 1,

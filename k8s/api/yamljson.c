@@ -1,4 +1,4 @@
-#include "yamljson.h"
+#include "k8s/api/yamljson.h"
 
 #include <string.h>
 #include <yaml.h>

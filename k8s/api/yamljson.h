@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define K8S_YAML_MAX_NODES 100000
 #define K8S_YAML_MAX_DEPTH 64

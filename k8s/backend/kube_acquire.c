@@ -12,23 +12,23 @@
 #include <string.h>
 #include <time.h>
 
-#include "kube_int.h"
-#include "log.h"
+#include "k8s/backend/kube_int.h"
+#include "base/log.h"
 
 #define MAX_ATTEMPTS 4
 
 struct step {
-	struct kconv *c;
+	struct kube_conv *c;
 	unsigned gen;
 };
 
-static void acquire(struct kconv *c);
-static void patch_annotations(struct kconv *c, json_t *patch /* steals */);
-static void watch_pod(struct kconv *c, const char *name, const char *rv);
+static void acquire(struct kube_conv *c);
+static void patch_annotations(struct kube_conv *c, json_t *patch /* steals */);
+static void watch_pod(struct kube_conv *c, const char *name, const char *rv);
 
 /* A step: one REST call of an acquisition. The backend counts them so it is
  * freed only after the last answer (answers come even after cancel). */
-static struct step *step_new(struct kconv *c)
+static struct step *step_new(struct kube_conv *c)
 {
 	struct step *s = malloc(sizeof *s);
 	if (s) {
@@ -40,9 +40,9 @@ static struct step *step_new(struct kconv *c)
 }
 
 /* An answer arrived: drop the step; the conversation if it is still current. */
-static struct kconv *step_take(struct step *s)
+static struct kube_conv *step_take(struct step *s)
 {
-	struct kconv *c = s->c;
+	struct kube_conv *c = s->c;
 	struct kube *k = c->k;
 	int current = s->gen == c->gen && !k->closing;
 	free(s);
@@ -55,9 +55,9 @@ static struct kconv *step_take(struct step *s)
 }
 
 /* The answer to the conversation's call in progress: the call is over. */
-static struct kconv *step_answered(struct step *s)
+static struct kube_conv *step_answered(struct step *s)
 {
-	struct kconv *c = step_take(s);
+	struct kube_conv *c = step_take(s);
 	if (c)
 		c->call = NULL;
 	return c;
@@ -84,15 +84,15 @@ void kube_now_rfc3339(char out[32])
 	rfc3339_at(time(NULL), out);
 }
 
-struct kconv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err)
+struct kube_conv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err)
 {
 	char label[41];
 	if (k8s_conversation_label(k->ns, key, label, err))
 		return NULL;
-	for (struct kconv *c = k->convs; c; c = c->next)
+	for (struct kube_conv *c = k->convs; c; c = c->next)
 		if (strcmp(c->label, label) == 0)
 			return c;
-	struct kconv *c = calloc(1, sizeof *c);
+	struct kube_conv *c = calloc(1, sizeof *c);
 	if (!c) {
 		cp_err_set(err, CP_E_NOMEM, "out of memory");
 		return NULL;
@@ -109,8 +109,8 @@ struct kconv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err)
 }
 
 /* Ends every waiter with the sandbox's reason. */
-static void fail(struct kconv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct kconv *c, const char *fmt, ...)
+static void fail(struct kube_conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct kube_conv *c, const char *fmt, ...)
 {
 	char detail[CP_ERR_MSG_MAX];
 	va_list ap;
@@ -130,7 +130,7 @@ static void fail(struct kconv *c, const char *fmt, ...)
 	}
 }
 
-static void ready(struct kconv *c, const json_t *pod)
+static void ready(struct kube_conv *c, const json_t *pod)
 {
 	const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
 	kube_conv_release(c);
@@ -138,7 +138,7 @@ static void ready(struct kconv *c, const json_t *pod)
 		c->busy_marked = 0; /* another pod (or not known to be the same): mark it anew */
 	free(c->pod);
 	c->pod = strdup(name ? name : c->name);
-	c->state = KC_READY;
+	c->state = KUBE_CONV_READY;
 	c->attempts = 0;
 	cp_log(CP_LOG_DEBUG, "kube.ready", "pod", json_string(c->pod), NULL);
 	struct cp_proc *w = c->waiters;
@@ -151,7 +151,7 @@ static void ready(struct kconv *c, const json_t *pod)
 	}
 }
 
-static void retry(struct kconv *c, const char *why)
+static void retry(struct kube_conv *c, const char *why)
 {
 	kube_conv_release(c);
 	if (++c->attempts > MAX_ATTEMPTS) {
@@ -202,7 +202,7 @@ static void delete_pod(struct kube *k, const json_t *pod)
 }
 
 /* Acts on one pod's verdict; returns 1 when the conversation moved on. */
-static int judge(struct kconv *c, const json_t *pod)
+static int judge(struct kube_conv *c, const json_t *pod)
 {
 	const char *uid = pod_uid(pod);
 	if (uid && c->dead_uid[0] && strcmp(uid, c->dead_uid) == 0) {
@@ -241,8 +241,8 @@ static int judge(struct kconv *c, const json_t *pod)
 
 static void on_watch_event(void *arg, const struct k8s_watch_event *ev)
 {
-	struct kconv *c = arg;
-	if (c->state != KC_ACQUIRING)
+	struct kube_conv *c = arg;
+	if (c->state != KUBE_CONV_ACQUIRING)
 		return;
 	if (ev->type == K8S_WATCH_DELETED) {
 		retry(c, "deleted while starting");
@@ -264,8 +264,8 @@ static void on_watch_event(void *arg, const struct k8s_watch_event *ev)
 
 static void on_watch_resync(void *arg, json_t *list)
 {
-	struct kconv *c = arg;
-	if (c->state != KC_ACQUIRING)
+	struct kube_conv *c = arg;
+	if (c->state != KUBE_CONV_ACQUIRING)
 		return;
 	json_t *items = json_object_get(list, "items");
 	if (json_array_size(items) == 0) {
@@ -278,14 +278,14 @@ static void on_watch_resync(void *arg, json_t *list)
 
 static void on_watch_done(void *arg, const struct cp_err *err)
 {
-	struct kconv *c = arg;
+	struct kube_conv *c = arg;
 	struct kube *k = c->k;
 	k->pending--;
 	if (k->closing) {
 		kube_maybe_free(k);
 		return;
 	}
-	if (err->code == CP_E_CANCELLED || c->state != KC_ACQUIRING)
+	if (err->code == CP_E_CANCELLED || c->state != KUBE_CONV_ACQUIRING)
 		return;
 	c->watch = NULL;
 	fail(c, "watching the pod failed: %s", err->msg);
@@ -295,7 +295,7 @@ static const struct k8s_pod_watch_ops watch_ops = {
 	.on_event = on_watch_event, .on_resync = on_watch_resync, .on_done = on_watch_done,
 };
 
-static void watch_pod(struct kconv *c, const char *name, const char *rv)
+static void watch_pod(struct kube_conv *c, const char *name, const char *rv)
 {
 	char field[120];
 	snprintf(field, sizeof field, "metadata.name=%s", name ? name : c->name);
@@ -317,7 +317,7 @@ static void on_got_existing(void *arg, json_t *obj, const struct k8s_status *st,
                             const struct cp_err *err)
 {
 	(void)st;
-	struct kconv *c = step_answered(arg);
+	struct kube_conv *c = step_answered(arg);
 	if (!c)
 		return;
 	if (err && err->code == CP_E_NOT_FOUND) {
@@ -337,7 +337,7 @@ static void on_created(void *arg, json_t *obj, const struct k8s_status *st,
                        const struct cp_err *err)
 {
 	(void)st;
-	struct kconv *c = step_answered(arg);
+	struct kube_conv *c = step_answered(arg);
 	if (!c)
 		return;
 	if (err && err->code == CP_E_CONFLICT) {
@@ -368,7 +368,7 @@ static void on_created(void *arg, json_t *obj, const struct k8s_status *st,
 	judge(c, obj);
 }
 
-static void create(struct kconv *c)
+static void create(struct kube_conv *c)
 {
 	char now[32];
 	kube_now_rfc3339(now);
@@ -384,9 +384,9 @@ static void create(struct kconv *c)
 	json_decref(pod);
 }
 
-void kube_acquire_claimed(struct kconv *c, const json_t *pod)
+void kube_acquire_claimed(struct kube_conv *c, const json_t *pod)
 {
-	if (c->state != KC_ACQUIRING)
+	if (c->state != KUBE_CONV_ACQUIRING)
 		return;
 	if (!pod) {
 		create(c);
@@ -403,7 +403,7 @@ static void on_listed(void *arg, json_t *obj, const struct k8s_status *st,
                       const struct cp_err *err)
 {
 	(void)st;
-	struct kconv *c = step_answered(arg);
+	struct kube_conv *c = step_answered(arg);
 	if (!c)
 		return;
 	if (err) {
@@ -434,9 +434,9 @@ static void on_listed(void *arg, json_t *obj, const struct k8s_status *st,
 		create(c);
 }
 
-static void acquire(struct kconv *c)
+static void acquire(struct kube_conv *c)
 {
-	c->state = KC_ACQUIRING;
+	c->state = KUBE_CONV_ACQUIRING;
 	char sel[160];
 	snprintf(sel, sizeof sel, "%s=codepod,%s=%s", K8S_LABEL_MANAGED_BY,
 	         K8S_LABEL_CONVERSATION, c->label);
@@ -451,16 +451,16 @@ static void acquire(struct kconv *c)
 	}
 }
 
-void kube_conv_want(struct kconv *c)
+void kube_conv_want(struct kube_conv *c)
 {
-	if (c->state == KC_IDLE) {
+	if (c->state == KUBE_CONV_IDLE) {
 		c->attempts = 0;
 		acquire(c);
 	}
 }
 
 /* Stops the call or watch in progress; their late answers are dropped. */
-void kube_conv_release(struct kconv *c)
+void kube_conv_release(struct kube_conv *c)
 {
 	c->gen++;
 	if (c->call) {
@@ -473,18 +473,18 @@ void kube_conv_release(struct kconv *c)
 		c->watch = NULL;
 		k8s_pod_watch_stop(w);
 	}
-	if (c->state == KC_ACQUIRING)
-		c->state = KC_IDLE;
+	if (c->state == KUBE_CONV_ACQUIRING)
+		c->state = KUBE_CONV_IDLE;
 }
 
-void kube_conv_stale(struct kconv *c)
+void kube_conv_stale(struct kube_conv *c)
 {
 	kube_touch_flush(c, 1); /* the mark belongs to this pod */
 	kube_conv_release(c);
-	kube_super_drop(c);
+	kube_supervisor_drop(c);
 	free(c->pod);
 	c->pod = NULL;
-	c->state = KC_IDLE;
+	c->state = KUBE_CONV_IDLE;
 }
 
 static void on_touched(void *arg, json_t *obj, const struct k8s_status *st,
@@ -511,7 +511,7 @@ static uint64_t touch_every_ms(const struct kube *k)
 
 /* The last-used annotation the reaper reads; written at most every
  * touch_every_ms, with the in-use-until mark while executions run. */
-void kube_touch(struct kconv *c)
+void kube_touch(struct kube_conv *c)
 {
 	uint64_t now = uv_now(c->k->loop);
 	uint64_t every = touch_every_ms(c->k);
@@ -546,7 +546,7 @@ static void on_clear_timer(uv_timer_t *t)
 {
 	struct kube *k = t->data;
 	uint64_t now = uv_now(k->loop), next = UINT64_MAX;
-	for (struct kconv *c = k->convs; c; c = c->next) {
+	for (struct kube_conv *c = k->convs; c; c = c->next) {
 		kube_touch_flush(c, 0);
 		if (c->clear_due_ms && c->clear_due_ms < next)
 			next = c->clear_due_ms;
@@ -558,7 +558,7 @@ static void on_clear_timer(uv_timer_t *t)
 /* The last execution in the pod ended: it is idle from now on (the mark is
  * cleared CLEAR_AFTER_MS later, or a touch interval if that is shorter;
  * last-used then says when it ended). */
-void kube_touch_done(struct kconv *c)
+void kube_touch_done(struct kube_conv *c)
 {
 	if (!c->pod || !c->busy_marked)
 		return;
@@ -571,7 +571,7 @@ void kube_touch_done(struct kconv *c)
 		uv_timer_start(&c->k->clear_timer, on_clear_timer, after, 0);
 }
 
-void kube_touch_flush(struct kconv *c, int now)
+void kube_touch_flush(struct kube_conv *c, int now)
 {
 	if (!c->clear_due_ms || c->running || (!now && uv_now(c->k->loop) < c->clear_due_ms))
 		return;
@@ -587,7 +587,7 @@ void kube_touch_flush(struct kconv *c, int now)
 	patch_annotations(c, patch);
 }
 
-static void patch_annotations(struct kconv *c, json_t *patch)
+static void patch_annotations(struct kube_conv *c, json_t *patch)
 {
 	struct k8s_rest_cb cb = { on_touched, c->k };
 	if (patch && k8s_pod_patch(c->k->api, c->k->ns, c->pod, patch, NULL, NULL, cb, NULL, NULL) == 0)

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "kube_int.h"
-#include "log.h"
+#include "k8s/backend/kube_int.h"
+#include "base/log.h"
 
 /* How long the killer exec and then the stream may take before the stream
  * is dropped and the execution reported anyway. */
@@ -80,7 +80,7 @@ void kube_proc_report(struct cp_proc *p)
 	if (p->reported)
 		return;
 	p->reported = 1;
-	p->state = KP_DONE;
+	p->state = KUBE_PROC_DONE;
 	uv_timer_stop(&p->timer);
 	p->cbs->exited(p->ud, &p->exit);
 	maybe_release(p);
@@ -135,7 +135,7 @@ static int try_again(struct cp_proc *p, const struct k8s_exec_exit *x)
 		return 0;
 	p->retried = 1;
 	kube_conv_stale(p->conv);
-	p->state = KP_WAIT_POD;
+	p->state = KUBE_PROC_WAIT_POD;
 	p->next_wait = p->conv->waiters;
 	p->conv->waiters = p;
 	kube_conv_want(p->conv);
@@ -153,7 +153,11 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 		kube_conv_stale(p->conv); /* check the pod again next time */
 	if (try_again(p, x))
 		return;
-	p->exit = x->ex;
+	memset(&p->exit, 0, sizeof p->exit);
+	p->exit.code = x->ex.code;
+	p->exit.unavailable = x->ex.unavailable;
+	p->exit.lost = x->ex.lost;
+	snprintf(p->exit.detail, sizeof p->exit.detail, "%s", x->ex.detail);
 	/* Kubernetes reports death by signal N as exit status 128 + N. */
 	if (!p->exit.signal && p->exit.code > 128 && p->exit.code <= 128 + 64) {
 		p->exit.signal = p->exit.code - 128;
@@ -198,7 +202,7 @@ static void start_direct(struct cp_proc *p);
 /* Wait for the supervisor to come up, in the order the executions came. */
 static void wait_super(struct cp_proc *p)
 {
-	p->state = KP_WAIT_SUPER;
+	p->state = KUBE_PROC_WAIT_SUPER;
 	p->next_wait = NULL;
 	struct cp_proc **pp = &p->conv->super_waiters;
 	while (*pp)
@@ -206,7 +210,7 @@ static void wait_super(struct cp_proc *p)
 	*pp = p;
 }
 
-static struct cp_proc *take_super_waiters(struct kconv *c)
+static struct cp_proc *take_super_waiters(struct kube_conv *c)
 {
 	struct cp_proc *w = c->super_waiters;
 	c->super_waiters = NULL;
@@ -215,7 +219,7 @@ static struct cp_proc *take_super_waiters(struct kconv *c)
 
 /* The supervisor failed in this pod: one exec per script from now on, said
  * in the log and the metrics; the executions waiting for it go direct. */
-static void super_fallback(struct kconv *c, const char *why)
+static void super_fallback(struct kube_conv *c, const char *why)
 {
 	if (!c->super_off) {
 		c->super_off = 1;
@@ -232,39 +236,39 @@ static void super_fallback(struct kconv *c, const char *why)
 
 static void super_open(struct cp_proc *p)
 {
-	struct kconv *c = p->conv;
+	struct kube_conv *c = p->conv;
 	struct cp_err err;
 	int took = kube_warm_take(p);
 	if (took) {
-		p->state = KP_EXEC;
+		p->state = KUBE_PROC_EXEC;
 		if (!p->standby)
 			count_running(p);
 		if (took < 0)
 			kube_kill(p);
 		return;
 	}
-	if (ksuper_open(c->super, (const char *const *)p->argv, p->tag, &chan_cbs, p, &p->chan,
+	if (kube_super_open(c->super, (const char *const *)p->argv, p->tag, &chan_cbs, p, &p->chan,
 	                &err)) {
 		super_fallback(c, err.msg);
 		start_direct(p);
 		return;
 	}
 	p->sup = c->super;
-	p->state = KP_EXEC;
+	p->state = KUBE_PROC_EXEC;
 	if (!p->standby)
 		count_running(p);
 	if (p->sent_len) {
 		p->fed = 1;
-		if (ksuper_write(p->sup, p->chan, p->sent, p->sent_len, &err))
+		if (kube_super_write(p->sup, p->chan, p->sent, p->sent_len, &err))
 			kube_kill(p);
 	}
 	cp_log(CP_LOG_DEBUG, "kube.exec", "id", json_string(p->exec_id), "pod", json_string(c->pod),
 	       "channel", json_integer(p->chan), NULL);
 }
 
-static void on_super_ready(void *ud, struct ksuper *s)
+static void on_super_ready(void *ud, struct kube_super *s)
 {
-	struct kconv *c = ud;
+	struct kube_conv *c = ud;
 	if (c->super != s)
 		return;
 	for (struct cp_proc *w = take_super_waiters(c), *next; w; w = next) {
@@ -273,14 +277,14 @@ static void on_super_ready(void *ud, struct ksuper *s)
 	}
 }
 
-static void on_super_gone(void *ud, struct ksuper *s, const char *detail)
+static void on_super_gone(void *ud, struct kube_super *s, const char *detail)
 {
-	struct kconv *c = ud;
+	struct kube_conv *c = ud;
 	struct kube *k = c->k;
 	k->pending--;
 	if (c->super == s) { /* not dropped by us: it died, or never came up */
 		c->super = NULL;
-		if (ksuper_was_ready(s) && !c->super_lost_work) {
+		if (kube_super_was_ready(s) && !c->super_lost_work) {
 			/* An idle stream that went (an idle timeout on the way): the
 			 * next execution starts another supervisor. */
 			cp_log(CP_LOG_INFO, "kube.supervisor_idle_loss", "pod", json_string(c->pod),
@@ -297,9 +301,9 @@ static void on_super_gone(void *ud, struct ksuper *s, const char *detail)
 	kube_maybe_free(k);
 }
 
-static const struct ksuper_cbs super_cbs = { on_super_ready, on_super_gone };
+static const struct kube_super_cbs super_cbs = { on_super_ready, on_super_gone };
 
-const struct ksuper_cbs *kube_super_cbs(void)
+const struct kube_super_cbs *kube_supervisor_cbs(void)
 {
 	return &super_cbs;
 }
@@ -309,18 +313,18 @@ const struct cp_proc_cbs *kube_chan_cbs(void)
 	return &chan_cbs;
 }
 
-void kube_super_drop(struct kconv *c)
+void kube_supervisor_drop(struct kube_conv *c)
 {
-	struct ksuper *s = c->super;
+	struct kube_super *s = c->super;
 	c->super = NULL;
 	c->super_off = 0; /* a new pod gets a new chance */
 	if (s)
-		ksuper_close(s);
+		kube_super_close(s);
 	/* Those waiting for it wait for the conversation's next pod instead. */
 	struct cp_proc *w = take_super_waiters(c);
 	for (struct cp_proc *next; w; w = next) {
 		next = w->next_wait;
-		w->state = KP_WAIT_POD;
+		w->state = KUBE_PROC_WAIT_POD;
 		w->next_wait = c->waiters;
 		c->waiters = w;
 	}
@@ -333,7 +337,7 @@ static void chan_exited(void *ud, const struct cp_proc_exit *ex)
 {
 	struct cp_proc *p = ud;
 	/* still the conversation's pod (not one that replaced it meanwhile) */
-	int same_pod = p->sup && p->conv->pod && strcmp(p->conv->pod, ksuper_pod(p->sup)) == 0;
+	int same_pod = p->sup && p->conv->pod && strcmp(p->conv->pod, kube_super_pod(p->sup)) == 0;
 	p->sup = NULL;
 	if (p->counted && p->conv->running > 0 && --p->conv->running == 0)
 		kube_touch_done(p->conv);
@@ -350,7 +354,7 @@ static void chan_exited(void *ud, const struct cp_proc_exit *ex)
 		if (same_pod) {
 			start_exec(p);
 		} else {
-			p->state = KP_WAIT_POD;
+			p->state = KUBE_PROC_WAIT_POD;
 			p->next_wait = p->conv->waiters;
 			p->conv->waiters = p;
 			kube_conv_want(p->conv);
@@ -374,11 +378,11 @@ static void chan_exited(void *ud, const struct cp_proc_exit *ex)
 
 static void start_exec_now(struct cp_proc *p)
 {
-	struct kconv *c = p->conv;
+	struct kube_conv *c = p->conv;
 	if (p->k->supervise && !c->super_off) {
 		if (!c->super) {
 			struct cp_err err;
-			if (ksuper_new(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER, &super_cbs, c,
+			if (kube_super_new(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER, &super_cbs, c,
 			               &c->super, &err)) {
 				c->super = NULL;
 				super_fallback(c, err.msg);
@@ -388,7 +392,7 @@ static void start_exec_now(struct cp_proc *p)
 			}
 		}
 		if (c->super) {
-			if (ksuper_is_ready(c->super))
+			if (kube_super_is_ready(c->super))
 				super_open(p);
 			else
 				wait_super(p);
@@ -401,14 +405,14 @@ static void start_exec_now(struct cp_proc *p)
 /* One exec for this runner. */
 static void start_direct(struct cp_proc *p)
 {
-	struct kconv *c = p->conv;
+	struct kube_conv *c = p->conv;
 	struct cp_err err;
 	if (k8s_exec_start(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER,
 	                   (const char *const *)p->argv, &exec_cbs, p, &p->ex, &err)) {
 		kube_proc_unavailable(p, err.msg);
 		return;
 	}
-	p->state = KP_EXEC;
+	p->state = KUBE_PROC_EXEC;
 	p->exec_wall = time(NULL);
 	if (!p->standby)
 		count_running(p);
@@ -443,7 +447,7 @@ static void start_exec(struct cp_proc *p)
 {
 	struct k8s_cred now;
 	struct cp_err err;
-	p->state = KP_WAIT_CREDS;
+	p->state = KUBE_PROC_WAIT_CREDS;
 	int rc = k8s_creds_get(k8s_client_creds(p->k->api), &p->cw, on_creds, p, &now, &err);
 	if (rc < 0)
 		kube_proc_unavailable(p, err.msg);
@@ -476,7 +480,7 @@ static void on_kill_grace(uv_timer_t *t)
 		k8s_exec_abort(p->ex);
 	if (p->sup) {
 		/* The supervisor never said the channel ended: give up on it. */
-		ksuper_detach(p->sup, p->chan);
+		kube_super_detach(p->sup, p->chan);
 		struct cp_proc_exit ex;
 		memset(&ex, 0, sizeof ex);
 		ex.code = -1;
@@ -526,7 +530,7 @@ static void kube_kill(struct cp_proc *p)
 		return;
 	p->killed = 1;
 	switch (p->state) {
-	case KP_WAIT_POD:
+	case KUBE_PROC_WAIT_POD:
 		for (struct cp_proc **pp = &p->conv->waiters; *pp; pp = &(*pp)->next_wait) {
 			if (*pp == p) {
 				*pp = p->next_wait;
@@ -535,16 +539,16 @@ static void kube_kill(struct cp_proc *p)
 		}
 		/* Nobody waits any more: drop the acquisition (its call may hang),
 		 * so the next execution starts a fresh one. */
-		if (!p->conv->waiters && p->conv->state == KC_ACQUIRING)
+		if (!p->conv->waiters && p->conv->state == KUBE_CONV_ACQUIRING)
 			kube_conv_release(p->conv);
 		p->exit.code = -1;
 		p->exit.signal = 9;
 		report_soon(p);
 		return;
-	case KP_WAIT_CREDS:
+	case KUBE_PROC_WAIT_CREDS:
 		k8s_creds_cancel(&p->cw); /* on_creds reports */
 		return;
-	case KP_WAIT_SUPER:
+	case KUBE_PROC_WAIT_SUPER:
 		for (struct cp_proc **pp = &p->conv->super_waiters; *pp; pp = &(*pp)->next_wait) {
 			if (*pp == p) {
 				*pp = p->next_wait;
@@ -555,15 +559,15 @@ static void kube_kill(struct cp_proc *p)
 		p->exit.signal = 9;
 		report_soon(p);
 		return;
-	case KP_EXEC:
+	case KUBE_PROC_EXEC:
 		if (p->sup) { /* the supervisor kills it: no second exec */
-			ksuper_kill(p->sup, p->chan, p->tag);
+			kube_super_kill(p->sup, p->chan, p->tag);
 			uv_timer_stop(&p->timer);
 			uv_timer_start(&p->timer, on_kill_grace, KILL_GRACE_MS, 0);
 			return;
 		}
 		break;
-	case KP_DONE:
+	case KUBE_PROC_DONE:
 		return;
 	}
 	if (start_killer(p)) {
@@ -584,7 +588,7 @@ static void kube_adopt(struct cp_proc *p, const char *exec_id)
 		free(p->exec_id);
 		p->exec_id = id;
 	}
-	if (p->state == KP_EXEC && (p->ex || p->sup) && !p->counted)
+	if (p->state == KUBE_PROC_EXEC && (p->ex || p->sup) && !p->counted)
 		count_running(p);
 }
 
@@ -614,7 +618,7 @@ static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_
 	}
 	if (p->sup) {
 		p->fed = 1;
-		return ksuper_write(p->sup, p->chan, buf, len, err);
+		return kube_super_write(p->sup, p->chan, buf, len, err);
 	}
 	if (!p->ex)
 		return 0;
@@ -645,12 +649,12 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
                       struct cp_err *err)
 {
 	struct kube *k = (struct kube *)b;
-	struct kconv *c = kube_conv_get(k, req->conversation, err);
+	struct kube_conv *c = kube_conv_get(k, req->conversation, err);
 	if (!c)
 		return err ? err->code : CP_E_INTERNAL;
 	/* A runner started ahead needs the pod already there: it must neither
 	 * start an acquisition nor keep a failing one alive. */
-	if (req->standby && c->state != KC_READY)
+	if (req->standby && c->state != KUBE_CONV_READY)
 		return cp_err_set(err, CP_E_STATE, "the conversation has no pod now");
 	struct cp_proc *p = calloc(1, sizeof *p);
 	if (!p)
@@ -675,10 +679,10 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 	p->timer.data = p;
 	k->procs++;
 	*out = p;
-	if (c->state == KC_READY) {
+	if (c->state == KUBE_CONV_READY) {
 		start_exec(p);
 	} else {
-		p->state = KP_WAIT_POD;
+		p->state = KUBE_PROC_WAIT_POD;
 		p->next_wait = c->waiters;
 		c->waiters = p;
 		kube_conv_want(c);
@@ -700,7 +704,7 @@ void kube_maybe_free(struct kube *k)
 	if (!k->closing || k->pending || k->procs || k->warm || uv_is_closing((uv_handle_t *)&k->tick))
 		return;
 	while (k->convs) {
-		struct kconv *c = k->convs;
+		struct kube_conv *c = k->convs;
 		k->convs = c->next;
 		free(c->pod);
 		free(c);
@@ -723,26 +727,45 @@ static void kube_destroy(struct cp_backend *b)
 	k->closing = 1;
 	kube_pool_stop(k);
 	kube_warm_stop(k);
-	for (struct kconv *c = k->convs; c; c = c->next) {
+	for (struct kube_conv *c = k->convs; c; c = c->next) {
 		kube_touch_flush(c, 1); /* marks left standing would keep pods from the reapers */
 		kube_conv_release(c);
-		kube_super_drop(c);
+		kube_supervisor_drop(c);
 	}
 	uv_timer_stop(&k->clear_timer);
 	kube_maybe_free(k);
 }
 
-static const struct cp_backend_ops kube_ops = {
-	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
-	.note_pid = kube_note_pid, .adopt = kube_adopt, .destroy = kube_destroy,
-};
-
-void k8s_backend_get_stats(const struct cp_backend *b, struct k8s_backend_stats *out)
+static size_t kube_stats(const struct cp_backend *b, struct cp_backend_stat *out, size_t max)
 {
-	*out = ((const struct kube *)(const void *)b)->stats;
+	static const char pods[] = "codepod_pods_total";
+	static const char pods_help[] = "Sandbox pods, by how they were acquired or ended.";
+	static const char sup[] = "codepod_supervisors_total";
+	static const char sup_help[] = "Pod supervisors started, and those that failed "
+	                               "(their pod falls back to one exec per script).";
+	const struct kube_backend_stats *st = &((const struct kube *)(const void *)b)->stats;
+	const struct cp_backend_stat all[] = {
+		{ pods, pods_help, "how=\"found\"", st->found },
+		{ pods, pods_help, "how=\"claimed\"", st->claimed },
+		{ pods, pods_help, "how=\"created\"", st->created },
+		{ pods, pods_help, "how=\"warm_created\"", st->warm_created },
+		{ pods, pods_help, "how=\"replaced\"", st->replaced },
+		{ pods, pods_help, "how=\"reaped\"", st->reaped },
+		{ sup, sup_help, "outcome=\"started\"", st->supervisors_started },
+		{ sup, sup_help, "outcome=\"fallback\"", st->supervisor_fallbacks },
+	};
+	size_t n = sizeof all / sizeof all[0] < max ? sizeof all / sizeof all[0] : max;
+	memcpy(out, all, n * sizeof all[0]);
+	return n;
 }
 
-int k8s_backend_new(const struct k8s_backend_config *cfg, struct cp_backend **out,
+static const struct cp_backend_ops kube_ops = {
+	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
+	.note_pid = kube_note_pid, .adopt = kube_adopt, .stats = kube_stats,
+	.destroy = kube_destroy,
+};
+
+int kube_backend_new(const struct kube_backend_config *cfg, struct cp_backend **out,
                     struct cp_err *err)
 {
 	struct kube *k = calloc(1, sizeof *k);

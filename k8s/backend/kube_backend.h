@@ -17,7 +17,7 @@
  * Loop context: the loop thread only; nothing blocks.
  *
  * Ownership: the config, its k8s_config and the template are borrowed for
- * the call to k8s_backend_new (copied as needed). The backend is released
+ * the call to kube_backend_new (copied as needed). The backend is released
  * with backend->ops->destroy once every process handle has exited; the loop
  * must then run until its handles are closed.
  */
@@ -27,10 +27,10 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "kubeconfig.h"
-#include "sandbox.h"
+#include "k8s/api/kubeconfig.h"
+#include "runner/sandbox.h"
 
-struct k8s_backend_config {
+struct kube_backend_config {
 	uv_loop_t *loop;
 	const struct k8s_config *cfg;
 	const char *ns;             /* NULL: the config's namespace */
@@ -41,14 +41,14 @@ struct k8s_backend_config {
 	int no_supervisor;          /* 1: one exec per script (kube_super.h) */
 };
 
-int k8s_backend_new(const struct k8s_backend_config *c, struct cp_backend **out,
+int kube_backend_new(const struct kube_backend_config *c, struct cp_backend **out,
                     struct cp_err *err);
 
 /* Where the command's options lead: the kubeconfig files (a KUBECONFIG-style
  * list; NULL: $KUBECONFIG, else ~/.kube/config if present, else in-cluster),
  * the context (NULL: current), the namespace (NULL: the context's), the pod
  * template file (NULL: the built-in one). Every problem is named. */
-struct k8s_backend_options {
+struct kube_backend_options {
 	const char *kubeconfig;
 	const char *context;
 	const char *ns;
@@ -57,14 +57,13 @@ struct k8s_backend_options {
 	unsigned idle_ttl_s;
 	int no_supervisor;
 };
-int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *o,
+int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options *o,
                              struct cp_backend **out, struct cp_err *err);
 
-/* Counters for logs, metrics and tests. */
-struct k8s_backend_stats {
+/* Counters for logs and metrics (cp_backend_ops.stats). */
+struct kube_backend_stats {
 	unsigned long found, claimed, created, replaced, reaped, warm_created;
 	unsigned long supervisors_started, supervisor_fallbacks;
 };
-void k8s_backend_get_stats(const struct cp_backend *b, struct k8s_backend_stats *out);
 
 #endif

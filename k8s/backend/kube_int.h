@@ -14,25 +14,25 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "creds.h"
-#include "exec.h"
-#include "kube_backend.h"
-#include "kube_super.h"
-#include "pod.h"
-#include "rest.h"
-#include "watch.h"
+#include "k8s/api/creds.h"
+#include "k8s/api/pod_exec.h"
+#include "k8s/backend/kube_backend.h"
+#include "k8s/backend/kube_super.h"
+#include "k8s/api/pod.h"
+#include "k8s/api/rest.h"
+#include "k8s/api/watch.h"
 
-enum kconv_state { KC_IDLE, KC_ACQUIRING, KC_READY };
+enum kube_conv_state { KUBE_CONV_IDLE, KUBE_CONV_ACQUIRING, KUBE_CONV_READY };
 
-struct kconv {
-	struct kconv *next;
+struct kube_conv {
+	struct kube_conv *next;
 	struct kube *k;
 	char label[41];                /* hash of namespace + key */
 	char name[K8S_POD_NAME_MAX];   /* the name a created pod gets */
 	char *pod;                     /* the pod in use (READY) */
 	char dead_uid[64];             /* a pod judged a dead end and being deleted:
 	                                * never judged again, only waited out */
-	enum kconv_state state;
+	enum kube_conv_state state;
 	struct cp_proc *waiters;       /* executions waiting for the pod */
 	unsigned running;              /* executions running in the pod */
 	int attempts;                  /* acquisitions since the last success */
@@ -43,11 +43,11 @@ struct kconv {
 	int busy_marked;               /* in-use-until written, not cleared yet */
 	uint64_t clear_due_ms;         /* the last execution ended: clear the mark then (0: not due) */
 	time_t ended_at;               /* when it ended (the last-used then written) */
-	struct ksuper *super;          /* the pod's supervisor (kube_super.h) */
+	struct kube_super *super;          /* the pod's supervisor (kube_super.h) */
 	int super_off;                 /* it failed in this pod: one exec per script */
 	int super_lost_work;           /* its stream ended under an execution */
 	struct cp_proc *super_waiters; /* executions waiting for it to be ready */
-	struct kstandby *standby;      /* a warm pod's runner, inherited (kube_warm.c) */
+	struct kube_standby *standby;      /* a warm pod's runner, inherited (kube_warm.c) */
 };
 
 struct kube {
@@ -58,8 +58,8 @@ struct kube {
 	char *ns;
 	json_t *tmpl;
 	char tmpl_hash[17];
-	struct kconv *convs;
-	struct kwarm *warm;            /* warm pods this replica made (kube_warm.c) */
+	struct kube_conv *convs;
+	struct kube_warm_pod *warm;            /* warm pods this replica made (kube_warm.c) */
 	uv_timer_t warm_timer;         /* looks again while one is not Ready */
 	uv_timer_t clear_timer;        /* in-use marks due to be cleared (kube_acquire.c) */
 	int handles_open;              /* tick, warm_timer and clear_timer, until closed */
@@ -68,27 +68,27 @@ struct kube {
 	uv_timer_t tick;
 	int pool_busy, reap_busy;
 	unsigned long passes;          /* pool-and-reaper passes begun (1: the one at start) */
-	struct k8s_backend_stats stats;
+	struct kube_backend_stats stats;
 	unsigned pending;              /* REST calls, watches and supervisor streams
 	                                  not ended yet */
 	unsigned procs;                /* process handles not freed yet */
 	int closing;                   /* destroy was asked: free when all is quiet */
 };
 
-enum kproc_state { KP_WAIT_POD, KP_WAIT_CREDS, KP_WAIT_SUPER, KP_EXEC, KP_DONE };
+enum kube_proc_state { KUBE_PROC_WAIT_POD, KUBE_PROC_WAIT_CREDS, KUBE_PROC_WAIT_SUPER, KUBE_PROC_EXEC, KUBE_PROC_DONE };
 
 struct cp_proc {
 	struct cp_proc *next_wait;
 	struct kube *k;
-	struct kconv *conv;
+	struct kube_conv *conv;
 	const struct cp_proc_cbs *cbs;
 	void *ud;
 	char **argv;
 	char *exec_id;
 	char tag[33];
-	enum kproc_state state;
+	enum kube_proc_state state;
 	struct k8s_exec *ex;
-	struct ksuper *sup;            /* KP_EXEC on a supervisor channel */
+	struct kube_super *sup;            /* KUBE_PROC_EXEC on a supervisor channel */
 	uint32_t chan;
 	struct k8s_exec *killer;
 	struct k8s_creds_wait cw;
@@ -112,18 +112,18 @@ struct cp_proc {
 void kube_maybe_free(struct kube *k);
 
 /* kube_acquire.c */
-struct kconv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err);
-void kube_conv_want(struct kconv *c);        /* start acquiring if idle */
-void kube_conv_stale(struct kconv *c);       /* the pod is gone: forget it */
-void kube_conv_release(struct kconv *c);     /* stop what is in progress */
-void kube_touch(struct kconv *c);            /* write the last-used annotation */
-void kube_touch_done(struct kconv *c);       /* the last execution ended */
-void kube_touch_flush(struct kconv *c, int now); /* clear the mark if due (or @now) */
+struct kube_conv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err);
+void kube_conv_want(struct kube_conv *c);        /* start acquiring if idle */
+void kube_conv_stale(struct kube_conv *c);       /* the pod is gone: forget it */
+void kube_conv_release(struct kube_conv *c);     /* stop what is in progress */
+void kube_touch(struct kube_conv *c);            /* write the last-used annotation */
+void kube_touch_done(struct kube_conv *c);       /* the last execution ended */
+void kube_touch_flush(struct kube_conv *c, int now); /* clear the mark if due (or @now) */
 void kube_now_rfc3339(char out[32]);
 
 /* kube_backend.c: the conversation's supervisor goes with its pod */
-void kube_super_drop(struct kconv *c);
-const struct ksuper_cbs *kube_super_cbs(void);  /* a conversation's, ud = kconv */
+void kube_supervisor_drop(struct kube_conv *c);
+const struct kube_super_cbs *kube_supervisor_cbs(void);  /* a conversation's, ud = kube_conv */
 const struct cp_proc_cbs *kube_chan_cbs(void);  /* an execution's, ud = cp_proc */
 
 /* kube_warm.c: warm pods with their supervisor and a standby runner */
@@ -131,7 +131,7 @@ void kube_warm_created(struct kube *k, const char *pod);
 void kube_warm_listed(struct kube *k, const json_t *items);  /* a warm-pod list */
 void kube_warm_poll(uv_timer_t *t);                         /* kube_pool.c */
 int kube_warm_is_up(struct kube *k, const char *pod);
-void kube_warm_claimed(struct kconv *c, const char *pod);    /* before acquire_claimed */
+void kube_warm_claimed(struct kube_conv *c, const char *pod);    /* before acquire_claimed */
 /* 1: @p now runs on the inherited standby runner; 0: not usable (killed);
  * -1: taken, but writing to it failed. */
 int kube_warm_take(struct cp_proc *p);
@@ -155,7 +155,7 @@ void kube_pool_start(struct kube *k);
 void kube_pool_stop(struct kube *k);
 void kube_pool_refill_soon(struct kube *k);
 /* Claim a ready warm pod for @c; calls kube_acquire_claimed(c, pod or NULL). */
-void kube_pool_claim(struct kconv *c);
-void kube_acquire_claimed(struct kconv *c, const json_t *pod);
+void kube_pool_claim(struct kube_conv *c);
+void kube_acquire_claimed(struct kube_conv *c, const json_t *pod);
 
 #endif

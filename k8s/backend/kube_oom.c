@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kube_int.h"
-#include "log.h"
+#include "k8s/backend/kube_int.h"
+#include "base/log.h"
 
 #define OOM_TRIES 4          /* GETs of the pod */
 #define OOM_RETRY_MS 500     /* between them */

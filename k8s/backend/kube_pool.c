@@ -12,15 +12,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "execcred.h"
-#include "kube_int.h"
-#include "log.h"
+#include "k8s/api/execcred.h"
+#include "k8s/backend/kube_int.h"
+#include "base/log.h"
 
 /* ---- REST calls the backend counts until answered ---- */
 
 struct call {
 	struct kube *k;
-	struct kconv *c;   /* for claims */
+	struct kube_conv *c;   /* for claims */
 	json_t *items;     /* claim candidates left */
 	size_t next;
 	char *name;        /* reap: the pod */
@@ -199,11 +199,11 @@ static void on_claim_patched(void *arg, json_t *obj, const struct k8s_status *st
 		return;
 	}
 	if (!err) {
-		struct kconv *c = x->c;
+		struct kube_conv *c = x->c;
 		json_incref(obj);
 		call_end(x);
 		const char *name = meta_str(obj, "name");
-		if (name && c->state == KC_ACQUIRING)
+		if (name && c->state == KUBE_CONV_ACQUIRING)
 			kube_warm_claimed(c, name); /* its supervisor and standby runner too */
 		kube_acquire_claimed(c, obj);
 		json_decref(obj);
@@ -219,7 +219,7 @@ static void on_claim_patched(void *arg, json_t *obj, const struct k8s_status *st
 
 static void try_claim(struct call *x)
 {
-	struct kconv *c = x->c;
+	struct kube_conv *c = x->c;
 	while (x->next < json_array_size(x->items)) {
 		json_t *pod = json_array_get(x->items, x->next++);
 		struct k8s_pod_state s;
@@ -266,7 +266,7 @@ static void on_claim_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	try_claim(x);
 }
 
-void kube_pool_claim(struct kconv *c)
+void kube_pool_claim(struct kube_conv *c)
 {
 	struct kube *k = c->k;
 	char sel[200];
@@ -301,7 +301,7 @@ static void on_reaped(void *arg, json_t *obj, const struct k8s_status *st,
 	}
 	if (!err || err->code == CP_E_NOT_FOUND) {
 		k->stats.reaped++;
-		for (struct kconv *c = k->convs; c; c = c->next)
+		for (struct kube_conv *c = k->convs; c; c = c->next)
 			if (c->pod && name && strcmp(c->pod, name) == 0 && c->running == 0)
 				kube_conv_stale(c);
 	} else if (err->code == CP_E_CONFLICT) {
@@ -313,7 +313,7 @@ static void on_reaped(void *arg, json_t *obj, const struct k8s_status *st,
 
 static int in_use_here(const struct kube *k, const char *name)
 {
-	for (const struct kconv *c = k->convs; c; c = c->next)
+	for (const struct kube_conv *c = k->convs; c; c = c->next)
 		if (c->pod && strcmp(c->pod, name) == 0 && (c->running > 0 || c->waiters))
 			return 1;
 	return 0;
@@ -389,7 +389,7 @@ static void on_tick(uv_timer_t *t)
 {
 	struct kube *k = t->data;
 	/* Pods running executions stay "used" for every replica's reaper. */
-	for (struct kconv *c = k->convs; c; c = c->next)
+	for (struct kube_conv *c = k->convs; c; c = c->next)
 		if (c->running > 0)
 			kube_touch(c);
 	k->passes++;

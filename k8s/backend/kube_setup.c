@@ -8,11 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kube_backend.h"
-#include "log.h"
-#include "pod.h"
+#include "k8s/backend/kube_backend.h"
+#include "base/log.h"
+#include "k8s/api/pod.h"
 
-static int load_config(const struct k8s_backend_options *o, struct k8s_config *cfg,
+static int load_config(const struct kube_backend_options *o, struct k8s_config *cfg,
                        const char **from, struct cp_err *err)
 {
 	const char *list = o->kubeconfig;
@@ -40,7 +40,7 @@ static int load_config(const struct k8s_backend_options *o, struct k8s_config *c
 	return rc;
 }
 
-int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *o,
+int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options *o,
                              struct cp_backend **out, struct cp_err *err)
 {
 	struct k8s_config cfg;
@@ -54,10 +54,10 @@ int k8s_backend_from_options(uv_loop_t *loop, const struct k8s_backend_options *
 		k8s_config_release(&cfg);
 		return err ? err->code : CP_E_INVALID_REQUEST;
 	}
-	struct k8s_backend_config bc = { .loop = loop, .cfg = &cfg, .ns = o->ns, .tmpl = tmpl,
+	struct kube_backend_config bc = { .loop = loop, .cfg = &cfg, .ns = o->ns, .tmpl = tmpl,
 	                                 .warm_pool = o->warm_pool, .idle_ttl_s = o->idle_ttl_s,
 	                                 .no_supervisor = o->no_supervisor };
-	rc = k8s_backend_new(&bc, out, err);
+	rc = kube_backend_new(&bc, out, err);
 	if (!rc)
 		cp_log(CP_LOG_INFO, "kube.start", "config", json_string(from),
 		       "server", json_string(cfg.server),

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codepod.h"
-#include "kube_super.h"
-#include "log.h"
-#include "super_frame.h"
+#include "runner/codepod.h"
+#include "k8s/backend/kube_super.h"
+#include "base/log.h"
+#include "k8s/backend/super_frame.h"
 
 struct kchan {
 	struct kchan *next;
@@ -19,18 +19,18 @@ struct kchan {
 	void *ud;
 };
 
-struct ksuper {
+struct kube_super {
 	struct k8s_exec *ex;
-	struct ksuper_cbs cbs;
+	struct kube_super_cbs cbs;
 	void *ud;
 	char *pod;
 	int ready, dead, closed;
 	uint32_t next_chan;
 	struct kchan *chans;
-	struct ksf_parser parser; /* the frame being read */
+	struct kube_sframe_parser parser; /* the frame being read */
 };
 
-static struct kchan *find(struct ksuper *s, uint32_t id)
+static struct kchan *find(struct kube_super *s, uint32_t id)
 {
 	for (struct kchan *c = s->chans; c; c = c->next)
 		if (c->id == id)
@@ -38,7 +38,7 @@ static struct kchan *find(struct ksuper *s, uint32_t id)
 	return NULL;
 }
 
-static void unlink_chan(struct ksuper *s, struct kchan *ch)
+static void unlink_chan(struct kube_super *s, struct kchan *ch)
 {
 	for (struct kchan **pp = &s->chans; *pp; pp = &(*pp)->next) {
 		if (*pp == ch) {
@@ -48,7 +48,7 @@ static void unlink_chan(struct ksuper *s, struct kchan *ch)
 	}
 }
 
-static void broken(struct ksuper *s, const char *why)
+static void broken(struct kube_super *s, const char *why)
 {
 	if (s->dead)
 		return;
@@ -60,7 +60,7 @@ static void broken(struct ksuper *s, const char *why)
 
 static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
 {
-	struct ksuper *s = ud;
+	struct kube_super *s = ud;
 	json_t *v = json_loadb(buf, len, 0, NULL);
 	struct kchan *ch = chan ? find(s, chan) : NULL;
 	switch (kind) {
@@ -108,20 +108,20 @@ static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t le
 
 static int on_data(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
 {
-	struct ksuper *s = ud;
+	struct kube_super *s = ud;
 	struct kchan *ch = find(s, chan);
 	if (ch && len)
 		(kind == 'O' ? ch->cbs->out : ch->cbs->err)(ch->ud, buf, len);
 	return s->dead;
 }
 
-static const struct ksf_sink sink = { on_data, on_ctl };
+static const struct kube_sframe_sink sink = { on_data, on_ctl };
 
 static void on_out(void *ud, const char *buf, size_t len)
 {
-	struct ksuper *s = ud;
+	struct kube_super *s = ud;
 	const char *why = NULL;
-	if (!s->dead && ksf_feed(&s->parser, buf, len, &sink, s, &why) < 0)
+	if (!s->dead && kube_sframe_feed(&s->parser, buf, len, &sink, s, &why) < 0)
 		broken(s, why);
 }
 
@@ -134,7 +134,7 @@ static void on_err(void *ud, const char *buf, size_t len)
 
 static void on_exited(void *ud, const struct k8s_exec_exit *x)
 {
-	struct ksuper *s = ud;
+	struct kube_super *s = ud;
 	s->dead = 1;
 	s->ex = NULL;
 	char detail[200];
@@ -168,11 +168,11 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 
 static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
 
-int ksuper_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
-               const char *container, const struct ksuper_cbs *cbs, void *ud,
-               struct ksuper **out, struct cp_err *err)
+int kube_super_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
+               const char *container, const struct kube_super_cbs *cbs, void *ud,
+               struct kube_super **out, struct cp_err *err)
 {
-	struct ksuper *s = calloc(1, sizeof *s);
+	struct kube_super *s = calloc(1, sizeof *s);
 	char *boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
 	if (!s || !boot || !(s->pod = strdup(pod))) {
 		free(boot);
@@ -184,7 +184,7 @@ int ksuper_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
 	s->cbs = *cbs;
 	s->ud = ud;
 	s->next_chan = 1;
-	ksf_init(&s->parser);
+	kube_sframe_init(&s->parser);
 	/* --single-threaded-gc: the supervisor's heap is a few MB, and a minor GC
 	 * that shares its work with V8's helper threads waits for them to be
 	 * woken; on an idle VM that took ms, in the middle of an execution's kill
@@ -208,39 +208,39 @@ int ksuper_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
 	return 0;
 }
 
-int ksuper_is_ready(const struct ksuper *s)
+int kube_super_is_ready(const struct kube_super *s)
 {
 	return s->ready && !s->dead;
 }
 
-int ksuper_was_ready(const struct ksuper *s)
+int kube_super_was_ready(const struct kube_super *s)
 {
 	return s->ready;
 }
 
-const char *ksuper_pod(const struct ksuper *s)
+const char *kube_super_pod(const struct kube_super *s)
 {
 	return s->pod;
 }
 
-static int send_frame(struct ksuper *s, char kind, uint32_t chan, const char *buf, size_t len,
+static int send_frame(struct kube_super *s, char kind, uint32_t chan, const char *buf, size_t len,
                       struct cp_err *err)
 {
 	if (s->dead || !s->ex)
 		return cp_err_set(err, CP_E_STATE, "the supervisor is gone");
-	unsigned char h[KSF_HDR];
-	ksf_header(h, kind, chan, (uint32_t)len);
+	unsigned char h[KUBE_SFRAME_HDR];
+	kube_sframe_header(h, kind, chan, (uint32_t)len);
 	/* One write: a small frame (an execution's hello, its K) leaves as one message. */
-	if (k8s_exec_write2(s->ex, h, KSF_HDR, buf, len, err) < 0)
+	if (k8s_exec_write2(s->ex, h, KUBE_SFRAME_HDR, buf, len, err) < 0)
 		return err ? err->code : CP_E_IO;
 	return 0;
 }
 
-int ksuper_open(struct ksuper *s, const char *const *argv, const char *tag,
+int kube_super_open(struct kube_super *s, const char *const *argv, const char *tag,
                 const struct cp_proc_cbs *cbs, void *ud, uint32_t *chan,
                 struct cp_err *err)
 {
-	if (!ksuper_is_ready(s))
+	if (!kube_super_is_ready(s))
 		return cp_err_set(err, CP_E_STATE, "the supervisor is not ready");
 	json_t *a = json_array();
 	for (size_t i = 0; a && argv[i]; i++)
@@ -257,7 +257,7 @@ int ksuper_open(struct ksuper *s, const char *const *argv, const char *tag,
 	ch->id = s->next_chan++;
 	if (s->next_chan == 0)
 		s->next_chan = 1;
-	ksf_init(&s->parser);
+	kube_sframe_init(&s->parser);
 	ch->cbs = cbs;
 	ch->ud = ud;
 	int rc = send_frame(s, 'S', ch->id, text, strlen(text), err);
@@ -272,7 +272,7 @@ int ksuper_open(struct ksuper *s, const char *const *argv, const char *tag,
 	return 0;
 }
 
-int ksuper_write(struct ksuper *s, uint32_t chan, const char *buf, size_t len,
+int kube_super_write(struct kube_super *s, uint32_t chan, const char *buf, size_t len,
                  struct cp_err *err)
 {
 	/* Big writes go as several frames; the supervisor joins them. */
@@ -287,7 +287,7 @@ int ksuper_write(struct ksuper *s, uint32_t chan, const char *buf, size_t len,
 	return 0;
 }
 
-void ksuper_kill(struct ksuper *s, uint32_t chan, const char *tag)
+void kube_super_kill(struct kube_super *s, uint32_t chan, const char *tag)
 {
 	char body[64];
 	int n = snprintf(body, sizeof body, "{\"tag\":\"%.32s\"}", tag ? tag : "");
@@ -296,7 +296,7 @@ void ksuper_kill(struct ksuper *s, uint32_t chan, const char *tag)
 		send_frame(s, 'K', chan, body, (size_t)n, &err);
 }
 
-void ksuper_rebind(struct ksuper *s, uint32_t chan, const struct cp_proc_cbs *cbs, void *ud)
+void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct cp_proc_cbs *cbs, void *ud)
 {
 	struct kchan *ch = find(s, chan);
 	if (ch) {
@@ -305,13 +305,13 @@ void ksuper_rebind(struct ksuper *s, uint32_t chan, const struct cp_proc_cbs *cb
 	}
 }
 
-void ksuper_set_owner(struct ksuper *s, const struct ksuper_cbs *cbs, void *ud)
+void kube_super_set_owner(struct kube_super *s, const struct kube_super_cbs *cbs, void *ud)
 {
 	s->cbs = *cbs;
 	s->ud = ud;
 }
 
-void ksuper_detach(struct ksuper *s, uint32_t chan)
+void kube_super_detach(struct kube_super *s, uint32_t chan)
 {
 	struct kchan *ch = find(s, chan);
 	if (ch) {
@@ -320,7 +320,7 @@ void ksuper_detach(struct ksuper *s, uint32_t chan)
 	}
 }
 
-void ksuper_close(struct ksuper *s)
+void kube_super_close(struct kube_super *s)
 {
 	if (s->ex)
 		k8s_exec_abort(s->ex);

@@ -1,5 +1,5 @@
 /*
- * kube_super.h - one exec per pod (issue 12): a supervisor (k8s/supervisor.js,
+ * kube_super.h - one exec per pod (issue 12): a supervisor (k8s/backend/supervisor.js,
  * embedded and shipped at exec time through runner/boot.js, so the image
  * needs nothing but Node 22) runs over one long-lived exec stream per pod and
  * replica. It starts each fresh runner process on a channel, carries its
@@ -12,7 +12,7 @@
  * own channel, and inside them the runner's own nonce-keyed frames
  * (runner/PROTOCOL.md) are parsed per execution as before, so a program can
  * neither forge another execution's frames nor reach its channel. A frame
- * that breaks the rules (bad magic, kind, length; k8s/super_frame.h) ends the
+ * that breaks the rules (bad magic, kind, length; k8s/backend/super_frame.h) ends the
  * stream: every channel on it is reported lost, and the conversation falls
  * back to one exec per script for the life of that pod (the caller's policy).
  *
@@ -25,78 +25,78 @@
  * its own conversation's pod; other conversations are other pods.
  *
  * Loop context: the loop thread only. Callbacks never run from inside a call
- * into this module, except that ksuper_close() may be followed by them on
+ * into this module, except that kube_super_close() may be followed by them on
  * later loop turns.
  *
- * Ownership: ksuper_new() returns a supervisor owned by the caller, which
- * releases it with ksuper_close() (or after its gone() callback). Strings are
+ * Ownership: kube_super_new() returns a supervisor owned by the caller, which
+ * releases it with kube_super_close() (or after its gone() callback). Strings are
  * copied. A channel's callbacks run until its exited(), exactly once; after
- * ksuper_detach() or exited() the channel is gone.
+ * kube_super_detach() or exited() the channel is gone.
  */
 #ifndef K8S_KUBE_SUPER_H
 #define K8S_KUBE_SUPER_H
 
 #include <stdint.h>
 
-#include "exec.h"
-#include "sandbox.h"
+#include "k8s/api/pod_exec.h"
+#include "runner/sandbox.h"
 
 extern const unsigned char cp_supervisor_js[];
 extern const unsigned long cp_supervisor_js_len;
 
-struct ksuper;
+struct kube_super;
 
-struct ksuper_cbs {
+struct kube_super_cbs {
 	/* The supervisor said it is up (once); channels may be opened now. */
-	void (*ready)(void *ud, struct ksuper *s);
+	void (*ready)(void *ud, struct kube_super *s);
 	/* The stream ended (never ready, or dropped later; detail says why):
 	 * every channel has had its exited() (lost) first. The handle is freed
 	 * once this returns. */
-	void (*gone)(void *ud, struct ksuper *s, const char *detail);
+	void (*gone)(void *ud, struct kube_super *s, const char *detail);
 };
 
 /* Start the supervisor in @pod (namespace @ns, container @container, may be
  * NULL) over @execs. Returns 0 or the error of k8s_exec_start (no callback). */
-int ksuper_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
-               const char *container, const struct ksuper_cbs *cbs, void *ud,
-               struct ksuper **out, struct cp_err *err);
+int kube_super_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
+               const char *container, const struct kube_super_cbs *cbs, void *ud,
+               struct kube_super **out, struct cp_err *err);
 
 /* 1 once ready() came and the stream still stands. */
-int ksuper_is_ready(const struct ksuper *s);
+int kube_super_is_ready(const struct kube_super *s);
 
 /* 1 when ready() came at some point (also from inside gone()). */
-int ksuper_was_ready(const struct ksuper *s);
+int kube_super_was_ready(const struct kube_super *s);
 
 /* The pod the supervisor runs in (borrowed). */
-const char *ksuper_pod(const struct ksuper *s);
+const char *kube_super_pod(const struct kube_super *s);
 
 /* A fresh process in the pod: @argv as for a direct exec (argv[0] "node":
  * the supervisor's own Node binary runs it), @tag as in sandbox.h. Output
  * and the exit come through @cbs/@ud (exited() once: code/signal from the
  * supervisor, `lost` when the stream went first). */
-int ksuper_open(struct ksuper *s, const char *const *argv, const char *tag,
+int kube_super_open(struct kube_super *s, const char *const *argv, const char *tag,
                 const struct cp_proc_cbs *cbs, void *ud, uint32_t *chan,
                 struct cp_err *err);
 
 /* Bytes for the channel's stdin (copied). */
-int ksuper_write(struct ksuper *s, uint32_t chan, const char *buf, size_t len,
+int kube_super_write(struct kube_super *s, uint32_t chan, const char *buf, size_t len,
                  struct cp_err *err);
 
 /* Kill the channel's process tree, the processes carrying @tag and the
  * orphans started after it (its exited() follows). */
-void ksuper_kill(struct ksuper *s, uint32_t chan, const char *tag);
+void kube_super_kill(struct kube_super *s, uint32_t chan, const char *tag);
 
 /* The channel's callbacks are now @cbs/@ud (a standby runner taken). */
-void ksuper_rebind(struct ksuper *s, uint32_t chan, const struct cp_proc_cbs *cbs, void *ud);
+void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct cp_proc_cbs *cbs, void *ud);
 
 /* ready()/gone() now go to @cbs/@ud (a warm pod claimed). */
-void ksuper_set_owner(struct ksuper *s, const struct ksuper_cbs *cbs, void *ud);
+void kube_super_set_owner(struct kube_super *s, const struct kube_super_cbs *cbs, void *ud);
 
 /* Forget a channel without its exited() (a kill that never answered). */
-void ksuper_detach(struct ksuper *s, uint32_t chan);
+void kube_super_detach(struct kube_super *s, uint32_t chan);
 
 /* Drop the stream (the processes in the pod see stdin EOF and the
  * supervisor kills them); channels are reported lost, then gone(). */
-void ksuper_close(struct ksuper *s);
+void kube_super_close(struct kube_super *s);
 
 #endif

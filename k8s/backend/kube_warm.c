@@ -15,33 +15,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codepod.h"
-#include "kube_int.h"
-#include "log.h"
-#include "policy.h"
-#include "prestart.h"
+#include "runner/codepod.h"
+#include "k8s/backend/kube_int.h"
+#include "base/log.h"
+#include "runner/policy.h"
+#include "runner/prestart.h"
 
 /* While a warm pod of ours is not Ready yet, look again this often. */
 #define WARM_POLL_MS 250
 
 /* The standby runner on a supervisor channel, until an execution takes it. */
-struct kstandby {
-	struct ksuper *sup;
+struct kube_standby {
+	struct kube_super *sup;
 	uint32_t chan;
 	int exited;
-	struct kwarm *w;       /* while the pod is warm */
-	struct kconv *c;       /* once claimed */
+	struct kube_warm_pod *w;       /* while the pod is warm */
+	struct kube_conv *c;       /* once claimed */
 };
 
-struct kwarm {
-	struct kwarm *next;
+struct kube_warm_pod {
+	struct kube_warm_pod *next;
 	struct kube *k;
 	char *pod;
-	struct ksuper *super;  /* NULL until the pod is Ready */
-	struct kstandby *sb;
+	struct kube_super *super;  /* NULL until the pod is Ready */
+	struct kube_standby *sb;
 };
 
-static void sb_drop(struct kstandby *sb)
+static void sb_drop(struct kube_standby *sb)
 {
 	if (sb->w)
 		sb->w->sb = NULL;
@@ -55,17 +55,17 @@ static void sb_out(void *ud, const char *buf, size_t len)
 {
 	(void)buf;
 	(void)len;
-	struct kstandby *sb = ud;
+	struct kube_standby *sb = ud;
 	/* A waiting runner says nothing: this one is not pristine. */
 	if (!sb->exited)
-		ksuper_kill(sb->sup, sb->chan, NULL);
+		kube_super_kill(sb->sup, sb->chan, NULL);
 	sb_drop(sb);
 }
 
 static void sb_exited(void *ud, const struct cp_proc_exit *ex)
 {
 	(void)ex;
-	struct kstandby *sb = ud;
+	struct kube_standby *sb = ud;
 	sb_drop(sb);
 	free(sb);
 }
@@ -80,10 +80,10 @@ static int default_argv(char heap[48], char **boot, const char *argv[6])
 	return cp_runner_argv((unsigned long)pol.max_memory_mb, heap, boot, argv);
 }
 
-static void warm_free(struct kwarm *w)
+static void warm_free(struct kube_warm_pod *w)
 {
 	struct kube *k = w->k;
-	for (struct kwarm **pp = &k->warm; *pp; pp = &(*pp)->next) {
+	for (struct kube_warm_pod **pp = &k->warm; *pp; pp = &(*pp)->next) {
 		if (*pp == w) {
 			*pp = w->next;
 			break;
@@ -93,12 +93,12 @@ static void warm_free(struct kwarm *w)
 	free(w);
 }
 
-static void on_warm_super_ready(void *ud, struct ksuper *s)
+static void on_warm_super_ready(void *ud, struct kube_super *s)
 {
-	struct kwarm *w = ud;
+	struct kube_warm_pod *w = ud;
 	char heap[48], *boot = NULL;
 	const char *argv[6];
-	struct kstandby *sb = calloc(1, sizeof *sb);
+	struct kube_standby *sb = calloc(1, sizeof *sb);
 	if (!sb || default_argv(heap, &boot, argv)) {
 		free(sb);
 		free(boot);
@@ -109,36 +109,36 @@ static void on_warm_super_ready(void *ud, struct ksuper *s)
 	sb->w = w;
 	char len[32];
 	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
-	if (ksuper_open(s, argv, NULL, &sb_cbs, sb, &sb->chan, &err)) {
+	if (kube_super_open(s, argv, NULL, &sb_cbs, sb, &sb->chan, &err)) {
 		free(sb);
 	} else {
 		w->sb = sb;
-		if (ksuper_write(s, sb->chan, len, (size_t)n, &err) ||
-		    ksuper_write(s, sb->chan, (const char *)cp_runner_js, cp_runner_js_len, &err))
-			ksuper_kill(s, sb->chan, NULL);
+		if (kube_super_write(s, sb->chan, len, (size_t)n, &err) ||
+		    kube_super_write(s, sb->chan, (const char *)cp_runner_js, cp_runner_js_len, &err))
+			kube_super_kill(s, sb->chan, NULL);
 		cp_log(CP_LOG_DEBUG, "kube.warm_standby", "pod", json_string(w->pod), NULL);
 	}
 	free(boot);
 }
 
-static void on_warm_super_gone(void *ud, struct ksuper *s, const char *detail)
+static void on_warm_super_gone(void *ud, struct kube_super *s, const char *detail)
 {
 	(void)s;
 	(void)detail;
-	struct kwarm *w = ud;
+	struct kube_warm_pod *w = ud;
 	struct kube *k = w->k;
 	k->pending--;
 	warm_free(w);
 	kube_maybe_free(k);
 }
 
-static const struct ksuper_cbs warm_super_cbs = { on_warm_super_ready, on_warm_super_gone };
+static const struct kube_super_cbs warm_super_cbs = { on_warm_super_ready, on_warm_super_gone };
 
 void kube_warm_created(struct kube *k, const char *pod)
 {
 	if (!k->supervise)
 		return;
-	struct kwarm *w = calloc(1, sizeof *w);
+	struct kube_warm_pod *w = calloc(1, sizeof *w);
 	if (!w || !(w->pod = strdup(pod))) {
 		free(w);
 		return;
@@ -150,9 +150,9 @@ void kube_warm_created(struct kube *k, const char *pod)
 		uv_timer_start(&k->warm_timer, kube_warm_poll, WARM_POLL_MS, 0);
 }
 
-static struct kwarm *find(struct kube *k, const char *pod)
+static struct kube_warm_pod *find(struct kube *k, const char *pod)
 {
-	for (struct kwarm *w = k->warm; w; w = w->next)
+	for (struct kube_warm_pod *w = k->warm; w; w = w->next)
 		if (strcmp(w->pod, pod) == 0)
 			return w;
 	return NULL;
@@ -165,7 +165,7 @@ void kube_warm_listed(struct kube *k, const json_t *items)
 	json_t *pod;
 	json_array_foreach(items, i, pod) {
 		const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
-		struct kwarm *w = name ? find(k, name) : NULL;
+		struct kube_warm_pod *w = name ? find(k, name) : NULL;
 		if (!w || w->super)
 			continue;
 		struct k8s_pod_state s;
@@ -174,7 +174,7 @@ void kube_warm_listed(struct kube *k, const json_t *items)
 			waiting = 1;
 		} else if (s.verdict == K8S_POD_READY) {
 			struct cp_err err;
-			if (ksuper_new(k->execs, k->ns, name, K8S_CONTAINER, &warm_super_cbs, w, &w->super,
+			if (kube_super_new(k->execs, k->ns, name, K8S_CONTAINER, &warm_super_cbs, w, &w->super,
 			               &err) == 0) {
 				k->pending++;
 				k->stats.supervisors_started++;
@@ -184,7 +184,7 @@ void kube_warm_listed(struct kube *k, const json_t *items)
 		}
 	}
 	/* Ours that went away before they were Ready are forgotten. */
-	for (struct kwarm *w = k->warm, *next; w; w = next) {
+	for (struct kube_warm_pod *w = k->warm, *next; w; w = next) {
 		next = w->next;
 		int seen = 0;
 		json_array_foreach(items, i, pod) {
@@ -197,7 +197,7 @@ void kube_warm_listed(struct kube *k, const json_t *items)
 		if (!w->super)
 			warm_free(w);
 		else
-			ksuper_close(w->super); /* claimed by another replica, or deleted */
+			kube_super_close(w->super); /* claimed by another replica, or deleted */
 	}
 	if (waiting && !k->closing)
 		uv_timer_start(&k->warm_timer, kube_warm_poll, WARM_POLL_MS, 0);
@@ -205,21 +205,21 @@ void kube_warm_listed(struct kube *k, const json_t *items)
 
 int kube_warm_is_up(struct kube *k, const char *pod)
 {
-	struct kwarm *w = find(k, pod);
-	return w && w->super && ksuper_is_ready(w->super) && w->sb;
+	struct kube_warm_pod *w = find(k, pod);
+	return w && w->super && kube_super_is_ready(w->super) && w->sb;
 }
 
-void kube_warm_claimed(struct kconv *c, const char *pod)
+void kube_warm_claimed(struct kube_conv *c, const char *pod)
 {
-	struct kwarm *w = find(c->k, pod);
+	struct kube_warm_pod *w = find(c->k, pod);
 	if (!w || !w->super)
 		return;
 	if (c->super) { /* cannot happen for a fresh conversation; keep ours */
-		ksuper_close(w->super);
+		kube_super_close(w->super);
 		return;
 	}
 	c->super = w->super;
-	ksuper_set_owner(w->super, kube_super_cbs(), c);
+	kube_super_set_owner(w->super, kube_supervisor_cbs(), c);
 	if (w->sb) {
 		c->standby = w->sb;
 		w->sb->c = c;
@@ -233,8 +233,8 @@ void kube_warm_claimed(struct kconv *c, const char *pod)
 
 int kube_warm_take(struct cp_proc *p)
 {
-	struct kconv *c = p->conv;
-	struct kstandby *sb = c->standby;
+	struct kube_conv *c = p->conv;
+	struct kube_standby *sb = c->standby;
 	if (!sb || sb->exited || sb->sup != c->super || p->standby)
 		return 0;
 	c->standby = NULL;
@@ -253,16 +253,16 @@ int kube_warm_take(struct cp_proc *p)
 	same = same && p->sent_len >= pre && memcmp(p->sent, len, (size_t)n) == 0 &&
 	       memcmp(p->sent + n, cp_runner_js, cp_runner_js_len) == 0;
 	if (!same) {
-		ksuper_kill(sb->sup, sb->chan, NULL);
+		kube_super_kill(sb->sup, sb->chan, NULL);
 		return 0;
 	}
 	uint32_t chan = sb->chan;
-	ksuper_rebind(c->super, chan, kube_chan_cbs(), p);
+	kube_super_rebind(c->super, chan, kube_chan_cbs(), p);
 	free(sb); /* its callbacks are p's now */
 	p->sup = c->super;
 	p->chan = chan;
 	struct cp_err err;
-	if (p->sent_len > pre && ksuper_write(p->sup, chan, p->sent + pre, p->sent_len - pre, &err))
+	if (p->sent_len > pre && kube_super_write(p->sup, chan, p->sent + pre, p->sent_len - pre, &err))
 		return -1;
 	cp_log(CP_LOG_DEBUG, "kube.standby_taken", "id", json_string(p->exec_id), NULL);
 	return 1;
@@ -271,10 +271,10 @@ int kube_warm_take(struct cp_proc *p)
 void kube_warm_stop(struct kube *k)
 {
 	uv_timer_stop(&k->warm_timer);
-	for (struct kwarm *w = k->warm, *next; w; w = next) {
+	for (struct kube_warm_pod *w = k->warm, *next; w; w = next) {
 		next = w->next;
 		if (w->super)
-			ksuper_close(w->super); /* gone() frees it */
+			kube_super_close(w->super); /* gone() frees it */
 		else
 			warm_free(w);
 	}

@@ -3,9 +3,9 @@
  */
 #include <string.h>
 
-#include "super_frame.h"
+#include "k8s/backend/super_frame.h"
 
-void ksf_init(struct ksf_parser *p)
+void kube_sframe_init(struct kube_sframe_parser *p)
 {
 	memset(p, 0, sizeof *p);
 }
@@ -15,17 +15,17 @@ static uint32_t be32(const unsigned char *b)
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
-int ksf_feed(struct ksf_parser *p, const char *buf, size_t len, const struct ksf_sink *sink,
+int kube_sframe_feed(struct kube_sframe_parser *p, const char *buf, size_t len, const struct kube_sframe_sink *sink,
              void *ud, const char **why)
 {
 	while (len > 0) {
-		if (p->hdr_len < KSF_HDR) {
-			size_t take = KSF_HDR - p->hdr_len < len ? KSF_HDR - p->hdr_len : len;
+		if (p->hdr_len < KUBE_SFRAME_HDR) {
+			size_t take = KUBE_SFRAME_HDR - p->hdr_len < len ? KUBE_SFRAME_HDR - p->hdr_len : len;
 			memcpy(p->hdr + p->hdr_len, buf, take);
 			p->hdr_len += take;
 			buf += take;
 			len -= take;
-			if (p->hdr_len < KSF_HDR)
+			if (p->hdr_len < KUBE_SFRAME_HDR)
 				return 0;
 			p->kind = (char)p->hdr[1];
 			p->chan = be32(p->hdr + 2);
@@ -33,11 +33,11 @@ int ksf_feed(struct ksf_parser *p, const char *buf, size_t len, const struct ksf
 			p->ctl_len = 0;
 			int data = p->kind == 'O' || p->kind == 'E';
 			int ctl = p->kind == 'H' || p->kind == 'X' || p->kind == 'F' || p->kind == 'D';
-			if (p->hdr[0] != KSF_MAGIC || (!data && !ctl)) {
+			if (p->hdr[0] != KUBE_SFRAME_MAGIC || (!data && !ctl)) {
 				*why = "a malformed frame header";
 				return -1;
 			}
-			if (p->left > (data ? KSF_MAX_DATA : KSF_MAX_CTL)) {
+			if (p->left > (data ? KUBE_SFRAME_MAX_DATA : KUBE_SFRAME_MAX_CTL)) {
 				*why = "a frame over its size limit";
 				return -1;
 			}
@@ -73,9 +73,9 @@ int ksf_feed(struct ksf_parser *p, const char *buf, size_t len, const struct ksf
 	return 0;
 }
 
-void ksf_header(unsigned char out[KSF_HDR], char kind, uint32_t chan, uint32_t len)
+void kube_sframe_header(unsigned char out[KUBE_SFRAME_HDR], char kind, uint32_t chan, uint32_t len)
 {
-	out[0] = KSF_MAGIC;
+	out[0] = KUBE_SFRAME_MAGIC;
 	out[1] = (unsigned char)kind;
 	out[2] = (unsigned char)(chan >> 24);
 	out[3] = (unsigned char)(chan >> 16);

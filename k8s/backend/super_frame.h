@@ -1,10 +1,10 @@
 /*
  * super_frame.h - the framing of the supervisor's stream (kube_super.h,
- * k8s/supervisor.js): 0xC5, a kind byte, the channel (uint32 BE), the
+ * k8s/backend/supervisor.js): 0xC5, a kind byte, the channel (uint32 BE), the
  * payload length (uint32 BE), the payload. What comes from the pod is
  * untrusted (a program there can write into the stream): this decoder checks
  * the magic, the kind and the length of every frame before any byte of its
- * payload is used, and keeps no more than KSF_MAX_CTL bytes.
+ * payload is used, and keeps no more than KUBE_SFRAME_MAX_CTL bytes.
  *
  * Loop context: none (pure). Ownership: the parser is the caller's (no
  * allocation); buffers given to the sink are borrowed for the call.
@@ -15,12 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KSF_MAGIC 0xC5
-#define KSF_HDR 10
-#define KSF_MAX_DATA (1u << 20) /* O, E: the supervisor sends pipe reads */
-#define KSF_MAX_CTL 4096u       /* H, X, F, D */
+#define KUBE_SFRAME_MAGIC 0xC5
+#define KUBE_SFRAME_HDR 10
+#define KUBE_SFRAME_MAX_DATA (1u << 20) /* O, E: the supervisor sends pipe reads */
+#define KUBE_SFRAME_MAX_CTL 4096u       /* H, X, F, D */
 
-struct ksf_sink {
+struct kube_sframe_sink {
 	/* O/E payload bytes, in pieces as they arrive (a frame may come in
 	 * several calls). Non-zero: stop feeding at once. */
 	int (*data)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
@@ -28,23 +28,23 @@ struct ksf_sink {
 	int (*ctl)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
 };
 
-struct ksf_parser {
-	unsigned char hdr[KSF_HDR];
+struct kube_sframe_parser {
+	unsigned char hdr[KUBE_SFRAME_HDR];
 	size_t hdr_len;
 	char kind;
 	uint32_t chan, left;
-	char ctl[KSF_MAX_CTL];
+	char ctl[KUBE_SFRAME_MAX_CTL];
 	size_t ctl_len;
 };
 
-void ksf_init(struct ksf_parser *p);
+void kube_sframe_init(struct kube_sframe_parser *p);
 
 /* 0 when all was consumed (or a sink asked to stop), -1 on a frame that
  * breaks the rules (*why says which; the stream is unusable from there). */
-int ksf_feed(struct ksf_parser *p, const char *buf, size_t len, const struct ksf_sink *sink,
+int kube_sframe_feed(struct kube_sframe_parser *p, const char *buf, size_t len, const struct kube_sframe_sink *sink,
              void *ud, const char **why);
 
 /* The header of a frame going to the supervisor. */
-void ksf_header(unsigned char out[KSF_HDR], char kind, uint32_t chan, uint32_t len);
+void kube_sframe_header(unsigned char out[KUBE_SFRAME_HDR], char kind, uint32_t chan, uint32_t len);
 
 #endif

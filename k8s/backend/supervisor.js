@@ -1,5 +1,5 @@
 // codepod supervisor: one long-lived process per pod and codepod replica, over
-// one exec stream (k8s/kube_super.h). It starts fresh runner processes when
+// one exec stream (k8s/backend/kube_super.h). It starts fresh runner processes when
 // told, carries their stdin/stdout/stderr multiplexed over its own stdin and
 // stdout, and kills an execution's processes itself, so an execution needs no
 // exec request of its own. boot.js evaluates this file as one function
@@ -113,7 +113,7 @@
     return false;
   }
 
-  // What k8s/kube_backend.c's killer exec does, from inside: the runner's
+  // What k8s/backend/kube_backend.c's killer exec does, from inside: the runner's
   // tree, every process carrying the tag, every orphan (child of PID 1)
   // started after the runner; never this supervisor or another runner.
   // A round finds what forked meanwhile. A process is read once: a later

@@ -6,14 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "capture.h"
+#include "runner/local/capture.h"
 
 /* In the child: wire stdin/stdout/stderr/fd 3, then exec. Never returns. */
 static void child_exec(const char *const *argv, int out_fd, int fd3, unsigned flags)
 {
 	int devnull = open("/dev/null", O_RDWR);
 	dup2(out_fd, 1);
-	if (flags & CP_CAPTURE_STDERR)
+	if (flags & LOCAL_CAPTURE_STDERR)
 		dup2(out_fd, 2);
 	else if (devnull >= 0)
 		dup2(devnull, 2);
@@ -29,7 +29,7 @@ static void child_exec(const char *const *argv, int out_fd, int fd3, unsigned fl
 	_exit(127);
 }
 
-int cp_capture_run(const char *const *argv, int fd3, unsigned flags, char *out, size_t cap)
+int local_capture_run(const char *const *argv, int fd3, unsigned flags, char *out, size_t cap)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC))

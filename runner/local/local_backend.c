@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "local.h"
-#include "local_sandbox.h"
-#include "sandbox_uids.h"
-#include "log.h"
+#include "runner/local/local_backend.h"
+#include "runner/local/local_sandbox.h"
+#include "runner/local/sandbox_uids.h"
+#include "base/log.h"
 
 /* After the process exits, how long its pipes may stay open (a child that
  * escaped the kill still holds them) before we stop waiting for EOF. */
@@ -32,8 +32,8 @@ struct local {
 	char *node;      /* resolved path of the Node binary */
 	char *node_root; /* its install folder, bound into the sandbox */
 	int isolate;
-	struct cp_lsandbox sb; /* isolate only */
-	struct cp_uids uids;   /* as root without --sandbox-user: owners of workspaces */
+	struct local_sandbox sb; /* isolate only */
+	struct local_uids uids;   /* as root without --sandbox-user: owners of workspaces */
 	unsigned live;    /* process handles not closed yet */
 	int closing;      /* destroy was asked: free once live reaches 0 */
 };
@@ -101,7 +101,7 @@ static int own_workspace(struct local *b, const char *conversation, const char *
 			*gid = st.st_gid;
 			return 0;
 		}
-		int rc = cp_uids_take(&b->uids, conversation, &want_u, err);
+		int rc = local_uids_take(&b->uids, conversation, &want_u, err);
 		if (rc)
 			return rc;
 		want_g = (gid_t)want_u;
@@ -235,13 +235,13 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 }
 
 static int build_argv(struct local *b, const struct cp_spawn_req *req, const char *ws,
-                      uid_t uid, gid_t gid, struct cp_lsandbox_buf *buf, const char **argv,
+                      uid_t uid, gid_t gid, struct local_sandbox_buf *buf, const char **argv,
                       struct cp_err *err)
 {
 	size_t n = 0;
 	if (b->isolate) {
-		struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, req->memory_mb, uid, gid };
-		int used = cp_lsandbox_argv(&b->sb, &run, buf, argv, MAX_ARGS - 2);
+		struct local_sandbox_run run = { b->state_dir, b->node_root, ws, req->memory_mb, uid, gid };
+		int used = local_sandbox_argv(&b->sb, &run, buf, argv, MAX_ARGS - 2);
 		if (used < 0)
 			return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
 		n = (size_t)used;
@@ -287,12 +287,12 @@ static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	if (rc)
 		return rc;
 	const char *argv[MAX_ARGS];
-	struct cp_lsandbox_buf argbuf;
+	struct local_sandbox_buf argbuf;
 	rc = build_argv(b, req, ws, uid, gid, &argbuf, argv, err);
 	if (rc)
 		return rc;
 	/* bubblewrap reads the seccomp filter from fd 3 */
-	int sfd = b->isolate ? cp_lsandbox_seccomp_fd(&b->sb, err) : -1;
+	int sfd = b->isolate ? local_sandbox_seccomp_fd(&b->sb, err) : -1;
 	if (b->isolate && sfd < 0)
 		return sfd;
 	char home[4200];
@@ -508,8 +508,8 @@ static void local_kill(struct cp_proc *p)
 
 static void local_free(struct local *b)
 {
-	cp_lsandbox_free(&b->sb);
-	cp_uids_free(&b->uids);
+	local_sandbox_free(&b->sb);
+	local_uids_free(&b->uids);
 	free(b->state_dir);
 	free(b->ws_root);
 	free(b->node);
@@ -534,29 +534,29 @@ static const struct cp_backend_ops local_ops = {
 
 /* The sandbox's pieces, then one real run through it that proves each
  * guarantee (local_sandbox.h); any of them missing refuses the backend. */
-static int sandbox_ready(struct local *b, const struct cp_local_config *cfg, struct cp_err *err)
+static int sandbox_ready(struct local *b, const struct local_config *cfg, struct cp_err *err)
 {
-	int rc = cp_lsandbox_init(&b->sb, cfg->sandbox_user, cfg->sandbox_uids, cfg->hide, err);
+	int rc = local_sandbox_init(&b->sb, cfg->sandbox_user, cfg->sandbox_uids, cfg->hide, err);
 	if (rc)
 		return rc;
 	if (b->sb.as_root && !b->sb.fixed_user) {
-		rc = cp_uids_init(&b->uids, b->sb.uid_first, b->sb.uid_count, b->ws_root, err);
+		rc = local_uids_init(&b->uids, b->sb.uid_first, b->sb.uid_count, b->ws_root, err);
 		if (rc)
 			return rc;
 	}
-	cp_lsandbox_reach(&b->sb, b->state_dir);
-	cp_lsandbox_reach(&b->sb, b->node_root);
+	local_sandbox_reach(&b->sb, b->state_dir);
+	local_sandbox_reach(&b->sb, b->node_root);
 	char ws[4096];
 	uid_t uid;
 	gid_t gid;
 	rc = workspace_path(b, "codepod: start-up probe", ws, sizeof ws, &uid, &gid, err);
 	if (rc)
 		return rc;
-	struct cp_lsandbox_run run = { b->state_dir, b->node_root, ws, 0, uid, gid };
-	return cp_lsandbox_probe(&b->sb, &run, b->node, err);
+	struct local_sandbox_run run = { b->state_dir, b->node_root, ws, 0, uid, gid };
+	return local_sandbox_probe(&b->sb, &run, b->node, err);
 }
 
-int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
+int local_new(const struct local_config *cfg, struct cp_backend **out,
                  struct cp_err *err)
 {
 	int rc = mkdir_p(cfg->state_dir, err);

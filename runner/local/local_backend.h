@@ -6,23 +6,23 @@
  * folder hidden, own PID namespace). When an execution ends, its whole
  * process tree is killed.
  *
- * Loop context: the loop thread only. cp_local_new blocks briefly (it runs
+ * Loop context: the loop thread only. local_new blocks briefly (it runs
  * the sandbox once with `node`, to prove its guarantees: local_sandbox.h).
  *
  * Ownership: the config strings are copied. The backend is freed through
  * backend->ops->destroy once every process handle has exited.
  */
-#ifndef CP_LOCAL_H
-#define CP_LOCAL_H
+#ifndef LOCAL_BACKEND_H
+#define LOCAL_BACKEND_H
 
 #include <uv.h>
 
-#include "sandbox.h"
+#include "runner/sandbox.h"
 
-struct cp_local_config {
+struct local_config {
 	uv_loop_t *loop;
 	const char *state_dir;  /* created if missing */
-	const char *node;       /* resolved Node 22 binary (see cp_node_find) */
+	const char *node;       /* resolved Node 22 binary (see local_node_find) */
 	int isolate;            /* 1: bubblewrap required; 0: plain processes */
 	const char *sandbox_user; /* --sandbox-user: one user for all (root only), or NULL */
 	const char *sandbox_uids; /* --sandbox-uids FIRST-LAST: a user per conversation
@@ -30,19 +30,19 @@ struct cp_local_config {
 	const char *const *hide; /* host files programs must not read: NULL-terminated, or NULL */
 };
 
-int cp_local_new(const struct cp_local_config *cfg, struct cp_backend **out,
+int local_new(const struct local_config *cfg, struct cp_backend **out,
                  struct cp_err *err);
 
 /*
- * cp_node_find - the Node binary to run: @flag (--node) if given, then
+ * local_node_find - the Node binary to run: @flag (--node) if given, then
  * $CODEPOD_NODE, then the project's own install (.deps/node beside the
  * build folder of this executable), then `node` on PATH. A Node older than
  * 22.13 is refused with CP_E_UNSUPPORTED naming its version.
  */
-int cp_node_find(const char *flag, char *out, size_t cap, struct cp_err *err);
+int local_node_find(const char *flag, char *out, size_t cap, struct cp_err *err);
 
 /* 1 when bubblewrap can build the sandbox on this machine; else 0 with the
  * reason in err. */
-int cp_bwrap_usable(struct cp_err *err);
+int local_bwrap_usable(struct cp_err *err);
 
 #endif

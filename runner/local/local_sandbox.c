@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capture.h"
-#include "local_sandbox.h"
-#include "sandbox_uids.h"
-#include "syscall_filter.h"
+#include "runner/local/capture.h"
+#include "runner/local/local_sandbox.h"
+#include "runner/local/sandbox_uids.h"
+#include "runner/local/syscall_filter.h"
 
 static int parse_id(const char *s, unsigned long *out)
 {
@@ -31,7 +31,7 @@ static int parse_id(const char *s, unsigned long *out)
 	return 0;
 }
 
-int cp_lsandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_err *err)
+int local_sandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_err *err)
 {
 	char user[256];
 	const char *colon = strchr(spec, ':');
@@ -96,7 +96,7 @@ static int under_tmp(const char *path)
 	return strncmp(path, "/tmp", 4) == 0 && (path[4] == '\0' || path[4] == '/');
 }
 
-static void add_hide(struct cp_lsandbox *s, const char *path)
+static void add_hide(struct local_sandbox *s, const char *path)
 {
 	struct stat st;
 	/* A path under /tmp is left alone: nothing of the host is there to
@@ -105,7 +105,7 @@ static void add_hide(struct cp_lsandbox *s, const char *path)
 	 * or its workspace when they share one (a serve token file next to a
 	 * checkout under /tmp: Node would not start). */
 	if (!path || path[0] != '/' || strcmp(path, "/") == 0 || under_tmp(path) ||
-	    s->nhide >= CP_LSANDBOX_MAX_HIDE || stat(path, &st) != 0)
+	    s->nhide >= LOCAL_SANDBOX_MAX_HIDE || stat(path, &st) != 0)
 		return;
 	for (size_t i = 0; i < s->nhide; i++)
 		if (strcmp(s->hide[i], path) == 0)
@@ -119,7 +119,7 @@ static void add_hide(struct cp_lsandbox *s, const char *path)
 
 /* Without a fixed user, the program's user (from the range) owns nothing on
  * the way: only the bits for others count. */
-static int may_search(const struct cp_lsandbox *s, const struct stat *st)
+static int may_search(const struct local_sandbox *s, const struct stat *st)
 {
 	if (!s->fixed_user)
 		return (st->st_mode & S_IXOTH) != 0;
@@ -132,7 +132,7 @@ static int may_search(const struct cp_lsandbox *s, const struct stat *st)
 	return (st->st_mode & S_IXOTH) != 0;
 }
 
-void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path)
+void local_sandbox_reach(struct local_sandbox *s, const char *path)
 {
 	if (!s->as_root || !path || path[0] != '/')
 		return;
@@ -157,7 +157,7 @@ void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path)
 	}
 }
 
-int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *uids,
+int local_sandbox_init(struct local_sandbox *s, const char *user, const char *uids,
                      const char *const *hide, struct cp_err *err)
 {
 	memset(s, 0, sizeof *s);
@@ -173,13 +173,13 @@ int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *uids,
 		                  "conversation), not both");
 	if (user) {
 		s->fixed_user = 1;
-		int rc = cp_lsandbox_user_parse(user, &s->uid, &s->gid, err);
+		int rc = local_sandbox_user_parse(user, &s->uid, &s->gid, err);
 		if (rc)
 			return rc;
 	} else {
-		s->uid_first = CP_UIDS_DEFAULT_FIRST;
-		s->uid_count = CP_UIDS_DEFAULT_COUNT;
-		int rc = uids ? cp_uids_parse(uids, &s->uid_first, &s->uid_count, err) : 0;
+		s->uid_first = LOCAL_UIDS_DEFAULT_FIRST;
+		s->uid_count = LOCAL_UIDS_DEFAULT_COUNT;
+		int rc = uids ? local_uids_parse(uids, &s->uid_first, &s->uid_count, err) : 0;
 		if (rc)
 			return rc;
 	}
@@ -190,15 +190,15 @@ int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *uids,
 	if (s->as_root) {
 		s->setpriv = find_tool("setpriv");
 		if (!s->setpriv) {
-			cp_lsandbox_free(s);
+			local_sandbox_free(s);
 			return cp_err_set(err, CP_E_UNSUPPORTED,
 			                  "setpriv (util-linux) is not installed: as root, codepod needs it to "
 			                  "run programs as the sandbox user");
 		}
 	}
-	int rc = cp_seccomp_bpf(&s->bpf, &s->bpf_len, err);
+	int rc = local_seccomp_bpf(&s->bpf, &s->bpf_len, err);
 	if (rc) {
-		cp_lsandbox_free(s);
+		local_sandbox_free(s);
 		return rc;
 	}
 	/* serve --listen's token and audit files, codepod's own home, and /run
@@ -211,7 +211,7 @@ int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *uids,
 	return 0;
 }
 
-void cp_lsandbox_free(struct cp_lsandbox *s)
+void local_sandbox_free(struct local_sandbox *s)
 {
 	free(s->setpriv);
 	free(s->prlimit);
@@ -232,7 +232,7 @@ void cp_lsandbox_free(struct cp_lsandbox *s)
 
 /* `--perms 0755 --dir A` for each proper ancestor A of @path longer than
  * @skip bytes, the strings kept in @buf. Return: 0, or -1 when out of room. */
-static int push_ancestors(struct cp_lsandbox_buf *buf, const char *path, size_t skip,
+static int push_ancestors(struct local_sandbox_buf *buf, const char *path, size_t skip,
                           const char **argv, size_t *n, size_t cap)
 {
 	for (const char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
@@ -253,8 +253,8 @@ static int push_ancestors(struct cp_lsandbox_buf *buf, const char *path, size_t 
 	return 0;
 }
 
-int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
-                     struct cp_lsandbox_buf *buf, const char **argv, size_t cap)
+int local_sandbox_argv(const struct local_sandbox *s, const struct local_sandbox_run *run,
+                     struct local_sandbox_buf *buf, const char **argv, size_t cap)
 {
 	size_t n = 0;
 	PUSH("bwrap");
@@ -315,7 +315,7 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 		snprintf(buf->data, sizeof buf->data, "--data=%llu:%llu", data, data);
 		PUSH(buf->data);
 	}
-	PUSH("--nproc=" STR(CP_SANDBOX_NPROC) ":" STR(CP_SANDBOX_NPROC));
+	PUSH("--nproc=" STR(LOCAL_SANDBOX_NPROC) ":" STR(LOCAL_SANDBOX_NPROC));
 	PUSH("--core=0:0");
 	PUSH("--");
 	if (s->as_root) {
@@ -334,7 +334,7 @@ int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *
 #undef STR
 #undef STR_
 
-int cp_lsandbox_seccomp_fd(const struct cp_lsandbox *s, struct cp_err *err)
+int local_sandbox_seccomp_fd(const struct local_sandbox *s, struct cp_err *err)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC))
@@ -378,12 +378,12 @@ static int field_is(const char *status, const char *name, const char *want)
 	                                                    v[strlen(want)] == '\0');
 }
 
-int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
+int local_sandbox_probe(const struct local_sandbox *s, const struct local_sandbox_run *run,
                       const char *node, struct cp_err *err)
 {
 	const char *argv[192];
-	struct cp_lsandbox_buf buf;
-	int n = cp_lsandbox_argv(s, run, &buf, argv, sizeof argv / sizeof argv[0] - 4);
+	struct local_sandbox_buf buf;
+	int n = local_sandbox_argv(s, run, &buf, argv, sizeof argv / sizeof argv[0] - 4);
 	if (n < 0)
 		return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
 	/* the guarantees, then that Node runs there (any Node: --node may be a
@@ -393,13 +393,13 @@ int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run 
 	argv[n++] = "cat /proc/self/status && exec \"$0\" --version";
 	argv[n++] = node;
 	argv[n] = NULL;
-	int sfd = cp_lsandbox_seccomp_fd(s, err);
+	int sfd = local_sandbox_seccomp_fd(s, err);
 	if (sfd < 0)
 		return sfd;
 	char status[8192];
 	/* blocking: the probe runs once, before the loop (local_sandbox.h);
 	 * bubblewrap's complaint on stderr ends the output on failure */
-	int rc = cp_capture_run(argv, sfd, CP_CAPTURE_STDERR, status, sizeof status);
+	int rc = local_capture_run(argv, sfd, LOCAL_CAPTURE_STDERR, status, sizeof status);
 	close(sfd);
 	if (rc != 0) {
 		status[strcspn(status, "\n")] = '\0';

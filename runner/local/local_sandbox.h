@@ -13,33 +13,33 @@
  * namespace of its own and drops every capability itself. Either way the
  * program ends with no capability in any set, no_new_privs and the filter.
  *
- * Ownership: cp_lsandbox_init() fills a caller-owned struct whose strings
- * and buffers it allocates; cp_lsandbox_free() releases them. Argument
+ * Ownership: local_sandbox_init() fills a caller-owned struct whose strings
+ * and buffers it allocates; local_sandbox_free() releases them. Argument
  * vectors point into the struct and into the caller's strings: valid while
  * both are.
  *
- * Context: cp_lsandbox_init() and cp_lsandbox_probe() block (they run once,
+ * Context: local_sandbox_init() and local_sandbox_probe() block (they run once,
  * before the loop). The rest never blocks.
  */
-#ifndef CP_LOCAL_SANDBOX_H
-#define CP_LOCAL_SANDBOX_H
+#ifndef LOCAL_SANDBOX_H
+#define LOCAL_SANDBOX_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Processes (threads included) one sandbox user may have at once, host-wide:
  * bounds a fork bomb. As root each conversation has a user of its own
  * (sandbox_uids.h), so this is a conversation's budget; with one
  * --sandbox-user, or unprivileged, every conversation shares it. A Node
  * process uses about a dozen. */
-#define CP_SANDBOX_NPROC 4096
+#define LOCAL_SANDBOX_NPROC 4096
 
-#define CP_LSANDBOX_MAX_HIDE 8
+#define LOCAL_SANDBOX_MAX_HIDE 8
 
-struct cp_lsandbox {
+struct local_sandbox {
 	int as_root;          /* codepod is root: switch users with setpriv */
 	int fixed_user;       /* --sandbox-user: every program runs as uid/gid */
 	uid_t uid;            /* fixed_user only */
@@ -50,20 +50,20 @@ struct cp_lsandbox {
 	char *prlimit;
 	unsigned char *bpf;   /* the compiled seccomp filter */
 	size_t bpf_len;
-	char *hide[CP_LSANDBOX_MAX_HIDE]; /* host paths covered in the sandbox */
-	int hide_is_dir[CP_LSANDBOX_MAX_HIDE];
+	char *hide[LOCAL_SANDBOX_MAX_HIDE]; /* host paths covered in the sandbox */
+	int hide_is_dir[LOCAL_SANDBOX_MAX_HIDE];
 	size_t nhide;
 };
 
 /**
- * cp_lsandbox_user_parse() - parse --sandbox-user: a user name, a UID, or
+ * local_sandbox_user_parse() - parse --sandbox-user: a user name, a UID, or
  * UID:GID / NAME:GROUP. Without a group, the user's primary group (for a
  * name) or the same number (for a UID). Root (0) is refused.
  */
-int cp_lsandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_err *err);
+int local_sandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_err *err);
 
 /**
- * cp_lsandbox_init() - everything the sandbox needs, checked.
+ * local_sandbox_init() - everything the sandbox needs, checked.
  * @user: --sandbox-user (one user for every program), or NULL.
  * @uids: --sandbox-uids FIRST-LAST (a user per conversation), or NULL for
  *        the default range; with @user, refused. Either, given while codepod
@@ -74,22 +74,22 @@ int cp_lsandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp_e
  * Return: 0, or CP_E_UNSUPPORTED naming what is missing (setpriv, prlimit,
  * a seccomp filter), or CP_E_INVALID_REQUEST for a bad --sandbox-user.
  */
-int cp_lsandbox_init(struct cp_lsandbox *s, const char *user, const char *uids,
+int local_sandbox_init(struct local_sandbox *s, const char *user, const char *uids,
                      const char *const *hide, struct cp_err *err);
 
-void cp_lsandbox_free(struct cp_lsandbox *s);
+void local_sandbox_free(struct local_sandbox *s);
 
 /**
- * cp_lsandbox_reach() - make @path reachable for the sandbox user: the
+ * local_sandbox_reach() - make @path reachable for the sandbox user: the
  * topmost folder on the way to it that the user may not search (a 0700
  * home, say) is covered with an empty tmpfs inside the sandbox, so the
  * binds made after it (state folder, Node, workspace) can be walked to,
  * while the rest of that folder stays out of sight. A no-op unprivileged.
  */
-void cp_lsandbox_reach(struct cp_lsandbox *s, const char *path);
+void local_sandbox_reach(struct local_sandbox *s, const char *path);
 
-/* What cp_lsandbox_argv() needs to know about one execution. */
-struct cp_lsandbox_run {
+/* What local_sandbox_argv() needs to know about one execution. */
+struct local_sandbox_run {
 	const char *state_dir; /* hidden but for ws */
 	const char *node_root; /* bound read-only (it may live under a hidden folder) */
 	const char *ws;        /* the workspace: bound read-write, the working folder */
@@ -99,7 +99,7 @@ struct cp_lsandbox_run {
 };
 
 /* Room the caller keeps for numbers formatted into the argv. */
-struct cp_lsandbox_buf {
+struct local_sandbox_buf {
 	char tmp_size[32], data[64], uid[16], gid[16];
 	/* the ancestors of Node's folder and of the workspace, NUL-separated */
 	char dirs[16384];
@@ -107,24 +107,24 @@ struct cp_lsandbox_buf {
 };
 
 /**
- * cp_lsandbox_argv() - write the chain up to (not including) the command
+ * local_sandbox_argv() - write the chain up to (not including) the command
  * into @argv, which has @cap slots; the command follows at the returned
- * index. Seccomp is read from fd 3 (see cp_lsandbox_seccomp_fd).
+ * index. Seccomp is read from fd 3 (see local_sandbox_seccomp_fd).
  *
  * Return: the number of slots used, or -1 when @cap is too small.
  */
-int cp_lsandbox_argv(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
-                     struct cp_lsandbox_buf *buf, const char **argv, size_t cap);
+int local_sandbox_argv(const struct local_sandbox *s, const struct local_sandbox_run *run,
+                     struct local_sandbox_buf *buf, const char **argv, size_t cap);
 
 /**
- * cp_lsandbox_seccomp_fd() - a new pipe's read end holding the filter, for
+ * local_sandbox_seccomp_fd() - a new pipe's read end holding the filter, for
  * one bubblewrap to read as fd 3 (the caller closes it once the child runs).
  * Return: the fd, or a negative cp_code with err filled.
  */
-int cp_lsandbox_seccomp_fd(const struct cp_lsandbox *s, struct cp_err *err);
+int local_sandbox_seccomp_fd(const struct local_sandbox *s, struct cp_err *err);
 
 /**
- * cp_lsandbox_probe() - run the whole chain once, with @ws as its
+ * local_sandbox_probe() - run the whole chain once, with @ws as its
  * workspace: `cat /proc/self/status`, then `NODE --version` (so Node is
  * known to run there as the sandbox user). The status must show
  * no capability in any set, NoNewPrivs 1, Seccomp 2 (filter mode) and, when
@@ -132,7 +132,7 @@ int cp_lsandbox_seccomp_fd(const struct cp_lsandbox *s, struct cp_err *err);
  *
  * Return: 0, or CP_E_UNSUPPORTED naming the first guarantee missing.
  */
-int cp_lsandbox_probe(const struct cp_lsandbox *s, const struct cp_lsandbox_run *run,
+int local_sandbox_probe(const struct local_sandbox *s, const struct local_sandbox_run *run,
                       const char *node, struct cp_err *err);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * nodefind.c - finding Node 22 and probing bubblewrap, once at start.
- * These block (cp_capture_run: fork, exec, wait) on purpose: they run before
+ * These block (local_capture_run: fork, exec, wait) on purpose: they run before
  * the loop does.
  */
 #include <limits.h>
@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture.h"
-#include "local.h"
+#include "runner/local/capture.h"
+#include "runner/local/local_backend.h"
 
 static int version_ok(const char *node, char *version, size_t cap)
 {
 	const char *argv[] = { node, "--version", NULL };
-	if (cp_capture_run(argv, -1, 0, version, cap) != 0)
+	if (local_capture_run(argv, -1, 0, version, cap) != 0)
 		return -1;
 	version[strcspn(version, "\r\n")] = '\0';
 	unsigned major = 0, minor = 0;
@@ -69,7 +69,7 @@ static int path_node(char *out, size_t cap)
 	return found;
 }
 
-int cp_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
+int local_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
 {
 	const char *from = "--node";
 	const char *env = getenv("CODEPOD_NODE");
@@ -99,12 +99,12 @@ int cp_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
 	return 0;
 }
 
-int cp_bwrap_usable(struct cp_err *err)
+int local_bwrap_usable(struct cp_err *err)
 {
 	const char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
 	                       "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true", NULL };
 	char out[64];
-	int st = cp_capture_run(argv, -1, 0, out, sizeof out);
+	int st = local_capture_run(argv, -1, 0, out, sizeof out);
 	if (st == 0)
 		return 1;
 	cp_err_set(err, CP_E_UNSUPPORTED, st == 127

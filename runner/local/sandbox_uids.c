@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "sandbox_uids.h"
+#include "runner/local/sandbox_uids.h"
 
-int cp_uids_parse(const char *spec, uint32_t *first, uint32_t *count, struct cp_err *err)
+int local_uids_parse(const char *spec, uint32_t *first, uint32_t *count, struct cp_err *err)
 {
 	char *end;
 	errno = 0;
@@ -34,13 +34,13 @@ int cp_uids_parse(const char *spec, uint32_t *first, uint32_t *count, struct cp_
 	return 0;
 }
 
-int cp_uids_in_range(const struct cp_uids *u, uid_t uid)
+int local_uids_in_range(const struct local_uids *u, uid_t uid)
 {
 	return uid >= u->first && uid - u->first < u->count;
 }
 
 /* Index of the first element >= @uid. */
-static size_t lower_bound(const struct cp_uids *u, uint32_t uid)
+static size_t lower_bound(const struct local_uids *u, uint32_t uid)
 {
 	size_t lo = 0, hi = u->n;
 	while (lo < hi) {
@@ -53,13 +53,13 @@ static size_t lower_bound(const struct cp_uids *u, uint32_t uid)
 	return lo;
 }
 
-static int owned(const struct cp_uids *u, uint32_t uid)
+static int owned(const struct local_uids *u, uint32_t uid)
 {
 	size_t i = lower_bound(u, uid);
 	return i < u->n && u->owned[i] == uid;
 }
 
-static int add(struct cp_uids *u, uint32_t uid)
+static int add(struct local_uids *u, uint32_t uid)
 {
 	size_t i = lower_bound(u, uid);
 	if (i < u->n && u->owned[i] == uid)
@@ -78,7 +78,7 @@ static int add(struct cp_uids *u, uint32_t uid)
 	return 0;
 }
 
-int cp_uids_init(struct cp_uids *u, uint32_t first, uint32_t count, const char *ws_root,
+int local_uids_init(struct local_uids *u, uint32_t first, uint32_t count, const char *ws_root,
                  struct cp_err *err)
 {
 	memset(u, 0, sizeof *u);
@@ -94,11 +94,11 @@ int cp_uids_init(struct cp_uids *u, uint32_t first, uint32_t count, const char *
 	while ((e = readdir(d))) {
 		struct stat st;
 		if (e->d_name[0] == '.' || fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    !S_ISDIR(st.st_mode) || !cp_uids_in_range(u, st.st_uid))
+		    !S_ISDIR(st.st_mode) || !local_uids_in_range(u, st.st_uid))
 			continue;
 		if (add(u, (uint32_t)st.st_uid)) {
 			closedir(d);
-			cp_uids_free(u);
+			local_uids_free(u);
 			return cp_err_set(err, CP_E_NOMEM, "out of memory");
 		}
 	}
@@ -106,13 +106,13 @@ int cp_uids_init(struct cp_uids *u, uint32_t first, uint32_t count, const char *
 	return 0;
 }
 
-void cp_uids_free(struct cp_uids *u)
+void local_uids_free(struct local_uids *u)
 {
 	free(u->owned);
 	memset(u, 0, sizeof *u);
 }
 
-int cp_uids_take(struct cp_uids *u, const char *conversation, uid_t *out, struct cp_err *err)
+int local_uids_take(struct local_uids *u, const char *conversation, uid_t *out, struct cp_err *err)
 {
 	if (u->n >= u->count)
 		return cp_err_set(err, CP_E_DENIED,

@@ -18,28 +18,28 @@
  * so they share a user only by chance: about n*m/65536 for n and m
  * conversations with a range of 65536.
  *
- * Ownership: cp_uids_init() fills a caller-owned struct whose set it
- * allocates; cp_uids_free() releases it.
+ * Ownership: local_uids_init() fills a caller-owned struct whose set it
+ * allocates; local_uids_free() releases it.
  *
- * Context: cp_uids_init() reads the state folder (blocking, once, before the
+ * Context: local_uids_init() reads the state folder (blocking, once, before the
  * loop). The rest never blocks: the set is in memory.
  */
-#ifndef CP_SANDBOX_UIDS_H
-#define CP_SANDBOX_UIDS_H
+#ifndef LOCAL_SANDBOX_UIDS_H
+#define LOCAL_SANDBOX_UIDS_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* The default range: 65536 users from 0x70000000, above the ranges systemd
  * gives containers (0x80000-0x6fffffff) and below 2^31 (tools that read a
  * uid as a signed int). No user there needs an /etc/passwd entry. */
-#define CP_UIDS_DEFAULT_FIRST 0x70000000u
-#define CP_UIDS_DEFAULT_COUNT 65536u
+#define LOCAL_UIDS_DEFAULT_FIRST 0x70000000u
+#define LOCAL_UIDS_DEFAULT_COUNT 65536u
 
-struct cp_uids {
+struct local_uids {
 	uint32_t first, count;
 	uint32_t *owned;       /* uids owning a workspace here, sorted, no repeats */
 	size_t n, cap;
@@ -47,29 +47,29 @@ struct cp_uids {
 };
 
 /**
- * cp_uids_parse() - parse --sandbox-uids "FIRST-LAST" (decimal, inclusive).
+ * local_uids_parse() - parse --sandbox-uids "FIRST-LAST" (decimal, inclusive).
  * Root (0) and ranges past 2^32-2 are refused.
  */
-int cp_uids_parse(const char *spec, uint32_t *first, uint32_t *count, struct cp_err *err);
+int local_uids_parse(const char *spec, uint32_t *first, uint32_t *count, struct cp_err *err);
 
 /**
- * cp_uids_init() - @ws_root's workspaces whose owner is in the range are
+ * local_uids_init() - @ws_root's workspaces whose owner is in the range are
  * taken as owned; the rest (made under another --sandbox-user, or by an older
  * codepod) keep their owner and are not counted.
  */
-int cp_uids_init(struct cp_uids *u, uint32_t first, uint32_t count, const char *ws_root,
+int local_uids_init(struct local_uids *u, uint32_t first, uint32_t count, const char *ws_root,
                  struct cp_err *err);
 
-void cp_uids_free(struct cp_uids *u);
+void local_uids_free(struct local_uids *u);
 
 /* 1 when @uid is in the range. */
-int cp_uids_in_range(const struct cp_uids *u, uid_t uid);
+int local_uids_in_range(const struct local_uids *u, uid_t uid);
 
 /**
- * cp_uids_take() - the user for a new workspace of @conversation, recorded
+ * local_uids_take() - the user for a new workspace of @conversation, recorded
  * as owned. Return: 0, CP_E_DENIED when every user of the range owns a
  * workspace, CP_E_NOMEM.
  */
-int cp_uids_take(struct cp_uids *u, const char *conversation, uid_t *out, struct cp_err *err);
+int local_uids_take(struct local_uids *u, const char *conversation, uid_t *out, struct cp_err *err);
 
 #endif

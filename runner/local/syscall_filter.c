@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "syscall_filter.h"
+#include "runner/local/syscall_filter.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -116,7 +116,7 @@ static int export_bpf(scmp_filter_ctx ctx, unsigned char **out, size_t *len, str
 	return 0;
 }
 
-int cp_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err)
+int local_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)

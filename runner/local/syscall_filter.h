@@ -17,23 +17,23 @@
  * entry points on x86_64) kills the process: nothing legitimate uses them
  * and the rules above would not apply to them.
  *
- * Ownership: cp_seccomp_bpf() returns a new buffer the caller frees with
+ * Ownership: local_seccomp_bpf() returns a new buffer the caller frees with
  * free(). Context: any thread; blocks on nothing (a memfd round trip).
  */
-#ifndef CP_SYSCALL_FILTER_H
-#define CP_SYSCALL_FILTER_H
+#ifndef LOCAL_SYSCALL_FILTER_H
+#define LOCAL_SYSCALL_FILTER_H
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /**
- * cp_seccomp_bpf() - the filter as a BPF program (struct sock_filter[]).
+ * local_seccomp_bpf() - the filter as a BPF program (struct sock_filter[]).
  * @out: set to a new buffer of @len bytes (free with free()).
  *
  * Return: 0, or CP_E_UNSUPPORTED when libseccomp cannot build the filter
  * for this architecture, or CP_E_IO / CP_E_NOMEM.
  */
-int cp_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err);
+int local_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err);
 
 #endif

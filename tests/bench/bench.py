@@ -72,7 +72,7 @@ def verdict(ok):
 def exec_lines(f):
     """Section (d): issue 3's exec figures from bench_exec."""
     L = ["(d) Kubernetes exec through the fake API server (tests/fakekube, TLS + WebSocket v5),",
-         "    k8s/exec.h on the uv loop, vs the same Node spawned locally with uv_spawn on that loop"]
+         "    k8s/api/pod_exec.h on the uv loop, vs the same Node spawned locally with uv_spawn on that loop"]
     if not f or "exec_node_e0" not in f:
         L.append("    not measured")
         return L

@@ -38,9 +38,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "codepod.h"
-#include "local.h"
-#include "log.h"
+#include "runner/codepod.h"
+#include "runner/local/local_backend.h"
+#include "base/log.h"
 
 struct bench {
 	uv_loop_t loop;
@@ -104,19 +104,19 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 {
 	struct cp_err err;
 	char node[PATH_MAX];
-	if (cp_node_find(node_flag, node, sizeof node, &err)) {
+	if (local_node_find(node_flag, node, sizeof node, &err)) {
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
 	}
-	if (isolate && !cp_bwrap_usable(&err)) {
+	if (isolate && !local_bwrap_usable(&err)) {
 		fprintf(stderr, "bench: bubblewrap unusable here: %s\n", err.msg);
 		return -1;
 	}
 	uv_loop_init(&b->loop);
 	b->isolate = isolate;
-	struct cp_local_config lc = { .loop = &b->loop, .state_dir = state_dir, .node = node,
+	struct local_config lc = { .loop = &b->loop, .state_dir = state_dir, .node = node,
 	                              .isolate = isolate };
-	if (cp_local_new(&lc, &b->backend, &err)) {
+	if (local_new(&lc, &b->backend, &err)) {
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
 	}

@@ -33,8 +33,8 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "exec.h"
-#include "kubeconfig.h"
+#include "k8s/api/pod_exec.h"
+#include "k8s/api/kubeconfig.h"
 #include "../unit/fakekube_fixture.h"
 
 #define POD "bench"

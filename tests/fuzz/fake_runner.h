@@ -22,7 +22,7 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "codepod.h"
+#include "runner/codepod.h"
 
 /* The engine on @loop over @backend, default policy and ceiling; abort()s
  * when it cannot be made. */

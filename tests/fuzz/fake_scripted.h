@@ -22,7 +22,7 @@
 
 #include <uv.h>
 
-#include "codepod.h"
+#include "runner/codepod.h"
 #include "fake_runner.h"
 
 struct fake_backend {

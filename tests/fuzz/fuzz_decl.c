@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "decl.h"
+#include "broker/decl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "exec_frame.h"
-#include "status.h"
+#include "k8s/api/exec_frame.h"
+#include "k8s/api/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

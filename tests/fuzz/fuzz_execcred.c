@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "execcred.h"
+#include "k8s/api/execcred.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

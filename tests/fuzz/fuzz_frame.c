@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
-#include "logwin.h"
-#include "utf8.h"
+#include "runner/frame.h"
+#include "runner/logwin.h"
+#include "base/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

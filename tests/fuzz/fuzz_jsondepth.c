@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "jsondepth.h"
+#include "base/jsondepth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

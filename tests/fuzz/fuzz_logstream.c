@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "logstream.h"
+#include "broker/logstream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -24,9 +24,9 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "codepod.h"
+#include "runner/codepod.h"
 #include "fake_scripted.h"
-#include "log.h"
+#include "base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "pod.h"
+#include "k8s/api/pod.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "pod.h"
-#include "yamljson.h"
+#include "k8s/api/pod.h"
+#include "k8s/api/yamljson.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

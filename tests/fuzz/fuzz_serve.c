@@ -38,11 +38,11 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "codepod.h"
+#include "runner/codepod.h"
 #include "fake_scripted.h"
-#include "http_server.h"
-#include "idset.h"
-#include "log.h"
+#include "broker/http_server.h"
+#include "base/idset.h"
+#include "base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -45,11 +45,11 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "codepod.h"
+#include "runner/codepod.h"
 #include "fake_runner.h"
-#include "idset.h"
-#include "log.h"
-#include "session.h"
+#include "base/idset.h"
+#include "base/log.h"
+#include "broker/session.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

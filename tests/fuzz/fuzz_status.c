@@ -3,7 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "k8s/api/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* fuzz_super_frame.c - the supervisor stream decoder (k8s/super_frame.h) on
+/* fuzz_super_frame.c - the supervisor stream decoder (k8s/backend/super_frame.h) on
  * arbitrary bytes: byte 0 is a chunk size (1..256), the rest the stream,
  * parsed whole and in chunks; both must agree on every frame and on the
  * error, and no payload piece may go past its frame's declared length. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "super_frame.h"
+#include "k8s/backend/super_frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,7 +27,7 @@ static void mix(struct rec *r, char kind, uint32_t chan, const char *buf, size_t
 
 static int on_data(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
 {
-	if (len > KSF_MAX_DATA)
+	if (len > KUBE_SFRAME_MAX_DATA)
 		abort();
 	mix(ud, kind, chan, buf, len);
 	return 0;
@@ -36,14 +36,14 @@ static int on_data(void *ud, char kind, uint32_t chan, const char *buf, size_t l
 static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
 {
 	struct rec *r = ud;
-	if (len > KSF_MAX_CTL || !strchr("HXFD", kind))
+	if (len > KUBE_SFRAME_MAX_CTL || !strchr("HXFD", kind))
 		abort();
 	r->frames++;
 	mix(r, (char)(kind + 1), chan, buf, len);
 	return 0;
 }
 
-static const struct ksf_sink sink = { on_data, on_ctl };
+static const struct kube_sframe_sink sink = { on_data, on_ctl };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,15 +52,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t chunk = (size_t)data[0] + 1;
 	const char *s = (const char *)data + 1;
 	size_t n = size - 1;
-	struct ksf_parser a, b;
+	struct kube_sframe_parser a, b;
 	struct rec ra = { 0, 0, 0 }, rb = { 0, 0, 0 };
 	const char *wa = NULL, *wb = NULL;
-	ksf_init(&a);
-	ksf_init(&b);
-	int ea = ksf_feed(&a, s, n, &sink, &ra, &wa);
+	kube_sframe_init(&a);
+	kube_sframe_init(&b);
+	int ea = kube_sframe_feed(&a, s, n, &sink, &ra, &wa);
 	int eb = 0;
 	for (size_t off = 0; off < n && eb == 0; off += chunk)
-		eb = ksf_feed(&b, s + off, n - off < chunk ? n - off : chunk, &sink, &rb, &wb);
+		eb = kube_sframe_feed(&b, s + off, n - off < chunk ? n - off : chunk, &sink, &rb, &wb);
 	/* Data pieces may be split differently; whole frames, errors and the
 	 * byte count may not. */
 	if (ea != eb || ra.frames != rb.frames || ra.bytes != rb.bytes)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tool_answer.h"
+#include "broker/tool_answer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "watch_stream.h"
+#include "k8s/api/watch_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "decl.h"
+#include "broker/decl.h"
 
 #define CASES "tests/decl/cases"
 

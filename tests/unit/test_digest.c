@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "digest.h"
+#include "runner/digest.h"
 
 static void test_known_vector(void **state)
 {

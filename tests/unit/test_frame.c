@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "frame.h"
+#include "runner/frame.h"
 
 #define NONCE "0123456789abcdef0123456789abcdef"
 #define OTHER "0123456789abcdef0123456789abcdee"

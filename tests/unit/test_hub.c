@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "session_int.h"
+#include "broker/session_int.h"
 
 static uv_loop_t loop;
 
@@ -29,7 +29,7 @@ static void keep(struct broker_hub *h, const char *id, size_t pad, int delivered
 	memset(text, 'x', pad);
 	text[pad] = '\0';
 	json_t *o = json_pack("{s:s,s:s}", "executionId", id, "logs", text);
-	hub_retain(h, id, o, delivered);
+	broker_hub_retain(h, id, o, delivered);
 	json_decref(o);
 	free(text);
 }
@@ -53,7 +53,7 @@ static void test_count_bound_drops_delivered_first(void **state)
 	assert_true(!kept(h, "a") && kept(h, "c") && kept(h, "e"));
 	assert_int_equal(broker_hub_kept(h, NULL), 3);
 	/* Taken for an attach: now delivered, so it goes first. */
-	assert_non_null(hub_take_outcome(h, "e"));
+	assert_non_null(broker_hub_take_outcome(h, "e"));
 	keep(h, "f", 10, 0);
 	assert_true(kept(h, "c") && kept(h, "d") && !kept(h, "e") && kept(h, "f"));
 	broker_hub_free(h);

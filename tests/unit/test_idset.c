@@ -1,4 +1,4 @@
-/* Unit tests for runner/idset.c. */
+/* Unit tests for base/idset.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "idset.h"
+#include "base/idset.h"
 
 static void name(char *buf, size_t cap, unsigned long i)
 {

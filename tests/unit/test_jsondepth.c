@@ -1,4 +1,4 @@
-/* Unit tests for runner/jsondepth.c. */
+/* Unit tests for base/jsondepth.c. */
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "jsondepth.h"
+#include "base/jsondepth.h"
 
 static int tdepth(const char *s, int limit)
 {

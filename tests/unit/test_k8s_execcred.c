@@ -1,4 +1,4 @@
-/* test_k8s_execcred.c - k8s/execcred.c and k8s/b64.c on the ExecCredential
+/* test_k8s_execcred.c - k8s/api/execcred.c and k8s/api/b64.c on the ExecCredential
  * fixtures and on broken plugin output. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "b64.h"
-#include "execcred.h"
+#include "k8s/api/b64.h"
+#include "k8s/api/execcred.h"
 #include "test_k8s_fixture.h"
 
 static void assert_json_equals_fixture(const char *got, const char *file)

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "kubeconfig.h"
+#include "k8s/api/kubeconfig.h"
 #include "test_k8s_fixture.h"
 
 static char tmpdir[256];

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pod.h"
+#include "k8s/api/pod.h"
 #include "test_k8s_fixture.h"
-#include "yamljson.h"
+#include "k8s/api/yamljson.h"
 
 static json_t *fixture_json(const char *name)
 {

@@ -15,10 +15,10 @@
 #include <uv.h>
 
 #include "fakekube_fixture.h"
-#include "http.h"
-#include "kubeconfig.h"
-#include "rest.h"
-#include "watch.h"
+#include "k8s/api/http.h"
+#include "k8s/api/kubeconfig.h"
+#include "k8s/api/rest.h"
+#include "k8s/api/watch.h"
 
 static struct fakekube fx;
 static uv_loop_t loop;

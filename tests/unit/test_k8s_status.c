@@ -1,4 +1,4 @@
-/* test_k8s_status.c - k8s/status.c on every Status fixture and on junk. */
+/* test_k8s_status.c - k8s/api/status.c on every Status fixture and on junk. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "status.h"
+#include "k8s/api/status.h"
 #include "test_k8s_fixture.h"
 
 struct status_case {

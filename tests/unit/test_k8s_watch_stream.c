@@ -1,4 +1,4 @@
-/* test_k8s_watch_stream.c - k8s/watch_stream.c on the watch fixtures, every
+/* test_k8s_watch_stream.c - k8s/api/watch_stream.c on the watch fixtures, every
  * chunking of them, pod fixtures wrapped as events, and broken streams. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "watch_stream.h"
+#include "k8s/api/watch_stream.h"
 #include "test_k8s_fixture.h"
 
 static const enum k8s_watch_type pod_types[] = {

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "lines.h"
+#include "broker/lines.h"
 
 /* Everything the sink saw, as "L<line>|" and "O<len>|". */
 struct rec {

@@ -1,4 +1,4 @@
-/* Unit tests for runner/logwin.c and runner/utf8.c. */
+/* Unit tests for runner/logwin.c and base/utf8.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "logwin.h"
-#include "utf8.h"
+#include "runner/logwin.h"
+#include "base/utf8.h"
 
 #define FFFD "\xef\xbf\xbd"
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "exec_int.h"
+#include "runner/exec_int.h"
 
 #define DIGEST "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "policy.h"
+#include "runner/policy.h"
 
 /* The contract's names, in struct order, with DESIGN.md section 3's default
  * (memory: policy.h's 512 MiB) and the built-in ceiling. */
