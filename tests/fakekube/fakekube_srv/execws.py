@@ -62,14 +62,53 @@ def _under_tmp(path):
     return path.startswith("/tmp/")
 
 
+def _closed_ancestor(path):
+    """The highest folder on the way to `path` that other users cannot search
+    (e.g. /root, mode 0700), or None."""
+    parts = path.split("/")
+    for i in range(2, len(parts)):
+        d = "/".join(parts[:i])
+        try:
+            if not os.stat(d).st_mode & 0o001:
+                return d
+        except OSError:
+            return None
+    return None
+
+
 def host_binds_over_tmp(exec_path):
     """A pod's /tmp is its own, which would hide a checkout (and its Node)
-    living under the host's /tmp: bind those back, read-only, over it."""
+    living under the host's /tmp: bind those back, read-only, over it. A
+    checkout behind a folder other users cannot search (/root, mode 0700)
+    would be out of reach of a pod's non-root user, as a node's image is
+    not: such a folder becomes an empty searchable one in the pod, with the
+    checkout bound back inside it."""
     keep = [CHECKOUT] + [os.path.realpath(d) for d in exec_path.split(":") if d]
     out = []
+    covered = []
     for p in dict.fromkeys(keep):
-        if _under_tmp(p) and os.path.isdir(p):
+        if not os.path.isdir(p) or any(p == c or p.startswith(c + "/") for c in covered):
+            continue
+        if _under_tmp(p):
             out += [*_walkable_under_tmp(p), "--ro-bind", p, p]
+            covered.append(p)
+            continue
+        closed = _closed_ancestor(p)
+        if closed is not None:
+            if not any(a == "--tmpfs" and b == closed for a, b in zip(out, out[1:])):
+                out += ["--perms", "0755", "--tmpfs", closed]
+            out += [*_walkable_under(closed, p), "--ro-bind", p, p]
+            covered.append(p)
+    return out
+
+
+def _walkable_under(top, path):
+    """bwrap args making the folders between `top` (exclusive) and `path`
+    (exclusive) searchable by any user inside the pod."""
+    out = []
+    rel = path[len(top):].strip("/").split("/")
+    for i in range(1, len(rel)):
+        out += ["--perms", "0755", "--dir", top + "/" + "/".join(rel[:i])]
     return out
 
 
