@@ -62,7 +62,7 @@
  * Recursion in the renderer is bounded by the depth cap.
  *
  * Ownership: @tools is borrowed for the call; *out is new (free()).
- * Context: pure, any thread; no I/O except cmd_declarations.
+ * Context: pure, any thread; no I/O.
  */
 #ifndef BROKER_DECL_H
 #define BROKER_DECL_H
@@ -88,15 +88,5 @@
  * CP_E_TOO_BIG past the node or output bounds; CP_E_NOMEM.
  */
 int broker_decl_render(const json_t *tools, char **out, struct cp_err *err);
-
-/**
- * cmd_declarations() - `codepod declarations TOOLS.json`.
- * @path: the tools file, {"tools":[...]} or [...]; "-" reads stdin; NULL
- *        prints the usage.
- *
- * Prints the declarations on stdout, or a message on stderr.
- * Return: the exit status: 0, 1 on a bad file or a render error, 2 on usage.
- */
-int cmd_declarations(const char *path);
 
 #endif

@@ -3,12 +3,13 @@
  * file on stdout (the file format of broker/cmdtool.h, or a bare array).
  */
 #include "broker/decl.h"
+#include "cli/decl_cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int cmd_declarations(const char *path)
+int cli_declarations(const char *path)
 {
 	json_error_t jerr;
 	struct cp_err err = { 0 };

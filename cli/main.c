@@ -12,7 +12,7 @@
 
 #include "broker/cmdtool.h"
 #include "runner/codepod.h"
-#include "broker/decl.h"
+#include "cli/decl_cli.h"
 #include "base/idset.h"
 #include "k8s/backend/kube_backend.h"
 #include "runner/local/local_backend.h"
@@ -576,7 +576,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(cmd, "declarations") == 0)
-		return cmd_declarations(argc == 3 ? argv[2] : NULL);
+		return cli_declarations(argc == 3 ? argv[2] : NULL);
 	struct opts o = { 0 };
 	int prc = parse_opts(argc - 1, argv + 1, &o);
 	if (prc)
