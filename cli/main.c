@@ -1,5 +1,7 @@
 /*
- * main.c - the codepod command: `serve --stdio`, `run FILE`, `--version`.
+ * main.c - the codepod command: `serve --stdio`, `serve --listen`, `run FILE`,
+ * `declarations TOOLS.json`, `--version`. Each subcommand's options are the
+ * tables below (serve --listen's are in serve_cmd.c), read in one pass.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,64 +20,193 @@
 #include "runner/local/local_backend.h"
 #include "base/log.h"
 #include "cli/serve_cmd.h"
+#include "cli/options.h"
 #include "runner/prestart.h"
 #include "broker/stdio_serve.h"
 
-/* long options without a short letter */
-enum { OPT_PRESTART = 1000, OPT_PRESTART_IDLE, OPT_NO_SUPERVISOR, OPT_SUPERVISOR, OPT_SANDBOX_UIDS };
-
 #define CODEPOD_VERSION "0.1.0"
+/* The execution ids a server refuses to reuse: the running ones and the
+ * last finished ones. No fewer than --max-executions allows at most. */
 #define RECENT_IDS 100000
 
 struct opts {
+	/* the backend (serve and run) */
 	const char *backend;
 	struct kube_backend_options kube;
 	const char *state_dir;
 	const char *node;
 	const char *sandbox_user;
 	const char *sandbox_uids;
-	const char *token_file; /* serve --listen's token and audit files: hidden from programs */
-	const char *audit_file;
 	int no_isolation;
+	/* the engine (serve and run) */
+	const char *policy_defaults, *policy_ceiling; /* the deployment's */
+	unsigned prestart_max;    /* --prestart N */
+	unsigned prestart_idle_s; /* --prestart-idle SECONDS */
+	/* serve */
 	int stdio;
-	unsigned max_executions; /* serve --stdio */
-	int listen; /* serve --listen: cli/serve_cmd.c parses its own options */
+	unsigned max_executions;       /* both forms */
+	struct cli_listen_opts listen; /* serve --listen's own */
+	/* run */
 	const char *tools;
 	const char *conversation;
 	const char *policy;
-	const char *policy_defaults, *policy_ceiling; /* the deployment's */
 	const char *file;
-	unsigned prestart_max;    /* --prestart N */
-	unsigned prestart_idle_s; /* --prestart-idle SECONDS */
 };
+
+static int set_log_level(void *base, const char *arg)
+{
+	(void)base;
+	int lvl = cp_log_parse_level(arg);
+	if (lvl < 0) {
+		fprintf(stderr, "codepod: --log-level must be debug, info, warn or error\n");
+		return -1;
+	}
+	cp_log_set_level((enum cp_log_level)lvl);
+	return 0;
+}
+
+#define O struct opts
+static const struct cli_opt stdio_opts[] = {
+	{ "stdio", NULL, CLI_SET_AT(O, stdio, 1),
+	  .help = "the session protocol as JSON lines on stdin and stdout" },
+	CLI_END,
+};
+
+static const struct cli_opt serve_opts[] = {
+	{ "max-executions", "N", CLI_UINT_AT(O, max_executions, 1, 100000),
+	  .help = "executions running at once; over it, TOO_MANY_EXECUTIONS" },
+	CLI_END,
+};
+
+static const struct cli_opt run_opts[] = {
+	{ "tools", "TOOLS.json", CLI_STR_AT(O, tools),
+	  .help = "the tools the program may call, each a command codepod runs" },
+	{ "conversation", "KEY", CLI_STR_AT(O, conversation),
+	  .help = "the conversation, whose workspace the program runs in (default: default)" },
+	{ "policy", "JSON", CLI_STR_AT(O, policy),
+	  .help = "the execution's policy, such as '{\"timeoutMs\":60000}'" },
+	CLI_END,
+};
+
+static const struct cli_opt engine_opts[] = {
+	{ "backend", "local|kubernetes", CLI_STR_AT(O, backend),
+	  .help = "where programs run (default: local)" },
+	{ "policy-defaults", "JSON", CLI_STR_AT(O, policy_defaults),
+	  .help = "the deployment's policy defaults, a JSON object such as '{\"timeoutMs\":60000}'" },
+	{ "policy-ceiling", "JSON", CLI_STR_AT(O, policy_ceiling),
+	  .help = "lowers the deployment's policy ceilings, a JSON object" },
+	{ "prestart", "N", CLI_UINT_AT(O, prestart_max, 0, 100000),
+	  .help = "runners started ahead of their execution, in all; 0: none; "
+	          "$CODEPOD_PRESTART sets the default" },
+	{ "prestart-idle", "SECONDS", CLI_UINT_AT(O, prestart_idle_s, 1, 100000),
+	  .help = "how long a started runner waits after its conversation's last execution" },
+	{ "log-level", "debug|info|warn|error", CLI_CALL, .call = set_log_level,
+	  .help = "log lines (on stderr) of this level and above (default: info)" },
+	CLI_END,
+};
+
+static const struct cli_opt local_opts[] = {
+	{ "state-dir", "DIR", CLI_STR_AT(O, state_dir),
+	  .help = "the conversations' workspaces (default: $CODEPOD_STATE_DIR, else "
+	          "$HOME/.local/state/codepod)" },
+	{ "node", "PATH", CLI_STR_AT(O, node),
+	  .help = "the Node.js binary (default: $CODEPOD_NODE, the project's own, then PATH)" },
+	{ "sandbox-uids", "FIRST-LAST", CLI_STR_AT(O, sandbox_uids),
+	  .help = "as root, each conversation's programs run as a user of their own from "
+	          "this range (default 1879048192-1879113727)" },
+	{ "sandbox-user", "USER|UID[:GID]", CLI_STR_AT(O, sandbox_user),
+	  .help = "as root, every program as this one user instead" },
+	{ "no-isolation", NULL, CLI_SET_AT(O, no_isolation, 1),
+	  .help = "programs run without isolation: they can reach the network and write "
+	          "anywhere this user can" },
+	CLI_END,
+};
+
+static const struct cli_opt kube_opts[] = {
+	{ "kubeconfig", "FILES", CLI_STR_AT(O, kube.kubeconfig),
+	  .help = "a KUBECONFIG-style list (default: $KUBECONFIG, else ~/.kube/config; "
+	          "no kubeconfig: in-cluster)" },
+	{ "context", "NAME", CLI_STR_AT(O, kube.context),
+	  .help = "the kubeconfig's context (default: its current one)" },
+	{ "namespace", "NS", CLI_STR_AT(O, kube.ns),
+	  .help = "the sandbox pods' namespace (default: the context's)" },
+	{ "pod-template", "FILE", CLI_STR_AT(O, kube.pod_template),
+	  .help = "the sandbox pod, YAML or JSON (default: the built-in one)" },
+	{ "warm-pool", "N", CLI_UINT_AT(O, kube.warm_pool, 0, 100000),
+	  .help = "ready unclaimed pods to keep" },
+	{ "idle-ttl", "SECONDS", CLI_UINT_AT(O, kube.idle_ttl_s, 0, 100000),
+	  .help = "a conversation's pod idle longer is removed; 0: never" },
+	{ "no-supervisor", NULL, CLI_SET_AT(O, kube.no_supervisor, 1),
+	  .help = "one exec per program, no supervisor in the pod ($CODEPOD_SUPERVISOR=0 "
+	          "makes it the default)" },
+	{ "supervisor", NULL, CLI_SET_AT(O, kube.no_supervisor, 0),
+	  .help = "one exec per pod: a supervisor starts its programs" },
+	CLI_END,
+};
+#undef O
+
+static const struct cli_group stdio_group = { "serve --stdio", stdio_opts };
+static const struct cli_group serve_group = { "serve --stdio and serve --listen", serve_opts };
+static const struct cli_group run_group = { "run", run_opts };
+static const struct cli_group engine_group = { "serve and run", engine_opts };
+static const struct cli_group local_group = { "serve and run, --backend local", local_opts };
+static const struct cli_group kube_group = { "serve and run, --backend kubernetes", kube_opts };
+
+/* Each subcommand's groups; --help lists help_groups, in that order. */
+static const struct cli_group *const serve_groups[] = {
+	&stdio_group, &cli_listen_group, &serve_group, &engine_group, &local_group, &kube_group,
+	&cli_help_group,
+};
+static const struct cli_group *const run_groups[] = {
+	&run_group, &engine_group, &local_group, &kube_group, &cli_help_group,
+};
+static const struct cli_group *const decl_groups[] = { &cli_help_group };
+static const struct cli_group *const help_groups[] = {
+	&stdio_group, &cli_listen_group, &serve_group, &run_group, &engine_group, &local_group,
+	&kube_group, &cli_help_group,
+};
+#define COUNT_OF(a) (sizeof(a) / sizeof *(a))
+#define MAX_GROUPS COUNT_OF(help_groups) /* every subcommand's are among them */
+_Static_assert(COUNT_OF(serve_groups) <= MAX_GROUPS && COUNT_OF(run_groups) <= MAX_GROUPS,
+               "--help lists every group");
+
+static void opts_defaults(struct opts *o)
+{
+	*o = (struct opts){ 0 };
+	cli_listen_defaults(&o->listen);
+	o->max_executions = o->listen.http.max_executions; /* one default, both forms */
+	/* $CODEPOD_PRESTART is the default of --prestart (test harnesses switch
+	 * the pre-started runner off for a whole run with it). */
+	const char *ps = getenv("CODEPOD_PRESTART");
+	char *ps_end = NULL;
+	unsigned long psv = ps && *ps ? strtoul(ps, &ps_end, 10) : CP_PRESTART_DEFAULT_MAX;
+	o->prestart_max = ps && *ps && (*ps_end || psv > 100000) ? CP_PRESTART_DEFAULT_MAX
+	                                                          : (unsigned)psv;
+	o->prestart_idle_s = CP_PRESTART_DEFAULT_IDLE_S;
+	/* $CODEPOD_SUPERVISOR=0 is the default of --no-supervisor, the same way. */
+	const char *sup = getenv("CODEPOD_SUPERVISOR");
+	o->kube.no_supervisor = sup && strcmp(sup, "0") == 0;
+}
+
+/* A group's fields: serve --listen's in its own struct, the others in opts. */
+static void *base_of(const struct cli_group *g, struct opts *o)
+{
+	return g == &cli_listen_group ? (void *)&o->listen : (void *)o;
+}
 
 static void usage(FILE *f)
 {
+	struct opts d;
+	opts_defaults(&d);
 	fputs("usage:\n"
-	      "  codepod serve --stdio [--backend local] [--state-dir DIR] [--node PATH]\n"
-	      "                [--sandbox-uids FIRST-LAST | --sandbox-user USER|UID[:GID]]\n"
-	      "                [--no-isolation]\n"
-	      "                [--log-level debug|info|warn|error] [--max-executions N]\n"
-	      "  (serve and run) [--policy-defaults JSON] [--policy-ceiling JSON]\n"
-	      "                [--prestart N] [--prestart-idle SECONDS]\n"
-	      "  codepod serve --listen HOST:PORT [--listen ...] --token-file FILE\n"
-	      "                [--drain-seconds N] [--max-sessions N] [--max-executions N]\n"
-	      "                [--audit-file FILE] [--header-timeout S] [--idle-timeout S]\n"
-	      "                [--webhook-timeout-ms N] [--reattach-grace S]\n"
-	      "                [--outcome-retention S] [--webhook-secret-file FILE]\n"
-	      "                (and the backend options above)\n"
-	      "  codepod run FILE --tools TOOLS.json [--conversation KEY] [--policy JSON]\n"
-	      "                [--state-dir DIR] [--node PATH] [--no-isolation]\n"
-	      "  codepod declarations TOOLS.json\n"
+	      "  codepod serve --stdio [options]\n"
+	      "  codepod serve --listen HOST:PORT [--listen ...] --token-file FILE [options]\n"
+	      "  codepod run FILE --tools TOOLS.json [options]\n"
+	      "  codepod declarations TOOLS.json   (- reads stdin)\n"
 	      "  codepod --version\n"
-	      "backends: --backend local (default: --state-dir, --node, --no-isolation,\n"
-	      "                as root, each conversation's programs run as a user of their own\n"
-	      "                from --sandbox-uids, default 1879048192-1879113727; --sandbox-user:\n"
-	      "                every program as this one user instead)\n"
-	      "          --backend kubernetes [--kubeconfig FILES] [--context NAME]\n"
-	      "                [--namespace NS] [--pod-template FILE] [--warm-pool N]\n"
-	      "                [--idle-ttl SECONDS] [--no-supervisor|--supervisor]\n"
-	      "                (no kubeconfig: in-cluster)\n", f);
+	      "options, under the commands that take them:\n", f);
+	for (size_t i = 0; i < COUNT_OF(help_groups); i++)
+		cli_help(f, help_groups[i], base_of(help_groups[i], &d));
 }
 
 static const char *default_state_dir(char *buf, size_t cap)
@@ -88,138 +219,15 @@ static const char *default_state_dir(char *buf, size_t cap)
 	return buf;
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o)
+/* One pass over @argv (argv[0] the subcommand) with its @groups; the
+ * positional arguments end up at argv[*args ..argc). */
+static int parse_opts(int argc, char **argv, const struct cli_group *const *groups, size_t n,
+                      struct opts *o, const struct cli_opt **given, int *args)
 {
-	static const struct option longopts[] = {
-		{ "backend", required_argument, NULL, 'b' },
-		{ "state-dir", required_argument, NULL, 's' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "no-isolation", no_argument, NULL, 'I' },
-		{ "sandbox-user", required_argument, NULL, 'U' },
-		{ "sandbox-uids", required_argument, NULL, OPT_SANDBOX_UIDS },
-		{ "stdio", no_argument, NULL, 'S' },
-		{ "tools", required_argument, NULL, 't' },
-		{ "conversation", required_argument, NULL, 'c' },
-		{ "policy", required_argument, NULL, 'p' },
-		{ "policy-defaults", required_argument, NULL, 'P' },
-		{ "policy-ceiling", required_argument, NULL, 'Q' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "kubeconfig", required_argument, NULL, 'K' },
-		{ "context", required_argument, NULL, 'C' },
-		{ "namespace", required_argument, NULL, 'N' },
-		{ "pod-template", required_argument, NULL, 'T' },
-		{ "warm-pool", required_argument, NULL, 'W' },
-		{ "idle-ttl", required_argument, NULL, 'D' },
-		{ "prestart", required_argument, NULL, OPT_PRESTART },
-		{ "no-supervisor", no_argument, NULL, OPT_NO_SUPERVISOR },
-		{ "supervisor", no_argument, NULL, OPT_SUPERVISOR },
-		{ "prestart-idle", required_argument, NULL, OPT_PRESTART_IDLE },
-		/* serve --listen: given to broker_serve_main, which reads them */
-		{ "listen", required_argument, NULL, 'L' },
-		{ "token-file", required_argument, NULL, 'k' },
-		{ "audit-file", required_argument, NULL, 'a' },
-		{ "drain-seconds", required_argument, NULL, 'x' },
-		{ "max-sessions", required_argument, NULL, 'x' },
-		{ "max-executions", required_argument, NULL, 'E' },
-		{ "header-timeout", required_argument, NULL, 'x' },
-		{ "idle-timeout", required_argument, NULL, 'x' },
-		{ "webhook-timeout-ms", required_argument, NULL, 'x' },
-		{ "reattach-grace", required_argument, NULL, 'x' },
-		{ "outcome-retention", required_argument, NULL, 'x' },
-		{ "webhook-secret-file", required_argument, NULL, 'x' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-	optind = 1;
-	/* $CODEPOD_PRESTART is the default of --prestart (test harnesses switch
-	 * the pre-started runner off for a whole run with it). */
-	const char *ps = getenv("CODEPOD_PRESTART");
-	char *ps_end = NULL;
-	unsigned long psv = ps && *ps ? strtoul(ps, &ps_end, 10) : CP_PRESTART_DEFAULT_MAX;
-	o->prestart_max = ps && *ps && (*ps_end || psv > 100000) ? CP_PRESTART_DEFAULT_MAX
-	                                                          : (unsigned)psv;
-	o->prestart_idle_s = CP_PRESTART_DEFAULT_IDLE_S;
-	/* $CODEPOD_SUPERVISOR=0 is the default of --no-supervisor, the same way. */
-	const char *sup = getenv("CODEPOD_SUPERVISOR");
-	o->kube.no_supervisor = sup && strcmp(sup, "0") == 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'b': o->backend = optarg; break;
-		case 's': o->state_dir = optarg; break;
-		case 'n': o->node = optarg; break;
-		case 'I': o->no_isolation = 1; break;
-		case 'U': o->sandbox_user = optarg; break;
-		case OPT_SANDBOX_UIDS: o->sandbox_uids = optarg; break;
-		case 'k': o->token_file = optarg; break;
-		case 'a': o->audit_file = optarg; break;
-		case OPT_NO_SUPERVISOR: o->kube.no_supervisor = 1; break;
-		case OPT_SUPERVISOR: o->kube.no_supervisor = 0; break;
-		case 'S': o->stdio = 1; break;
-		case 't': o->tools = optarg; break;
-		case 'c': o->conversation = optarg; break;
-		case 'p': o->policy = optarg; break;
-		case 'P': o->policy_defaults = optarg; break;
-		case 'Q': o->policy_ceiling = optarg; break;
-		case 'l': {
-			int lvl = cp_log_parse_level(optarg);
-			if (lvl < 0) {
-				fprintf(stderr, "codepod: --log-level must be debug, info, warn or error\n");
-				return -1;
-			}
-			cp_log_set_level((enum cp_log_level)lvl);
-			break;
-		}
-		case 'L': o->listen = 1; break;
-		case 'K': o->kube.kubeconfig = optarg; break;
-		case 'C': o->kube.context = optarg; break;
-		case 'N': o->kube.ns = optarg; break;
-		case 'T': o->kube.pod_template = optarg; break;
-		case 'W':
-		case 'D':
-		case OPT_PRESTART:
-		case OPT_PRESTART_IDLE: {
-			char *end = NULL;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || v > 100000 || (c == OPT_PRESTART_IDLE && v == 0)) {
-				fprintf(stderr, "codepod: --%s must be a number from %d to 100000\n",
-				        c == 'W' ? "warm-pool" : c == 'D' ? "idle-ttl"
-				        : c == OPT_PRESTART ? "prestart" : "prestart-idle",
-				        c == OPT_PRESTART_IDLE);
-				return -1;
-			}
-			if (c == 'W')
-				o->kube.warm_pool = (unsigned)v;
-			else if (c == 'D')
-				o->kube.idle_ttl_s = (unsigned)v;
-			else if (c == OPT_PRESTART)
-				o->prestart_max = (unsigned)v;
-			else
-				o->prestart_idle_s = (unsigned)v;
-			break;
-		}
-		case 'E': { /* serve --stdio reads it here; serve --listen in serve_cmd.c */
-			char *end = NULL;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || v == 0 || v > 100000) {
-				fprintf(stderr, "codepod: --max-executions must be a number from 1 to 100000\n");
-				return -1;
-			}
-			o->max_executions = (unsigned)v;
-			break;
-		}
-		case 'x': break;
-		case 'h': usage(stdout); return 1;
-		default: usage(stderr); return -1;
-		}
-	}
-	if (optind < argc)
-		o->file = argv[optind++];
-	if (optind < argc) {
-		fprintf(stderr, "codepod: unexpected argument: %s\n", argv[optind]);
-		return -1;
-	}
-	return 0;
+	struct cli_use uses[MAX_GROUPS];
+	for (size_t i = 0; i < n; i++)
+		uses[i] = (struct cli_use){ groups[i], base_of(groups[i], o) };
+	return cli_parse(argc, argv, uses, n, given, args);
 }
 
 /* Builds the backend the options name; prints the reason and returns NULL
@@ -260,10 +268,10 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 	const char *state = o->state_dir ? o->state_dir : default_state_dir(buf, sizeof buf);
 	const char *hide[3] = { NULL, NULL, NULL };
 	size_t nhide = 0;
-	if (o->token_file)
-		hide[nhide++] = o->token_file;
-	if (o->audit_file)
-		hide[nhide++] = o->audit_file;
+	if (o->listen.http.token_file)
+		hide[nhide++] = o->listen.http.token_file;
+	if (o->listen.http.audit_file)
+		hide[nhide++] = o->listen.http.audit_file;
 	struct local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
 	                               hide };
 	struct cp_backend *b = NULL;
@@ -361,10 +369,17 @@ static void on_signal(uv_signal_t *h, int sig)
 	broker_stdio_shutdown(st->stdio);
 }
 
-static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **argv)
+/* @listen_given: the first of serve --listen's own options given, or NULL. */
+static int cmd_serve(uv_loop_t *loop, const struct opts *o, const struct cli_opt *listen_given)
 {
-	if (o->stdio == o->listen) {
+	int listen = o->listen.http.nlisten > 0;
+	if (o->stdio == listen) {
 		fprintf(stderr, "codepod: serve needs either --stdio or --listen HOST:PORT\n");
+		return 2;
+	}
+	if (o->stdio && listen_given) {
+		fprintf(stderr, "codepod: --%s is an option of serve --listen, not of serve --stdio\n",
+		        listen_given->name);
 		return 2;
 	}
 	struct cp_backend *b = make_backend(loop, o);
@@ -375,21 +390,24 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, int argc, char **arg
 		return 2;
 	}
 	struct held h = { cp, b };
-	if (o->listen) {
-		int hrc = broker_serve_main(loop, cp, argc, argv, release_backend, &h);
+	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
+	if (listen && ids) {
+		struct cli_listen_opts lo = o->listen;
+		lo.http.max_executions = o->max_executions;
+		int hrc = cli_serve_listen(loop, cp, ids, &lo, release_backend, &h);
+		cp_idset_free(ids);
 		release_backend(&h);
 		h.cp = NULL;
 		codepod_free(cp);
 		uv_run(loop, UV_RUN_DEFAULT);
 		return hrc;
 	}
-	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
+	/* serve --stdio; without an id set, either form ends below (out of memory) */
 	struct serve_state st = { .held = &h };
 	struct cp_err err;
 	size_t max_message = (size_t)(16u << 20) + (1u << 20);
-	unsigned max_exec = o->max_executions ? o->max_executions : 256;
-	int rc = ids ? broker_stdio_start(loop, cp, ids, max_message, max_exec, on_serve_done, &st,
-	                                  &st.stdio, &err)
+	int rc = ids ? broker_stdio_start(loop, cp, ids, max_message, o->max_executions,
+	                                  on_serve_done, &st, &st.stdio, &err)
 	             : cp_err_set(&err, CP_E_NOMEM, "out of memory");
 	if (rc) {
 		fprintf(stderr, "codepod: %s\n", err.msg);
@@ -575,24 +593,57 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (strcmp(cmd, "declarations") == 0)
-		return cli_declarations(argc == 3 ? argv[2] : NULL);
-	struct opts o = { 0 };
-	int prc = parse_opts(argc - 1, argv + 1, &o);
-	if (prc)
-		return prc > 0 ? 0 : 2;
-	uv_loop_t loop;
-	uv_loop_init(&loop);
-	int rc;
+	const struct cli_group *const *groups;
+	size_t ngroups;
 	if (strcmp(cmd, "serve") == 0) {
-		rc = cmd_serve(&loop, &o, argc - 1, argv + 1);
+		groups = serve_groups;
+		ngroups = COUNT_OF(serve_groups);
 	} else if (strcmp(cmd, "run") == 0) {
-		rc = cmd_run(&loop, &o);
+		groups = run_groups;
+		ngroups = COUNT_OF(run_groups);
+	} else if (strcmp(cmd, "declarations") == 0) {
+		groups = decl_groups;
+		ngroups = COUNT_OF(decl_groups);
 	} else {
 		fprintf(stderr, "codepod: unknown command: %s\n", cmd);
 		usage(stderr);
-		rc = 2;
+		return 2;
 	}
+	struct opts o;
+	opts_defaults(&o);
+	const struct cli_opt *given[MAX_GROUPS];
+	int first = 1;
+	int prc = parse_opts(argc - 1, argv + 1, groups, ngroups, &o, given, &first);
+	if (prc == CLI_ASKED_HELP) {
+		usage(stdout);
+		return 0;
+	}
+	if (prc == CLI_BAD_USAGE)
+		usage(stderr);
+	if (prc != CLI_PARSED)
+		return 2;
+	char **rest = argv + 1 + first; /* the positional arguments */
+	int nrest = argc - 1 - first;
+	if (groups == decl_groups)
+		return cli_declarations(nrest == 1 ? rest[0] : NULL);
+	int takes = groups == run_groups; /* run FILE; serve takes none */
+	if (takes && nrest > 0)
+		o.file = rest[0];
+	if (nrest > takes) {
+		fprintf(stderr, "codepod: unexpected argument: %s\n", rest[takes]);
+		return 2;
+	}
+	const struct cli_opt *listen_given = NULL;
+	for (size_t i = 0; i < ngroups; i++)
+		if (groups[i] == &cli_listen_group)
+			listen_given = given[i];
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	int rc;
+	if (groups == serve_groups)
+		rc = cmd_serve(&loop, &o, listen_given);
+	else
+		rc = cmd_run(&loop, &o);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	if (uv_loop_close(&loop) != 0)
 		cp_log(CP_LOG_WARN, "loop.close", "message", json_string("handles left open at exit"), NULL);
