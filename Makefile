@@ -9,6 +9,9 @@
 #   make bench      speed and memory figures, written to build/bench.txt
 #                   (make bench-latency BENCH_SECTIONS=a,b: section (g) alone)
 #   make lint       banned calls and shellcheck
+#
+#   CP_ASSERTS=0    compiles CP_ASSERT out (base/assert.h; on by default, in
+#                   every build); give it its own BUILD folder
 
 BUILD  ?= build
 CC     ?= cc
@@ -22,7 +25,8 @@ SAN_LDFLAGS ?=
 WARN   := -Wall -Wextra -Werror -Wshadow -Wconversion -Wstrict-prototypes \
           -Wwrite-strings -Wundef -Wno-sign-conversion
 CFLAGS ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN_CFLAGS) \
+CP_ASSERTS ?= 1
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DCP_ASSERTS=$(CP_ASSERTS) $(WARN) $(CFLAGS) $(SAN_CFLAGS) \
              -I. -I$(BUILD)/gen \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
 LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
