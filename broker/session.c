@@ -289,12 +289,12 @@ static struct entry *new_entry(struct broker_session *s, const char *id, const j
 	return en;
 }
 
-static void do_execute(struct broker_session *s, const json_t *msg, const char *id)
+static void do_execute(struct broker_session *s, const json_t *msg, const char *type,
+                       const char *id)
 {
-	static const char type[] = "execute";
 	const json_t *stream = json_object_get(msg, "stream");
 	if (!id) {
-		send_error(s, NULL, type, NULL, INVALID, "execute: missing field: id");
+		send_error(s, NULL, type, NULL, INVALID, "%s: missing field: id", type);
 		return;
 	}
 	if (cp_idset_has(s->ids, id)) {
@@ -322,7 +322,7 @@ static void do_execute(struct broker_session *s, const json_t *msg, const char *
 	struct cp_err err;
 	if (codepod_submit(s->cp, msg, &host, en, &en->exec, &err)) {
 		send_error(s, id, type, NULL, err.code == CP_E_INVALID_REQUEST ? INVALID : "INTERNAL",
-		           "execute: %s", err.msg);
+		           "%s: %s", type, err.msg);
 		entry_free(en);
 		return;
 	}
@@ -337,35 +337,83 @@ static void do_execute(struct broker_session *s, const json_t *msg, const char *
 
 /* ---- answers, stop ---- */
 
-static void do_answer(struct broker_session *s, const json_t *msg, const char *type,
-                      struct entry *en)
+/* tool_result, tool_error, stop: the execution this session holds, or
+ * NULL after the error went out. */
+static struct entry *held_entry(struct broker_session *s, const json_t *msg, const char *type,
+                                const char *id)
+{
+	struct entry *en = id ? broker_hub_find(s->hub, id) : NULL;
+	if (!id)
+		send_error(s, NULL, type, text_field(msg, "call"), INVALID, "%s: missing field: id", type);
+	else if (!en || en->s != s)
+		send_error(s, id, type, text_field(msg, "call"), INVALID,
+		           "%s: no running execution with id %.64s on this session", type, id);
+	else
+		return en;
+	return NULL;
+}
+
+/* The call a tool_result or tool_error answers, or NULL after the error. */
+static const char *answer_call(struct broker_session *s, const json_t *msg, const char *type,
+                               struct entry *en)
 {
 	const char *call = text_field(msg, "call");
-	if (!call) {
+	if (!call)
 		send_error(s, en->id, type, NULL, INVALID, "%s: missing field: call", type);
+	return call;
+}
+
+/* The engine's verdict on an answer: refused (@rc nonzero, said back), or
+ * taken, and the call is no longer pending. */
+static void answer_taken(struct broker_session *s, const char *type, struct entry *en,
+                         const char *call, int rc, const struct cp_err *err)
+{
+	if (rc)
+		send_error(s, en->id, type, call, INVALID, "%s: %s", type, err->msg);
+	else
+		pending_remove(en, call);
+}
+
+static void do_tool_result(struct broker_session *s, const json_t *msg, const char *type,
+                           const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	const char *call = en ? answer_call(s, msg, type, en) : NULL;
+	if (!call)
+		return;
+	const json_t *out = json_object_get(msg, "output");
+	if (!out) {
+		send_error(s, en->id, type, call, INVALID, "%s: missing field: output", type);
 		return;
 	}
 	struct cp_err err;
-	int rc;
-	if (strcmp(type, "tool_result") == 0) {
-		const json_t *out = json_object_get(msg, "output");
-		if (!out) {
-			send_error(s, en->id, type, call, INVALID, "tool_result: missing field: output");
-			return;
-		}
-		rc = codepod_tool_result(en->exec, call, out, &err);
-	} else {
-		const json_t *m = json_object_get(msg, "message");
-		if (!json_is_string(m)) {
-			send_error(s, en->id, type, call, INVALID, "tool_error: missing field: message");
-			return;
-		}
-		rc = codepod_tool_error(en->exec, call, json_string_value(m), &err);
+	int rc = codepod_tool_result(en->exec, call, out, &err);
+	answer_taken(s, type, en, call, rc, &err);
+}
+
+static void do_tool_error(struct broker_session *s, const json_t *msg, const char *type,
+                          const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	const char *call = en ? answer_call(s, msg, type, en) : NULL;
+	if (!call)
+		return;
+	const json_t *m = json_object_get(msg, "message");
+	if (!json_is_string(m)) {
+		send_error(s, en->id, type, call, INVALID, "%s: missing field: message", type);
+		return;
 	}
-	if (rc)
-		send_error(s, en->id, type, call, INVALID, "%s: %s", type, err.msg);
-	else
-		pending_remove(en, call);
+	struct cp_err err;
+	int rc = codepod_tool_error(en->exec, call, json_string_value(m), &err);
+	answer_taken(s, type, en, call, rc, &err);
+}
+
+static void do_stop(struct broker_session *s, const json_t *msg, const char *type,
+                    const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	if (en)
+		codepod_stop(en->exec);
 }
 
 void broker_session_unreachable(struct broker_session *s, const char *id, const char *call,
@@ -378,25 +426,9 @@ void broker_session_unreachable(struct broker_session *s, const char *id, const 
 		pending_remove(en, call);
 }
 
-/* tool_result, tool_error, stop: for an execution this session holds. */
-static void do_about(struct broker_session *s, const json_t *msg, const char *type,
-                     const char *id)
-{
-	struct entry *en = id ? broker_hub_find(s->hub, id) : NULL;
-	if (!id)
-		send_error(s, NULL, type, text_field(msg, "call"), INVALID, "%s: missing field: id", type);
-	else if (!en || en->s != s)
-		send_error(s, id, type, text_field(msg, "call"), INVALID,
-		           "%s: no running execution with id %.64s on this session", type, id);
-	else if (strcmp(type, "stop") == 0)
-		codepod_stop(en->exec);
-	else
-		do_answer(s, msg, type, en);
-}
-
 /* ---- attach ---- */
 
-static void take_over(struct broker_session *s, struct entry *en)
+static void take_over(struct broker_session *s, struct entry *en, const char *type)
 {
 	if (en->s != s) {
 		if (en->s) { /* a session that is still open loses it */
@@ -413,16 +445,17 @@ static void take_over(struct broker_session *s, struct entry *en)
 	cp_log(CP_LOG_INFO, "exec.attached", "id", json_string(en->id), "calls", json_integer(n),
 	       NULL);
 	send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", en->id, "inReplyTo",
-	                     "attach"));
+	                     type));
 	for (struct pending_call *p = en->calls; p; p = p->next)
 		send_to(s, json_incref(p->msg));
 }
 
-static void do_attach(struct broker_session *s, const char *id)
+static void do_attach(struct broker_session *s, const json_t *msg, const char *type,
+                      const char *id)
 {
-	static const char type[] = "attach";
+	(void)msg;
 	if (!id) {
-		send_error(s, NULL, type, NULL, INVALID, "attach: missing field: id");
+		send_error(s, NULL, type, NULL, INVALID, "%s: missing field: id", type);
 		return;
 	}
 	struct entry *en = broker_hub_find(s->hub, id);
@@ -433,7 +466,7 @@ static void do_attach(struct broker_session *s, const char *id)
 		return;
 	}
 	if (en) { /* also one ending after its grace period: its result follows */
-		take_over(s, en);
+		take_over(s, en, type);
 		return;
 	}
 	const json_t *outcome = broker_hub_take_outcome(s->hub, id);
@@ -460,12 +493,12 @@ static void do_attach(struct broker_session *s, const char *id)
 
 /* ---- declarations ---- */
 
-static void do_declarations(struct broker_session *s, const json_t *msg, const char *id)
+static void do_declarations(struct broker_session *s, const json_t *msg, const char *type,
+                            const char *id)
 {
-	static const char type[] = "declarations";
 	const json_t *tools = json_object_get(msg, "tools");
 	if (!tools) {
-		send_error(s, id, type, NULL, INVALID, "declarations: missing field: tools");
+		send_error(s, id, type, NULL, INVALID, "%s: missing field: tools", type);
 		return;
 	}
 	char *text = NULL;
@@ -473,7 +506,7 @@ static void do_declarations(struct broker_session *s, const json_t *msg, const c
 	int rc = broker_decl_render(tools, &text, &err);
 	if (rc) {
 		send_error(s, id, type, NULL, rc == CP_E_NOMEM ? "INTERNAL" : INVALID,
-		           "declarations: %s", err.msg);
+		           "%s: %s", type, err.msg);
 		return;
 	}
 	json_t *m = json_pack("{s:s,s:s}", "type", "declarations", "declarations", text);
@@ -487,15 +520,37 @@ static void do_declarations(struct broker_session *s, const json_t *msg, const c
 
 /* ---- dispatch ---- */
 
-static const char *const known_types[] = { "execute", "tool_result", "tool_error", "stop",
-	                                   "attach", "declarations" };
+/* The messages a backend may send, each with its handler: the one place a
+ * client->server type is named (broker/schema/index.json lists the same
+ * ones under toServer; tests/unit/test_session_dispatch.c holds the two to
+ * each other). A handler gets the table's own string as @type, for the
+ * inReplyTo of what it answers, and @id when the message has a string id. */
+static const struct message_type {
+	const char *type;
+	void (*handle)(struct broker_session *s, const json_t *msg, const char *type,
+	               const char *id);
+} message_types[] = {
+	{ "execute", do_execute },
+	{ "tool_result", do_tool_result },
+	{ "tool_error", do_tool_error },
+	{ "stop", do_stop },
+	{ "attach", do_attach },
+	{ "declarations", do_declarations },
+};
 
-static const char *known_type(const char *type)
+#define N_MESSAGE_TYPES (sizeof message_types / sizeof message_types[0])
+
+static const struct message_type *message_type(const char *type)
 {
-	for (size_t i = 0; type && i < sizeof known_types / sizeof known_types[0]; i++)
-		if (strcmp(type, known_types[i]) == 0)
-			return known_types[i];
+	for (size_t i = 0; type && i < N_MESSAGE_TYPES; i++)
+		if (strcmp(type, message_types[i].type) == 0)
+			return &message_types[i];
 	return NULL;
+}
+
+const char *broker_session_type(size_t i)
+{
+	return i < N_MESSAGE_TYPES ? message_types[i].type : NULL;
 }
 
 void broker_session_message(struct broker_session *s, const char *text, size_t len)
@@ -508,23 +563,17 @@ void broker_session_message(struct broker_session *s, const char *text, size_t l
 	}
 	const char *id = text_field(msg, "id");
 	const char *raw = text_field(msg, "type");
-	const char *type = known_type(raw);
+	const struct message_type *t = message_type(raw);
 	if (!json_is_object(msg))
 		send_error(s, NULL, NULL, NULL, INVALID, "a message must be a JSON object");
 	else if (!raw)
 		send_error(s, id, NULL, NULL, INVALID, "missing field: type");
-	else if (!type)
+	else if (!t)
 		send_error(s, id, NULL, NULL, INVALID, "unknown message type: %.64s", raw);
 	else if (s->closed)
-		send_error(s, id, type, NULL, INVALID, "the session is closing");
-	else if (strcmp(type, "execute") == 0)
-		do_execute(s, msg, id);
-	else if (strcmp(type, "attach") == 0)
-		do_attach(s, id);
-	else if (strcmp(type, "declarations") == 0)
-		do_declarations(s, msg, id);
+		send_error(s, id, t->type, NULL, INVALID, "the session is closing");
 	else
-		do_about(s, msg, type, id);
+		t->handle(s, msg, t->type, id);
 	json_decref(msg);
 }
 

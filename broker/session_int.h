@@ -1,6 +1,6 @@
 /*
  * session_int.h - what session.c (the protocol) and hub.c (executions
- * across sessions, kept outcomes) share.
+ * across sessions, kept outcomes) share, and what the unit tests read.
  *
  * An entry is one execution. It is registered in its hub from submit to
  * done; en->s is the session that holds it (its messages go there), NULL
@@ -50,6 +50,10 @@ struct broker_session {
 	unsigned running;              /* entries with s == this */
 	int closed, can_send, drained;
 };
+
+/* session.c: the i-th client->server message type of the dispatch table
+ * (static), NULL past the last. */
+const char *broker_session_type(size_t i);
 
 /* hub.c */
 void broker_hub_add(struct broker_hub *h, struct entry *en);
