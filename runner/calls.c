@@ -12,10 +12,41 @@
 #include <string.h>
 
 #include "runner/exec_int.h"
+#include "base/assert.h"
 #include "base/jsondepth.h"
 #include "base/jsonutil.h"
+#include "base/log.h"
 
 #define MAX_TOOL_NAME 128
+
+static const char *const call_state_names[] = {
+	[CP_CALL_QUEUED] = "queued", [CP_CALL_IN_FLIGHT] = "in_flight", [CP_CALL_OK] = "ok",
+	[CP_CALL_ERROR] = "error", [CP_CALL_DENIED] = "denied", [CP_CALL_CANCELLED] = "cancelled",
+};
+
+/* legal[from][to]: the transitions of exec_int.h. */
+#define N_CALL_STATES (CP_CALL_CANCELLED + 1)
+static const unsigned char call_legal[N_CALL_STATES][N_CALL_STATES] = {
+	[CP_CALL_QUEUED] = { [CP_CALL_IN_FLIGHT] = 1, [CP_CALL_DENIED] = 1, [CP_CALL_CANCELLED] = 1 },
+	[CP_CALL_IN_FLIGHT] = { [CP_CALL_OK] = 1, [CP_CALL_ERROR] = 1, [CP_CALL_DENIED] = 1,
+	                        [CP_CALL_CANCELLED] = 1 },
+};
+
+/* add_call zeroes a new call: it starts QUEUED. */
+_Static_assert(CP_CALL_QUEUED == 0, "a new call is CP_CALL_QUEUED");
+
+/* The one place a call's state changes (@idx: its index in e->calls). */
+static void call_set_state(struct codepod_exec *e, size_t idx, enum cp_call_state to)
+{
+	struct cp_call *c = &e->calls[idx];
+	enum cp_call_state from = c->state;
+	CP_ASSERT(from < N_CALL_STATES && to < N_CALL_STATES);
+	cp_log(CP_LOG_DEBUG, "exec.call_state", "id", json_string(e->id),
+	       "call", json_integer((json_int_t)idx + 1), "from", json_string(call_state_names[from]),
+	       "to", json_string(call_state_names[to]), NULL);
+	CP_ASSERT(call_legal[from][to]);
+	c->state = to;
+}
 
 const char *cp_call_state_name(enum cp_call_state s)
 {
@@ -113,7 +144,7 @@ static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	struct cp_call *c = &e->calls[idx];
-	c->state = CP_CALL_DENIED;
+	call_set_state(e, idx, CP_CALL_DENIED);
 	c->t_end_ms = cp_exec_now_ms();
 	json_decref(c->input);
 	c->input = NULL;
@@ -165,7 +196,7 @@ static void pump(struct codepod_exec *e)
 			struct cp_call *c = &e->calls[idx];
 			json_t *input = c->input;
 			c->input = NULL;
-			c->state = CP_CALL_IN_FLIGHT;
+			call_set_state(e, idx, CP_CALL_IN_FLIGHT);
 			e->in_flight++;
 			char id[24];
 			id[put_uint(id, (uint64_t)idx + 1)] = '\0';
@@ -349,8 +380,7 @@ static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 	if (cp_json_value_depth(input, CP_MAX_JSON_DEPTH) > CP_MAX_JSON_DEPTH)
 		return deny(e, idx, "Tool input for %s nests deeper than %d levels of JSON.",
 		            c->tool, CP_MAX_JSON_DEPTH);
-	c->input = json_incref((json_t *)input);
-	c->state = CP_CALL_QUEUED;
+	c->input = json_incref((json_t *)input); /* QUEUED since add_call */
 	if (queue_push(e, idx)) {
 		cp_exec_finish(e, CP_E_INTERNAL, "out of memory queueing a tool call");
 		return;
@@ -410,12 +440,12 @@ static struct cp_call *waiting_call(struct codepod_exec *e, const char *call_id,
 	return &e->calls[n - 1];
 }
 
-static void answered(struct codepod_exec *e, struct cp_call *c, enum cp_call_state st)
+static void answered(struct codepod_exec *e, size_t idx, enum cp_call_state st)
 {
 	if (e->state >= CP_ST_FINISHING)
 		return; /* sending the answer failed and ended the execution: the call is cancelled */
-	c->state = st;
-	c->t_end_ms = cp_exec_now_ms();
+	call_set_state(e, idx, st);
+	e->calls[idx].t_end_ms = cp_exec_now_ms();
 	e->in_flight--;
 	pump(e);
 }
@@ -437,7 +467,7 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 		/* The size is that of the dump that is sent: one dump for both. */
 		size_t size = send_answer_max(e, idx, "res", 'o', output, e->pol.max_tool_output_bytes);
 		if (size == 0 || size <= e->pol.max_tool_output_bytes) {
-			answered(e, c, CP_CALL_OK);
+			answered(e, idx, CP_CALL_OK);
 			return 0;
 		}
 		snprintf(msg, sizeof msg, "Tool output of %s is %zu bytes, over the limit of "
@@ -445,7 +475,7 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 		         (unsigned long long)e->pol.max_tool_output_bytes);
 	}
 	send_answer(e, idx, "err", 'm', json_string(msg));
-	answered(e, c, CP_CALL_DENIED);
+	answered(e, idx, CP_CALL_DENIED);
 	return 0;
 }
 
@@ -460,7 +490,7 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
 	size_t n = strnlen(m, 4096);
 	json_t *text = json_stringn(m, n);
 	send_answer(e, idx, "err", 'm', text ? text : json_string("The tool failed."));
-	answered(e, c, CP_CALL_ERROR);
+	answered(e, idx, CP_CALL_ERROR);
 	return 0;
 }
 
@@ -476,7 +506,7 @@ int codepod_tool_unreachable(struct codepod_exec *e, const char *call_id, const 
 	c->broker_reason = reason ? reason : "unreachable";
 	c->http_status = http_status;
 	send_answer(e, idx, "err", 'm', json_string(msg));
-	answered(e, c, CP_CALL_ERROR);
+	answered(e, idx, CP_CALL_ERROR);
 	return 0;
 }
 
@@ -493,7 +523,7 @@ void cp_calls_cancel_all(struct codepod_exec *e)
 		if (c->state != CP_CALL_QUEUED && c->state != CP_CALL_IN_FLIGHT)
 			continue;
 		int was_in_flight = c->state == CP_CALL_IN_FLIGHT;
-		c->state = CP_CALL_CANCELLED;
+		call_set_state(e, i, CP_CALL_CANCELLED);
 		c->t_end_ms = now;
 		json_decref(c->input);
 		c->input = NULL;

@@ -12,6 +12,7 @@
 
 #include "runner/digest.h"
 #include "runner/exec_int.h"
+#include "base/assert.h"
 #include "base/jsondepth.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
@@ -25,10 +26,39 @@
 
 static void on_out(void *ud, const char *buf, size_t len);
 
+static const char *const exec_state_names[] = {
+	[CP_ST_STARTING] = "starting", [CP_ST_RUNNING] = "running",
+	[CP_ST_FINISHING] = "finishing", [CP_ST_DONE] = "done",
+};
+
+/* legal[from][to]: the transitions of exec_int.h. */
+#define N_EXEC_STATES (CP_ST_DONE + 1)
+static const unsigned char exec_legal[N_EXEC_STATES][N_EXEC_STATES] = {
+	[CP_ST_STARTING] = { [CP_ST_RUNNING] = 1, [CP_ST_FINISHING] = 1 },
+	[CP_ST_RUNNING] = { [CP_ST_FINISHING] = 1 },
+	[CP_ST_FINISHING] = { [CP_ST_DONE] = 1 },
+	[CP_ST_DONE] = { 0 },
+};
+
+/* A new execution is calloc'ed (codepod_submit): it starts STARTING. */
+_Static_assert(CP_ST_STARTING == 0, "a new execution is CP_ST_STARTING");
+
+/* The one place e->state changes. */
+static void exec_set_state(struct codepod_exec *e, enum cp_exec_state to)
+{
+	enum cp_exec_state from = e->state;
+	CP_ASSERT(from < N_EXEC_STATES && to < N_EXEC_STATES);
+	cp_log(CP_LOG_DEBUG, "exec.state", "id", json_string(e->id),
+	       "from", json_string(exec_state_names[from]), "to", json_string(exec_state_names[to]),
+	       NULL);
+	CP_ASSERT(exec_legal[from][to]);
+	e->state = to;
+}
+
 /* Live output for a host that asked for it (codepod_host.output). */
 static void output(struct codepod_exec *e, int is_stderr, const char *buf, size_t len)
 {
-	if (e->host->output && len && !e->delivered)
+	if (e->host->output && len && e->state != CP_ST_DONE)
 		e->host->output(e->ud, e, is_stderr, buf, len);
 }
 
@@ -155,7 +185,7 @@ static void on_timer_closed(uv_handle_t *h)
 /* The execution may be freed once done() went out and the process is gone. */
 static void maybe_release(struct codepod_exec *e)
 {
-	if (!e->delivered || e->proc || uv_is_closing((uv_handle_t *)&e->timer))
+	if (e->state != CP_ST_DONE || e->proc || uv_is_closing((uv_handle_t *)&e->timer))
 		return;
 	if (e->prestart_noted) /* the runner is gone: the pool may start the next */
 		cp_prestart_exec_ended(e->cp->prestart, e->conversation);
@@ -164,10 +194,9 @@ static void maybe_release(struct codepod_exec *e)
 
 static void deliver(struct codepod_exec *e)
 {
-	if (e->delivered)
+	if (e->state == CP_ST_DONE)
 		return;
-	e->delivered = 1;
-	e->state = CP_ST_DONE;
+	exec_set_state(e, CP_ST_DONE);
 	uv_timer_stop(&e->timer);
 	json_t *outcome = cp_outcome_build(e);
 	cp_log(CP_LOG_INFO, "exec.done", "id", json_string(e->id),
@@ -198,7 +227,7 @@ void cp_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, 
 {
 	if (e->state >= CP_ST_FINISHING)
 		return;
-	e->state = CP_ST_FINISHING;
+	exec_set_state(e, CP_ST_FINISHING);
 	e->t_end_ms = cp_exec_now_ms();
 	e->code = code;
 	va_list ap;
@@ -267,7 +296,7 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 		cp_exec_finish(e, CP_E_INTERNAL, "control channel: a second ready frame");
 		return;
 	}
-	e->state = CP_ST_RUNNING;
+	exec_set_state(e, CP_ST_RUNNING);
 	e->t_ready_ms = cp_exec_now_ms();
 	const struct cp_backend_ops *ops = e->cp->cfg.backend->ops;
 	json_t *v = json_loadb(payload, len, 0, NULL);
@@ -475,7 +504,7 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 			               "The runner process exited with code %d before the program returned.",
 			               ex->signal ? 128 + ex->signal : ex->code);
 	}
-	if (e->delivered)
+	if (e->state == CP_ST_DONE)
 		maybe_release(e);
 	else
 		deliver(e);
@@ -488,7 +517,7 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 static void on_killed(void *ud)
 {
 	struct codepod_exec *e = ud;
-	if (e->state == CP_ST_FINISHING && !e->delivered)
+	if (e->state == CP_ST_FINISHING)
 		uv_timer_start(&e->timer, on_deliver_timer, 0, 0);
 }
 

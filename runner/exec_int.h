@@ -16,6 +16,14 @@
 #include "runner/frame.h"
 #include "runner/logwin.h"
 
+/*
+ * An execution. Changed only by exec.c's exec_set_state, which logs the
+ * change (debug, exec.state) and asserts it is one of:
+ *   STARTING -> RUNNING     the runner's Y frame
+ *   STARTING -> FINISHING   ended before it ran (refused, failed, stopped)
+ *   RUNNING -> FINISHING    ended (cp_exec_finish, once)
+ *   FINISHING -> DONE       done() delivered (once)
+ */
 enum cp_exec_state {
 	CP_ST_STARTING,  /* waiting for the runner's Y frame */
 	CP_ST_RUNNING,   /* the program runs; its deadline is armed */
@@ -23,6 +31,16 @@ enum cp_exec_state {
 	CP_ST_DONE       /* done() delivered */
 };
 
+/*
+ * A tool call, QUEUED from the moment it is recorded (add_call). Changed
+ * only by calls.c's call_set_state, which logs the change (debug,
+ * exec.call_state) and asserts it is one of:
+ *   QUEUED -> IN_FLIGHT         handed to the host
+ *   QUEUED -> DENIED            refused before the host saw it
+ *   IN_FLIGHT -> OK | ERROR     answered
+ *   IN_FLIGHT -> DENIED         answered with an output over the limits
+ *   QUEUED | IN_FLIGHT -> CANCELLED   the execution ended first
+ */
 enum cp_call_state {
 	CP_CALL_QUEUED,
 	CP_CALL_IN_FLIGHT,
@@ -35,7 +53,7 @@ enum cp_call_state {
 struct cp_call {
 	char *tool;              /* as the program named it (bounded) */
 	json_t *input;           /* held while queued, NULL after dispatch */
-	enum cp_call_state state;
+	enum cp_call_state state; /* call_set_state only */
 	uint64_t t_start_ms, t_end_ms;
 	const char *broker_reason; /* static; set when the broker, not the tool, failed */
 	long http_status;          /* with broker_reason "http_status" */
@@ -62,11 +80,10 @@ struct codepod_exec {
 	char nonce[33];
 	char tag[33];            /* marks the execution's processes (sandbox.h) */
 
-	enum cp_exec_state state;
+	enum cp_exec_state state; /* exec_set_state only; CP_ST_DONE: done() was called */
 	struct cp_proc *proc;    /* NULL once exited() came */
 	int prestarted;          /* the runner was waiting when this began */
 	int prestart_noted;      /* the pool was told it started: tell it the end */
-	int delivered;           /* done() was called */
 	uv_timer_t timer;        /* startup, then deadline, then grace */
 	uint64_t t_submit_ms, t_ready_ms, t_end_ms;
 

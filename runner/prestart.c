@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runner/codepod.h"
+#include "base/assert.h"
 #include "base/log.h"
 #include "runner/prestart.h"
 
@@ -54,6 +55,23 @@ int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
 
 struct ps_runner;
 
+/*
+ * A runner of the pool. Changed only by ps_set_state, which logs the
+ * change (debug, prestart.state) and asserts it is one of:
+ *   STARTING -> WAITING   started: its conversation's waiting runner
+ *   WAITING -> TAKEN      an execution took it
+ *   WAITING -> DROPPED    killed while waiting (output, pool full, idle,
+ *                         another policy, stopping)
+ * A runner that exits is freed, in any of the last three; one that dies
+ * while WAITING is said so in the log (prestart.died).
+ */
+enum ps_state {
+	PS_STARTING, /* spawned by start_waiting, not yet its conversation's */
+	PS_WAITING,  /* r->conv's waiting runner */
+	PS_TAKEN,    /* serves an execution: callbacks go to r->cbs/r->ud */
+	PS_DROPPED,  /* left its conversation and killed: its exited() frees it */
+};
+
 /* A conversation the pool knows: one with executions running or a runner
  * waiting; forgotten as soon as it has neither. */
 struct ps_conv {
@@ -69,6 +87,7 @@ struct ps_conv {
 
 struct ps_runner {
 	struct cp_prestart *ps;
+	enum ps_state state;        /* ps_set_state only */
 	struct ps_conv *conv;       /* while waiting */
 	struct cp_proc *proc;
 	unsigned long memory_mb;
@@ -88,6 +107,32 @@ struct cp_prestart {
 	int stopped, freed;
 	uv_timer_t timer;           /* expiries, and starts off the caller's stack */
 };
+
+static const char *const ps_state_names[] = {
+	[PS_STARTING] = "starting", [PS_WAITING] = "waiting", [PS_TAKEN] = "taken",
+	[PS_DROPPED] = "dropped",
+};
+
+/* legal[from][to]: the transitions above. */
+#define N_PS_STATES (PS_DROPPED + 1)
+static const unsigned char ps_legal[N_PS_STATES][N_PS_STATES] = {
+	[PS_STARTING] = { [PS_WAITING] = 1 },
+	[PS_WAITING] = { [PS_TAKEN] = 1, [PS_DROPPED] = 1 },
+};
+
+/* start_waiting calloc's a runner: it starts STARTING. */
+_Static_assert(PS_STARTING == 0, "a new runner is PS_STARTING");
+
+/* The one place r->state changes. */
+static void ps_set_state(struct ps_runner *r, enum ps_state to)
+{
+	enum ps_state from = r->state;
+	CP_ASSERT(from < N_PS_STATES && to < N_PS_STATES);
+	cp_log(CP_LOG_DEBUG, "prestart.state", "from", json_string(ps_state_names[from]),
+	       "to", json_string(ps_state_names[to]), NULL);
+	CP_ASSERT(ps_legal[from][to]);
+	r->state = to;
+}
 
 static uint64_t now_ms(void)
 {
@@ -142,6 +187,7 @@ static void drop_waiting(struct ps_runner *r, const char *why)
 	struct ps_conv *c = r->conv;
 	c->waiting = NULL;
 	r->conv = NULL;
+	ps_set_state(r, PS_DROPPED);
 	ps->waiting--;
 	cp_log(CP_LOG_DEBUG, "prestart.dropped", "reason", json_string(why),
 	       "waiting", json_integer(ps->waiting), NULL);
@@ -151,22 +197,22 @@ static void drop_waiting(struct ps_runner *r, const char *why)
 static void on_out(void *ud, const char *buf, size_t len)
 {
 	struct ps_runner *r = ud;
-	if (r->cbs) {
+	if (r->state == PS_TAKEN) {
 		r->cbs->out(r->ud, buf, len);
 		return;
 	}
-	if (r->conv) /* a waiting runner says nothing: this one is not pristine */
+	if (r->state == PS_WAITING) /* a waiting runner says nothing: this one is not pristine */
 		drop_waiting(r, "output while waiting");
 }
 
 static void on_err(void *ud, const char *buf, size_t len)
 {
 	struct ps_runner *r = ud;
-	if (r->cbs) {
+	if (r->state == PS_TAKEN) {
 		r->cbs->err(r->ud, buf, len);
 		return;
 	}
-	if (r->conv)
+	if (r->state == PS_WAITING)
 		drop_waiting(r, "output while waiting");
 }
 
@@ -176,9 +222,9 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 {
 	struct ps_runner *r = ud;
 	struct cp_prestart *ps = r->ps;
-	if (r->cbs) {
+	if (r->state == PS_TAKEN) {
 		r->cbs->exited(r->ud, ex);
-	} else if (r->conv) {
+	} else if (r->state == PS_WAITING) {
 		/* It died while waiting (killed from outside, the sandbox went):
 		 * the next execution starts afresh and brings another (not at once:
 		 * a runner that cannot start must not be restarted in a loop). */
@@ -198,7 +244,7 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 static void on_killed(void *ud)
 {
 	struct ps_runner *r = ud;
-	if (r->cbs && r->cbs->killed)
+	if (r->state == PS_TAKEN && r->cbs->killed)
 		r->cbs->killed(r->ud);
 }
 
@@ -258,6 +304,7 @@ static void start_waiting(struct cp_prestart *ps, struct ps_conv *c)
 		ps->b->ops->kill(r->proc); /* exited() follows and tells the story */
 	r->conv = c;
 	c->waiting = r;
+	ps_set_state(r, PS_WAITING);
 	ps->waiting++;
 	ps->alive++;
 	cp_log(CP_LOG_DEBUG, "prestart.started", "waiting", json_integer(ps->waiting), NULL);
@@ -340,6 +387,7 @@ int cp_prestart_take(struct cp_prestart *ps, const char *conversation,
 	ps->waiting--;
 	r->cbs = cbs;
 	r->ud = ud;
+	ps_set_state(r, PS_TAKEN);
 	*proc = r->proc;
 	memcpy(tag, r->tag, 33);
 	if (ps->b->ops->adopt)

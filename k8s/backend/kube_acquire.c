@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "k8s/backend/kube_int.h"
+#include "base/assert.h"
 #include "base/log.h"
 
 #define MAX_ATTEMPTS 4
@@ -23,8 +24,36 @@ struct step {
 };
 
 static void acquire(struct kube_conv *c);
+static void stop_steps(struct kube_conv *c);
 static void patch_annotations(struct kube_conv *c, json_t *patch /* steals */);
 static void watch_pod(struct kube_conv *c, const char *name, const char *rv);
+
+static const char *const conv_state_names[] = {
+	[KUBE_CONV_IDLE] = "idle", [KUBE_CONV_ACQUIRING] = "acquiring", [KUBE_CONV_READY] = "ready",
+};
+
+/* legal[from][to]: the transitions of kube_int.h. */
+#define N_CONV_STATES (KUBE_CONV_READY + 1)
+static const unsigned char conv_legal[N_CONV_STATES][N_CONV_STATES] = {
+	[KUBE_CONV_IDLE] = { [KUBE_CONV_ACQUIRING] = 1 },
+	[KUBE_CONV_ACQUIRING] = { [KUBE_CONV_IDLE] = 1, [KUBE_CONV_READY] = 1 },
+	[KUBE_CONV_READY] = { [KUBE_CONV_IDLE] = 1 },
+};
+
+/* A new conversation is calloc'ed (kube_conv_get): it starts idle. */
+_Static_assert(KUBE_CONV_IDLE == 0, "a new conversation is KUBE_CONV_IDLE");
+
+/* The one place c->state changes. */
+static void conv_set_state(struct kube_conv *c, enum kube_conv_state to)
+{
+	enum kube_conv_state from = c->state;
+	CP_ASSERT(from < N_CONV_STATES && to < N_CONV_STATES);
+	cp_log(CP_LOG_DEBUG, "kube.conv_state", "pod", json_string(c->name),
+	       "from", json_string(conv_state_names[from]), "to", json_string(conv_state_names[to]),
+	       NULL);
+	CP_ASSERT(conv_legal[from][to]);
+	c->state = to;
+}
 
 /* A step: one REST call of an acquisition. The backend counts them so it is
  * freed only after the last answer (answers come even after cancel). */
@@ -133,12 +162,12 @@ static void fail(struct kube_conv *c, const char *fmt, ...)
 static void ready(struct kube_conv *c, const json_t *pod)
 {
 	const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
-	kube_conv_release(c);
+	stop_steps(c); /* not kube_conv_release: ACQUIRING goes straight to READY */
 	if (!c->pod || !name || strcmp(c->pod, name) != 0)
 		c->busy_marked = 0; /* another pod (or not known to be the same): mark it anew */
 	free(c->pod);
 	c->pod = strdup(name ? name : c->name);
-	c->state = KUBE_CONV_READY;
+	conv_set_state(c, KUBE_CONV_READY);
 	c->attempts = 0;
 	cp_log(CP_LOG_DEBUG, "kube.ready", "pod", json_string(c->pod), NULL);
 	struct cp_proc *w = c->waiters;
@@ -436,7 +465,7 @@ static void on_listed(void *arg, json_t *obj, const struct k8s_status *st,
 
 static void acquire(struct kube_conv *c)
 {
-	c->state = KUBE_CONV_ACQUIRING;
+	conv_set_state(c, KUBE_CONV_ACQUIRING);
 	char sel[160];
 	snprintf(sel, sizeof sel, "%s=codepod,%s=%s", K8S_LABEL_MANAGED_BY,
 	         K8S_LABEL_CONVERSATION, c->label);
@@ -459,8 +488,9 @@ void kube_conv_want(struct kube_conv *c)
 	}
 }
 
-/* Stops the call or watch in progress; their late answers are dropped. */
-void kube_conv_release(struct kube_conv *c)
+/* Stops the call or watch in progress; their late answers are dropped
+ * (cancels answer on a later loop turn, never from inside this call). */
+static void stop_steps(struct kube_conv *c)
 {
 	c->gen++;
 	if (c->call) {
@@ -473,8 +503,13 @@ void kube_conv_release(struct kube_conv *c)
 		c->watch = NULL;
 		k8s_pod_watch_stop(w);
 	}
+}
+
+void kube_conv_release(struct kube_conv *c)
+{
+	stop_steps(c);
 	if (c->state == KUBE_CONV_ACQUIRING)
-		c->state = KUBE_CONV_IDLE;
+		conv_set_state(c, KUBE_CONV_IDLE);
 }
 
 void kube_conv_stale(struct kube_conv *c)
@@ -484,7 +519,8 @@ void kube_conv_stale(struct kube_conv *c)
 	kube_supervisor_drop(c);
 	free(c->pod);
 	c->pod = NULL;
-	c->state = KUBE_CONV_IDLE;
+	if (c->state != KUBE_CONV_IDLE)
+		conv_set_state(c, KUBE_CONV_IDLE);
 }
 
 static void on_touched(void *arg, json_t *obj, const struct k8s_status *st,

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "k8s/backend/kube_int.h"
+#include "base/assert.h"
 #include "base/log.h"
 
 /* How long the killer exec and then the stream may take before the stream
@@ -48,6 +49,40 @@ static void start_exec(struct cp_proc *p);
 static void kube_kill(struct cp_proc *p);
 static int start_killer(struct cp_proc *p);
 
+static const char *const proc_state_names[] = {
+	[KUBE_PROC_WAIT_POD] = "wait_pod", [KUBE_PROC_WAIT_CREDS] = "wait_creds",
+	[KUBE_PROC_WAIT_SUPER] = "wait_super", [KUBE_PROC_EXEC] = "exec",
+	[KUBE_PROC_DONE] = "done",
+};
+
+/* legal[from][to]: the transitions of kube_int.h. */
+#define N_PROC_STATES (KUBE_PROC_DONE + 1)
+static const unsigned char proc_legal[N_PROC_STATES][N_PROC_STATES] = {
+	[KUBE_PROC_WAIT_POD] = { [KUBE_PROC_WAIT_CREDS] = 1, [KUBE_PROC_DONE] = 1 },
+	[KUBE_PROC_WAIT_CREDS] = { [KUBE_PROC_WAIT_SUPER] = 1, [KUBE_PROC_EXEC] = 1,
+	                           [KUBE_PROC_DONE] = 1 },
+	[KUBE_PROC_WAIT_SUPER] = { [KUBE_PROC_WAIT_POD] = 1, [KUBE_PROC_WAIT_CREDS] = 1,
+	                           [KUBE_PROC_EXEC] = 1, [KUBE_PROC_DONE] = 1 },
+	[KUBE_PROC_EXEC] = { [KUBE_PROC_WAIT_POD] = 1, [KUBE_PROC_WAIT_CREDS] = 1,
+	                     [KUBE_PROC_DONE] = 1 },
+	[KUBE_PROC_DONE] = { 0 },
+};
+
+/* A new handle is calloc'ed: it starts waiting for the pod. */
+_Static_assert(KUBE_PROC_WAIT_POD == 0, "a new handle is KUBE_PROC_WAIT_POD");
+
+/* The one place p->state changes. */
+static void proc_set_state(struct cp_proc *p, enum kube_proc_state to)
+{
+	enum kube_proc_state from = p->state;
+	CP_ASSERT(from < N_PROC_STATES && to < N_PROC_STATES);
+	cp_log(CP_LOG_DEBUG, "kube.proc_state", "id", json_string(p->exec_id),
+	       "from", json_string(proc_state_names[from]), "to", json_string(proc_state_names[to]),
+	       NULL);
+	CP_ASSERT(proc_legal[from][to]);
+	p->state = to;
+}
+
 static void proc_free(struct cp_proc *p)
 {
 	struct kube *k = p->k;
@@ -70,17 +105,16 @@ static void on_timer_closed(uv_handle_t *h)
 /* Freed once the exit went out and the killer is done. */
 static void maybe_release(struct cp_proc *p)
 {
-	if (p->reported && !p->killer && !p->ex && !p->sup &&
+	if (p->state == KUBE_PROC_DONE && !p->killer && !p->ex && !p->sup &&
 	    !uv_is_closing((uv_handle_t *)&p->timer))
 		uv_close((uv_handle_t *)&p->timer, on_timer_closed);
 }
 
 void kube_proc_report(struct cp_proc *p)
 {
-	if (p->reported)
+	if (p->state == KUBE_PROC_DONE)
 		return;
-	p->reported = 1;
-	p->state = KUBE_PROC_DONE;
+	proc_set_state(p, KUBE_PROC_DONE);
 	uv_timer_stop(&p->timer);
 	p->cbs->exited(p->ud, &p->exit);
 	maybe_release(p);
@@ -115,7 +149,7 @@ static void on_out(void *ud, const char *buf, size_t len)
 	free(p->sent);
 	p->sent = NULL;
 	p->sent_len = p->sent_cap = 0;
-	if (!p->reported)
+	if (p->state != KUBE_PROC_DONE)
 		p->cbs->out(p->ud, buf, len);
 }
 
@@ -123,7 +157,7 @@ static void on_err(void *ud, const char *buf, size_t len)
 {
 	struct cp_proc *p = ud;
 	p->got_output = 1;
-	if (!p->reported)
+	if (p->state != KUBE_PROC_DONE)
 		p->cbs->err(p->ud, buf, len);
 }
 
@@ -135,7 +169,7 @@ static int try_again(struct cp_proc *p, const struct k8s_exec_exit *x)
 		return 0;
 	p->retried = 1;
 	kube_conv_stale(p->conv);
-	p->state = KUBE_PROC_WAIT_POD;
+	proc_set_state(p, KUBE_PROC_WAIT_POD);
 	p->next_wait = p->conv->waiters;
 	p->conv->waiters = p;
 	kube_conv_want(p->conv);
@@ -191,7 +225,7 @@ static void chan_exited(void *ud, const struct cp_proc_exit *ex);
 static void chan_killed(void *ud)
 {
 	struct cp_proc *p = ud;
-	if (p->killed && !p->reported && p->cbs->killed)
+	if (p->killed && p->state != KUBE_PROC_DONE && p->cbs->killed)
 		p->cbs->killed(p->ud);
 }
 
@@ -202,7 +236,7 @@ static void start_direct(struct cp_proc *p);
 /* Wait for the supervisor to come up, in the order the executions came. */
 static void wait_super(struct cp_proc *p)
 {
-	p->state = KUBE_PROC_WAIT_SUPER;
+	proc_set_state(p, KUBE_PROC_WAIT_SUPER);
 	p->next_wait = NULL;
 	struct cp_proc **pp = &p->conv->super_waiters;
 	while (*pp)
@@ -240,7 +274,7 @@ static void super_open(struct cp_proc *p)
 	struct cp_err err;
 	int took = kube_warm_take(p);
 	if (took) {
-		p->state = KUBE_PROC_EXEC;
+		proc_set_state(p, KUBE_PROC_EXEC);
 		if (!p->standby)
 			count_running(p);
 		if (took < 0)
@@ -254,7 +288,7 @@ static void super_open(struct cp_proc *p)
 		return;
 	}
 	p->sup = c->super;
-	p->state = KUBE_PROC_EXEC;
+	proc_set_state(p, KUBE_PROC_EXEC);
 	if (!p->standby)
 		count_running(p);
 	if (p->sent_len) {
@@ -324,7 +358,7 @@ void kube_supervisor_drop(struct kube_conv *c)
 	struct cp_proc *w = take_super_waiters(c);
 	for (struct cp_proc *next; w; w = next) {
 		next = w->next_wait;
-		w->state = KUBE_PROC_WAIT_POD;
+		proc_set_state(w, KUBE_PROC_WAIT_POD);
 		w->next_wait = c->waiters;
 		c->waiters = w;
 	}
@@ -354,7 +388,7 @@ static void chan_exited(void *ud, const struct cp_proc_exit *ex)
 		if (same_pod) {
 			start_exec(p);
 		} else {
-			p->state = KUBE_PROC_WAIT_POD;
+			proc_set_state(p, KUBE_PROC_WAIT_POD);
 			p->next_wait = p->conv->waiters;
 			p->conv->waiters = p;
 			kube_conv_want(p->conv);
@@ -412,7 +446,7 @@ static void start_direct(struct cp_proc *p)
 		kube_proc_unavailable(p, err.msg);
 		return;
 	}
-	p->state = KUBE_PROC_EXEC;
+	proc_set_state(p, KUBE_PROC_EXEC);
 	p->exec_wall = time(NULL);
 	if (!p->standby)
 		count_running(p);
@@ -447,7 +481,7 @@ static void start_exec(struct cp_proc *p)
 {
 	struct k8s_cred now;
 	struct cp_err err;
-	p->state = KUBE_PROC_WAIT_CREDS;
+	proc_set_state(p, KUBE_PROC_WAIT_CREDS);
 	int rc = k8s_creds_get(k8s_client_creds(p->k->api), &p->cw, on_creds, p, &now, &err);
 	if (rc < 0)
 		kube_proc_unavailable(p, err.msg);
@@ -497,7 +531,7 @@ static void on_killer_exited(void *ud, const struct k8s_exec_exit *x)
 		cp_log(CP_LOG_WARN, "kube.kill_failed", "id", json_string(p->exec_id),
 		       "detail", json_string(x->ex.detail), NULL);
 	/* The runner is dead; give the stream a moment to carry its Status. */
-	if (p->ex && !p->reported) {
+	if (p->ex && p->state != KUBE_PROC_DONE) {
 		uv_timer_stop(&p->timer);
 		uv_timer_start(&p->timer, on_kill_grace, 1000, 0);
 	}
@@ -526,7 +560,7 @@ static int start_killer(struct cp_proc *p)
 static void kube_kill(struct cp_proc *p)
 {
 	/* (while kube_oom.c reads the pod, the runner is already dead) */
-	if (p->killed || p->reported || p->oom_pod)
+	if (p->killed || p->state == KUBE_PROC_DONE || p->oom_pod)
 		return;
 	p->killed = 1;
 	switch (p->state) {
@@ -600,7 +634,7 @@ static void kube_note_pid(struct cp_proc *p, long pid, unsigned long long start)
 
 static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
 {
-	if (p->reported || p->killed)
+	if (p->state == KUBE_PROC_DONE || p->killed)
 		return 0;
 	if (!p->got_output) {
 		if (p->sent_len + len > p->sent_cap) {
@@ -681,8 +715,7 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 	*out = p;
 	if (c->state == KUBE_CONV_READY) {
 		start_exec(p);
-	} else {
-		p->state = KUBE_PROC_WAIT_POD;
+	} else { /* a new handle is KUBE_PROC_WAIT_POD */
 		p->next_wait = c->waiters;
 		c->waiters = p;
 		kube_conv_want(c);

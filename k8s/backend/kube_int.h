@@ -22,6 +22,16 @@
 #include "k8s/api/rest.h"
 #include "k8s/api/watch.h"
 
+/*
+ * A conversation's pod: IDLE (none known), ACQUIRING (finding, claiming or
+ * creating one and waiting for it to be ready), READY (c->pod is in use).
+ * Changed only by kube_acquire.c's conv_set_state, which logs the change
+ * (debug, kube.conv_state) and asserts it is one of:
+ *   IDLE -> ACQUIRING       an execution wants the pod; an attempt starts over
+ *   ACQUIRING -> IDLE       released: failed, retried, nobody waits, closing
+ *   ACQUIRING -> READY      the pod is ready
+ *   READY -> IDLE           the pod went stale
+ */
 enum kube_conv_state { KUBE_CONV_IDLE, KUBE_CONV_ACQUIRING, KUBE_CONV_READY };
 
 struct kube_conv {
@@ -32,7 +42,7 @@ struct kube_conv {
 	char *pod;                     /* the pod in use (READY) */
 	char dead_uid[64];             /* a pod judged a dead end and being deleted:
 	                                * never judged again, only waited out */
-	enum kube_conv_state state;
+	enum kube_conv_state state;    /* conv_set_state only */
 	struct cp_proc *waiters;       /* executions waiting for the pod */
 	unsigned running;              /* executions running in the pod */
 	int attempts;                  /* acquisitions since the last success */
@@ -75,6 +85,26 @@ struct kube {
 	int closing;                   /* destroy was asked: free when all is quiet */
 };
 
+/*
+ * A process handle: waiting for the conversation's pod (where a new handle
+ * starts), for the exec credentials, for the pod's supervisor; running
+ * (EXEC: on p->ex, or on a channel of p->sup); DONE once its exit was
+ * reported (kube_proc_report, once). Changed only by kube_backend.c's
+ * proc_set_state, which logs the change (debug, kube.proc_state) and
+ * asserts it is one of:
+ *   WAIT_POD -> WAIT_CREDS    the pod is ready (at once, or later)
+ *   WAIT_CREDS -> WAIT_SUPER  the supervisor is not up yet
+ *   WAIT_CREDS -> EXEC        on the supervisor, or a direct exec
+ *   WAIT_SUPER -> EXEC        it came up, or failed (a direct exec)
+ *   WAIT_SUPER -> WAIT_CREDS  it went or failed: one exec per script
+ *   WAIT_SUPER -> WAIT_POD    it was dropped with its pod
+ *   EXEC -> WAIT_CREDS        nothing ran yet and the supervisor went: again
+ *                             in the same pod
+ *   EXEC -> WAIT_POD          nothing ran yet and the pod went: again in
+ *                             the conversation's next pod
+ *   any but DONE -> DONE      the exit is reported (killed, unavailable,
+ *                             exited)
+ */
 enum kube_proc_state { KUBE_PROC_WAIT_POD, KUBE_PROC_WAIT_CREDS, KUBE_PROC_WAIT_SUPER, KUBE_PROC_EXEC, KUBE_PROC_DONE };
 
 struct cp_proc {
@@ -86,7 +116,7 @@ struct cp_proc {
 	char **argv;
 	char *exec_id;
 	char tag[33];
-	enum kube_proc_state state;
+	enum kube_proc_state state;    /* proc_set_state only */
 	struct k8s_exec *ex;
 	struct kube_super *sup;            /* KUBE_PROC_EXEC on a supervisor channel */
 	uint32_t chan;
@@ -97,12 +127,19 @@ struct cp_proc {
 	size_t sent_len, sent_cap;
 	long pid;
 	unsigned long long start;      /* the runner's start, ticks since boot */
-	int killed, got_output, retried, reported;
+	/* The int flags here and below (killed, got_output, retried, fed,
+	 * oom_tries, standby, counted) are facts, not states: each is set in
+	 * more than one state and the state goes on moving while it holds.
+	 * The one flag that was a state, reported, is KUBE_PROC_DONE. */
+	int killed;                    /* the engine asked for the kill (any state):
+	                                  the exit is ours, not lost nor an OOM */
+	int got_output;                /* output came: nothing is replayed */
+	int retried;                   /* the one start-over was used */
 	int fed; /* a byte went into a supervisor channel: the program may have run */
 	uv_timer_t timer;              /* async reports, kill grace, OOM re-reads */
 	time_t exec_wall;              /* when the runner's exec started (wall clock) */
 	char *oom_pod;                 /* the pod read by kube_oom.c, while it is */
-	int oom_tries;
+	int oom_tries;                 /* GETs of the pod so far (kube_oom.c) */
 	int standby;                   /* started ahead: not counted as running */
 	int counted;                   /* counted in conv->running */
 	struct cp_proc_exit exit;
