@@ -516,11 +516,13 @@ void kube_conv_stale(struct kube_conv *c)
 {
 	kube_touch_flush(c, 1); /* the mark belongs to this pod */
 	kube_conv_release(c);
-	kube_supervisor_drop(c);
 	free(c->pod);
 	c->pod = NULL;
 	if (c->state != KUBE_CONV_IDLE)
 		conv_set_state(c, KUBE_CONV_IDLE);
+	/* Last: executions waiting for the pod's supervisor now wait for the
+	 * conversation's next pod, and may start acquiring it at once. */
+	kube_supervisor_drop(c);
 }
 
 static void on_touched(void *arg, json_t *obj, const struct k8s_status *st,
