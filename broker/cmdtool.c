@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "broker/cmdtool.h"
 #include "runner/logwin.h"
 #include "broker/tool_answer.h"
@@ -40,8 +41,7 @@ struct run {
 	uv_process_t proc;
 	uv_pipe_t in, out, err;
 	char *input;
-	char *obuf;
-	size_t olen, ocap;
+	struct cp_buf obuf; /* its stdout, max_output at most */
 	struct cp_logwin etail; /* the last bytes of its stderr */
 	int overflow, cancelled, exited, out_eof, err_eof, status, handles;
 	uv_write_t wreq;
@@ -181,7 +181,7 @@ static void on_run_closed(uv_handle_t *h)
 	if (--r->handles == 0) {
 		cp_logwin_free(&r->etail);
 		free(r->input);
-		free(r->obuf);
+		cp_buf_free(&r->obuf);
 		free(r);
 	}
 }
@@ -196,7 +196,8 @@ static void finish_run(struct run *r)
 		json_t *v = NULL;
 		size_t elen = 0;
 		char *etail = cp_logwin_take(&r->etail, &elen);
-		if (broker_cmdtool_answer(r->status, r->overflow, r->set->max_output, r->obuf, r->olen,
+		if (broker_cmdtool_answer(r->status, r->overflow, r->set->max_output,
+		                          cp_buf_ptr(&r->obuf), cp_buf_len(&r->obuf),
 		                          etail, elen, &v, msg, sizeof msg) == 0)
 			codepod_tool_result(r->exec, r->call, v, NULL);
 		else
@@ -243,24 +244,9 @@ static void on_run_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		cp_logwin_append(&r->etail, buf->base, len);
 		return;
 	}
-	if (r->overflow || r->olen + len > r->set->max_output) {
+	/* Out of memory counts as an overflow: the output cannot be held. */
+	if (!r->overflow && cp_buf_add(&r->obuf, buf->base, len, NULL))
 		r->overflow = 1;
-		return;
-	}
-	if (r->olen + len > r->ocap) {
-		size_t cap = r->ocap ? r->ocap : 4096;
-		while (cap < r->olen + len)
-			cap *= 2;
-		char *nb = realloc(r->obuf, cap);
-		if (!nb) {
-			r->overflow = 1;
-			return;
-		}
-		r->obuf = nb;
-		r->ocap = cap;
-	}
-	memcpy(r->obuf + r->olen, buf->base, len);
-	r->olen += len;
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -301,6 +287,7 @@ static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
 	r->set = set;
 	r->exec = e;
 	cp_logwin_init(&r->etail, 512, NULL);
+	cp_buf_init(&r->obuf, set->max_output);
 	snprintf(r->call, sizeof r->call, "%s", call);
 	r->input = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
 	uv_pipe_init(set->loop, &r->in, 0);

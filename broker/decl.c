@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+
 /* Comparisons allowed for "required" look-ups and duplicate tool names. */
 #define MAX_WORK 50000000L
 /* Unions and intersections longer than this keep their duplicates. */
@@ -21,13 +23,8 @@
 
 enum prec { P_ATOM = 0, P_INTER = 1, P_UNION = 2 };
 
-struct buf {
-	char *p; /* NUL-terminated when not NULL */
-	size_t len, cap;
-};
-
 struct piece {
-	struct buf b;
+	struct cp_buf b; /* BROKER_DECL_MAX_OUT at most (see buf_add) */
 	enum prec prec;
 	int nullish; /* null, or a union with a null member */
 };
@@ -51,59 +48,58 @@ static int render(struct ctx *c, const json_t *s, struct piece *out);
 
 /* ---- bounded buffers ---- */
 
-static int buf_add(struct ctx *c, struct buf *b, const char *s, size_t n)
+/*
+ * Pieces start zeroed and are zeroed again when moved out of (`struct piece
+ * p = { 0 }`, memset): a zeroed cp_buf is empty with a limit of 0, so every
+ * buffer takes the output cap on its first byte.
+ */
+static int buf_add(struct ctx *c, struct cp_buf *b, const char *s, size_t n)
 {
-	size_t need, cap;
-	char *p = NULL;
-
-	if (n > BROKER_DECL_MAX_OUT - b->len)
+	if (b->limit == 0)
+		cp_buf_set_limit(b, BROKER_DECL_MAX_OUT, NULL); /* empty: cannot fail */
+	int rc = cp_buf_add(b, s, n, NULL);
+	if (rc == CP_E_TOO_BIG)
 		return cp_err_set(c->err, CP_E_TOO_BIG, "declarations over %lu bytes",
 		                  (unsigned long)BROKER_DECL_MAX_OUT);
-	need = b->len + n + 1;
-	if (need > b->cap) {
-		cap = b->cap ? b->cap : 64;
-		while (cap < need)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p)
-			return cp_err_set(c->err, CP_E_NOMEM, "out of memory");
-		b->p = p;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
+	if (rc)
+		return cp_err_set(c->err, CP_E_NOMEM, "out of memory");
 	return 0;
 }
 
-static int buf_str(struct ctx *c, struct buf *b, const char *s)
+static int buf_str(struct ctx *c, struct cp_buf *b, const char *s)
 {
 	return buf_add(c, b, s, strlen(s));
 }
 
-static void buf_free(struct buf *b)
+/* Appends the whole of @from. */
+static int buf_cat(struct ctx *c, struct cp_buf *b, const struct cp_buf *from)
 {
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
+	return buf_add(c, b, cp_buf_ptr(from), cp_buf_len(from));
 }
 
-static int is_text(const struct buf *b, const char *s)
+static int ends_with(const struct cp_buf *b, char ch)
+{
+	size_t n = cp_buf_len(b);
+
+	return n && cp_buf_ptr(b)[n - 1] == ch;
+}
+
+static int is_text(const struct cp_buf *b, const char *s)
 {
 	size_t n = strlen(s);
 
-	return b->len == n && (n == 0 || memcmp(b->p, s, n) == 0);
+	return cp_buf_len(b) == n && memcmp(cp_buf_ptr(b), s, n) == 0;
 }
 
-static int same_text(const struct buf *a, const struct buf *b)
+static int same_text(const struct cp_buf *a, const struct cp_buf *b)
 {
-	return a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0);
+	return cp_buf_len(a) == cp_buf_len(b) &&
+	       memcmp(cp_buf_ptr(a), cp_buf_ptr(b), cp_buf_len(a)) == 0;
 }
 
 static int set_text(struct ctx *c, struct piece *out, const char *s, enum prec prec)
 {
-	out->b.len = 0;
+	cp_buf_reset(&out->b);
 	out->prec = prec;
 	out->nullish = strcmp(s, "null") == 0;
 	return buf_str(c, &out->b, s);
@@ -111,17 +107,11 @@ static int set_text(struct ctx *c, struct piece *out, const char *s, enum prec p
 
 static int pieces_push(struct ctx *c, struct pieces *ps, struct piece *p)
 {
-	struct piece *v = NULL;
-	size_t cap;
+	struct piece *v = cp_array_grow(ps->v, &ps->cap, ps->n + 1, sizeof *v, NULL);
 
-	if (ps->n == ps->cap) {
-		cap = ps->cap ? ps->cap * 2 : 4;
-		v = realloc(ps->v, cap * sizeof *v);
-		if (!v)
-			return cp_err_set(c->err, CP_E_NOMEM, "out of memory");
-		ps->v = v;
-		ps->cap = cap;
-	}
+	if (!v)
+		return cp_err_set(c->err, CP_E_NOMEM, "out of memory");
+	ps->v = v;
 	ps->v[ps->n++] = *p;
 	memset(p, 0, sizeof *p);
 	return 0;
@@ -130,7 +120,7 @@ static int pieces_push(struct ctx *c, struct pieces *ps, struct piece *p)
 static void pieces_free(struct pieces *ps)
 {
 	for (size_t i = 0; i < ps->n; i++)
-		buf_free(&ps->v[i].b);
+		cp_buf_free(&ps->v[i].b);
 	free(ps->v);
 	memset(ps, 0, sizeof *ps);
 }
@@ -146,7 +136,7 @@ static int charge(struct ctx *c, long units)
 /* ---- text: literals, names, comments ---- */
 
 /* A JSON string literal is a TypeScript string literal too. */
-static int add_string_literal(struct ctx *c, struct buf *b, const char *s, size_t n)
+static int add_string_literal(struct ctx *c, struct cp_buf *b, const char *s, size_t n)
 {
 	json_t *j = json_stringn(s, n);
 	char *t = NULL;
@@ -164,7 +154,7 @@ static int add_string_literal(struct ctx *c, struct buf *b, const char *s, size_
 }
 
 /* Property and tool names: bare when an identifier, quoted otherwise. */
-static int add_name(struct ctx *c, struct buf *b, const char *s, size_t n)
+static int add_name(struct ctx *c, struct cp_buf *b, const char *s, size_t n)
 {
 	if (broker_decl_is_identifier(s, n))
 		return buf_add(c, b, s, n);
@@ -200,7 +190,7 @@ static int literal(struct ctx *c, const json_t *v, struct piece *out)
  * written "*\/"; control characters become spaces; with fold, every run of
  * whitespace becomes one space (a property's comment stays on its line).
  */
-static int add_comment_text(struct ctx *c, struct buf *b, const char *s, size_t n, int fold)
+static int add_comment_text(struct ctx *c, struct cp_buf *b, const char *s, size_t n, int fold)
 {
 	int rc = 0, space = 0;
 
@@ -211,10 +201,10 @@ static int add_comment_text(struct ctx *c, struct buf *b, const char *s, size_t 
 			space = 1;
 			continue;
 		}
-		if (space && ch != '\n' && b->len && b->p[b->len - 1] != '\n')
+		if (space && ch != '\n' && cp_buf_len(b) && !ends_with(b, '\n'))
 			rc = buf_add(c, b, " ", 1);
 		space = 0;
-		if (rc == 0 && ch == '/' && b->len && b->p[b->len - 1] == '*')
+		if (rc == 0 && ch == '/' && ends_with(b, '*'))
 			rc = buf_add(c, b, "\\", 1);
 		if (rc == 0)
 			rc = buf_add(c, b, (const char *)&s[i], 1);
@@ -223,9 +213,10 @@ static int add_comment_text(struct ctx *c, struct buf *b, const char *s, size_t 
 }
 
 /* Cleans a description into *text (one line when fold); empty if nothing. */
-static int clean_description(struct ctx *c, const json_t *d, int fold, struct buf *text)
+static int clean_description(struct ctx *c, const json_t *d, int fold, struct cp_buf *text)
 {
-	size_t start = 0;
+	size_t start = 0, len;
+	const char *t;
 	int rc;
 
 	if (!json_is_string(d))
@@ -234,14 +225,14 @@ static int clean_description(struct ctx *c, const json_t *d, int fold, struct bu
 	if (rc)
 		return rc;
 	/* Drop blank lines around the text. */
-	while (text->len && text->p[text->len - 1] == '\n')
-		text->p[--text->len] = '\0';
-	while (start < text->len && text->p[start] == '\n')
+	t = cp_buf_ptr(text);
+	len = cp_buf_len(text);
+	while (len && t[len - 1] == '\n')
+		len--;
+	while (start < len && t[start] == '\n')
 		start++;
-	if (start) {
-		memmove(text->p, text->p + start, text->len - start + 1);
-		text->len -= start;
-	}
+	cp_buf_truncate(text, len);
+	cp_buf_tail(text, len - start);
 	return 0;
 }
 
@@ -356,7 +347,7 @@ static int join_pieces(struct ctx *c, struct piece *v, size_t n, int is_union, s
 		for (size_t j = 0; !drop && n <= DEDUPE_MAX && j < kept; j++)
 			drop = same_text(&v[j].b, &v[i].b);
 		if (drop)
-			buf_free(&v[i].b);
+			cp_buf_free(&v[i].b);
 		else
 			v[kept++] = v[i];
 	}
@@ -379,7 +370,7 @@ static int join_pieces(struct ctx *c, struct piece *v, size_t n, int is_union, s
 		if (rc == 0 && paren)
 			rc = buf_str(c, &out->b, "(");
 		if (rc == 0)
-			rc = buf_add(c, &out->b, v[i].b.p, v[i].b.len);
+			rc = buf_cat(c, &out->b, &v[i].b);
 		if (rc == 0 && paren)
 			rc = buf_str(c, &out->b, ")");
 	}
@@ -402,21 +393,21 @@ static int render_each(struct ctx *c, const json_t *arr, struct pieces *ps)
 		if (rc == 0)
 			rc = pieces_push(c, ps, &p);
 	}
-	buf_free(&p.b);
+	cp_buf_free(&p.b);
 	return rc;
 }
 
 /* ---- arrays ---- */
 
 /* `T[]`, or `(T)[]` when T has an operator. */
-static int add_array_of(struct ctx *c, struct buf *b, const struct piece *item)
+static int add_array_of(struct ctx *c, struct cp_buf *b, const struct piece *item)
 {
 	int rc = 0;
 
 	if (item->prec != P_ATOM)
 		rc = buf_str(c, b, "(");
 	if (rc == 0)
-		rc = buf_add(c, b, item->b.p, item->b.len);
+		rc = buf_cat(c, b, &item->b);
 	if (rc == 0 && item->prec != P_ATOM)
 		rc = buf_str(c, b, ")");
 	return rc ? rc : buf_str(c, b, "[]");
@@ -436,7 +427,7 @@ static int render_tuple(struct ctx *c, const json_t *elems, const json_t *rest, 
 		if (i)
 			rc = buf_str(c, &out->b, ", ");
 		if (rc == 0)
-			rc = buf_add(c, &out->b, ps.v[i].b.p, ps.v[i].b.len);
+			rc = buf_cat(c, &out->b, &ps.v[i].b);
 	}
 	if (rc == 0 && !json_is_false(rest)) {
 		rc = render(c, rest, &r);
@@ -447,7 +438,7 @@ static int render_tuple(struct ctx *c, const json_t *elems, const json_t *rest, 
 	}
 	if (rc == 0)
 		rc = buf_str(c, &out->b, "]");
-	buf_free(&r.b);
+	cp_buf_free(&r.b);
 	pieces_free(&ps);
 	return rc;
 }
@@ -467,7 +458,7 @@ static int render_array(struct ctx *c, const json_t *s, struct piece *out)
 	out->prec = P_ATOM;
 	if (rc == 0)
 		rc = add_array_of(c, &out->b, &item);
-	buf_free(&item.b);
+	cp_buf_free(&item.b);
 	return rc;
 }
 
@@ -514,7 +505,7 @@ static const json_t *property_keyword(const struct ctx *c, const json_t *s, cons
 /* " @tag value": a string keyword as its text, any other value as compact
  * JSON; each cut to DOC_VALUE_MAX bytes (at a character start) with "...". */
 #define DOC_VALUE_MAX 200
-static int add_doc_tag(struct ctx *c, struct buf *text, const char *tag, const json_t *v,
+static int add_doc_tag(struct ctx *c, struct cp_buf *text, const char *tag, const json_t *v,
                        int as_text)
 {
 	char *dump = NULL;
@@ -540,7 +531,7 @@ static int add_doc_tag(struct ctx *c, struct buf *text, const char *tag, const j
 		while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80)
 			keep--;
 	}
-	rc = buf_str(c, text, text->len ? " @" : "@");
+	rc = buf_str(c, text, cp_buf_len(text) ? " @" : "@");
 	if (rc == 0)
 		rc = buf_str(c, text, tag);
 	if (rc == 0)
@@ -555,7 +546,7 @@ static int add_doc_tag(struct ctx *c, struct buf *text, const char *tag, const j
 
 /* What the model needs beyond the type: format, pattern, default, and up
  * to three examples, as JSDoc tags after the description. */
-static int add_doc_tags(struct ctx *c, struct buf *text, const json_t *s)
+static int add_doc_tags(struct ctx *c, struct cp_buf *text, const json_t *s)
 {
 	const json_t *ex = property_keyword(c, s, "examples");
 	int rc = add_doc_tag(c, text, "format", property_keyword(c, s, "format"), 1);
@@ -570,22 +561,22 @@ static int add_doc_tags(struct ctx *c, struct buf *text, const json_t *s)
 }
 
 /* `/` `** text @tags *` `/ ` before a property, on one line. */
-static int add_property_doc(struct ctx *c, struct buf *b, const json_t *s)
+static int add_property_doc(struct ctx *c, struct cp_buf *b, const json_t *s)
 {
-	struct buf text = { 0 };
+	struct cp_buf text = { 0 };
 	int rc = clean_description(c, property_description(c, s), 1, &text);
 
 	if (rc == 0 && json_is_object(s))
 		rc = add_doc_tags(c, &text, s);
 
-	if (rc == 0 && text.len) {
+	if (rc == 0 && cp_buf_len(&text)) {
 		rc = buf_str(c, b, "/** ");
 		if (rc == 0)
-			rc = buf_add(c, b, text.p, text.len);
+			rc = buf_cat(c, b, &text);
 		if (rc == 0)
 			rc = buf_str(c, b, " */ ");
 	}
-	buf_free(&text);
+	cp_buf_free(&text);
 	return rc;
 }
 
@@ -593,7 +584,7 @@ static int add_property_doc(struct ctx *c, struct buf *b, const json_t *s)
  * One property into b; its type also goes onto types (for the index
  * signature), and *optional is set when the property is optional.
  */
-static int add_property(struct ctx *c, struct buf *b, const json_t *obj, const char *key,
+static int add_property(struct ctx *c, struct cp_buf *b, const json_t *obj, const char *key,
                         size_t n, const json_t *sub, struct pieces *types, int *optional)
 {
 	struct piece t = { 0 };
@@ -609,13 +600,13 @@ static int add_property(struct ctx *c, struct buf *b, const json_t *obj, const c
 	if (rc == 0)
 		rc = render(c, sub, &t);
 	if (rc == 0)
-		rc = buf_add(c, b, t.b.p, t.b.len);
+		rc = buf_cat(c, b, &t.b);
 	if (rc == 0)
 		rc = buf_str(c, b, "; ");
 	if (rc == 0)
 		rc = pieces_push(c, types, &t);
 	*optional |= !req;
-	buf_free(&t.b);
+	cp_buf_free(&t.b);
 	return rc;
 }
 
@@ -638,7 +629,7 @@ static int render_index(struct ctx *c, const json_t *s, struct piece *idx, int *
  * the index type too: T | (property types) | undefined (for optional ones).
  * Moves idx and the types into the union.
  */
-static int add_index(struct ctx *c, struct buf *b, struct piece *idx, struct pieces *types,
+static int add_index(struct ctx *c, struct cp_buf *b, struct piece *idx, struct pieces *types,
                      int optional)
 {
 	struct pieces all = { 0 };
@@ -656,10 +647,10 @@ static int add_index(struct ctx *c, struct buf *b, struct piece *idx, struct pie
 	if (rc == 0)
 		rc = buf_str(c, b, "[key: string]: ");
 	if (rc == 0)
-		rc = buf_add(c, b, u.b.p, u.b.len);
+		rc = buf_cat(c, b, &u.b);
 	if (rc == 0)
 		rc = buf_str(c, b, "; ");
-	buf_free(&u.b);
+	cp_buf_free(&u.b);
 	pieces_free(&all);
 	return rc;
 }
@@ -691,7 +682,7 @@ static int render_object(struct ctx *c, const json_t *s, struct piece *out)
 	if (rc == 0)
 		rc = buf_str(c, &out->b, "}");
 done:
-	buf_free(&idx.b);
+	cp_buf_free(&idx.b);
 	pieces_free(&types);
 	return rc;
 }
@@ -736,7 +727,7 @@ static int render_enum(struct ctx *c, const json_t *e, struct piece *out)
 	if (rc == 0)
 		rc = join(c, &ps, 1, out);
 done:
-	buf_free(&p.b);
+	cp_buf_free(&p.b);
 	pieces_free(&ps);
 	return rc;
 }
@@ -758,7 +749,7 @@ static int render_type_list(struct ctx *c, const json_t *s, const json_t *types,
 	}
 	if (rc == 0)
 		rc = ps.n ? join(c, &ps, 1, out) : set_text(c, out, "unknown", P_ATOM);
-	buf_free(&p.b);
+	cp_buf_free(&p.b);
 	pieces_free(&ps);
 	return rc;
 }
@@ -802,7 +793,7 @@ static int push_union(struct ctx *c, const json_t *arr, struct pieces *parts)
 		rc = join(c, &ps, 1, &p);
 	if (rc == 0)
 		rc = pieces_push(c, parts, &p);
-	buf_free(&p.b);
+	cp_buf_free(&p.b);
 	pieces_free(&ps);
 	return rc;
 }
@@ -834,15 +825,15 @@ static int render_schema(struct ctx *c, const json_t *s, struct piece *out)
 		rc = set_text(c, &pair[1], "null", P_ATOM);
 		if (rc == 0)
 			rc = join_pieces(c, pair, 2, 1, &p);
-		buf_free(&pair[0].b);
-		buf_free(&pair[1].b);
+		cp_buf_free(&pair[0].b);
+		cp_buf_free(&pair[1].b);
 	}
 	if (rc == 0) {
-		buf_free(&out->b);
+		cp_buf_free(&out->b);
 		*out = p;
 		memset(&p, 0, sizeof p);
 	}
-	buf_free(&p.b);
+	cp_buf_free(&p.b);
 	pieces_free(&parts);
 	return rc;
 }
@@ -852,7 +843,7 @@ static int render(struct ctx *c, const json_t *s, struct piece *out)
 {
 	int rc;
 
-	out->b.len = 0;
+	cp_buf_reset(&out->b);
 	out->prec = P_ATOM;
 	out->nullish = 0;
 	if (++c->nodes > BROKER_DECL_MAX_NODES)
@@ -872,7 +863,7 @@ static int render(struct ctx *c, const json_t *s, struct piece *out)
 /* ---- tools ---- */
 
 /* A document (inputSchema or outputSchema) with its own $ref root. */
-static int render_document(struct ctx *c, const json_t *doc, struct buf *b)
+static int render_document(struct ctx *c, const json_t *doc, struct cp_buf *b)
 {
 	struct piece p = { 0 };
 	int rc;
@@ -884,24 +875,26 @@ static int render_document(struct ctx *c, const json_t *doc, struct buf *b)
 		c->stack[c->nstack++] = doc;
 	rc = render(c, doc, &p);
 	if (rc == 0)
-		rc = buf_add(c, b, p.b.p, p.b.len);
-	buf_free(&p.b);
+		rc = buf_cat(c, b, &p.b);
+	cp_buf_free(&p.b);
 	return rc;
 }
 
-static int add_tool_doc(struct ctx *c, struct buf *b, const json_t *tool)
+static int add_tool_doc(struct ctx *c, struct cp_buf *b, const json_t *tool)
 {
-	struct buf text = { 0 };
+	struct cp_buf text = { 0 };
 	int rc = clean_description(c, json_object_get(tool, "description"), 0, &text);
-	int multi = text.len && memchr(text.p, '\n', text.len) != NULL;
+	const char *t = cp_buf_ptr(&text);
+	size_t n = cp_buf_len(&text);
+	int multi = memchr(t, '\n', n) != NULL;
 
-	if (rc || text.len == 0)
+	if (rc || n == 0)
 		goto done;
 	rc = buf_str(c, b, multi ? "  /**\n   * " : "  /** ");
-	for (size_t i = 0; i < text.len && rc == 0; i++) {
-		if (text.p[i] != '\n')
-			rc = buf_add(c, b, &text.p[i], 1);
-		else if (i + 1 < text.len && text.p[i + 1] == '\n')
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (t[i] != '\n')
+			rc = buf_add(c, b, &t[i], 1);
+		else if (i + 1 < n && t[i + 1] == '\n')
 			rc = buf_str(c, b, "\n   *"); /* a blank line */
 		else
 			rc = buf_str(c, b, "\n   * ");
@@ -909,12 +902,12 @@ static int add_tool_doc(struct ctx *c, struct buf *b, const json_t *tool)
 	if (rc == 0)
 		rc = buf_str(c, b, multi ? "\n   */\n" : " */\n");
 done:
-	buf_free(&text);
+	cp_buf_free(&text);
 	return rc;
 }
 
 /* The signature after the name: `: (input: I) => Promise<O>;` */
-static int render_signature(struct ctx *c, struct buf *b, const json_t *tool)
+static int render_signature(struct ctx *c, struct cp_buf *b, const json_t *tool)
 {
 	int rc = buf_str(c, b, ": (input: ");
 
@@ -961,7 +954,7 @@ static int usable_alias(struct ctx *c, const json_t *tools, size_t i, char **out
 	return rc;
 }
 
-static int render_tool(struct ctx *c, struct buf *b, const json_t *tools, size_t i)
+static int render_tool(struct ctx *c, struct cp_buf *b, const json_t *tools, size_t i)
 {
 	const json_t *tool = json_array_get(tools, i);
 	const json_t *name = json_object_get(tool, "name");
@@ -1024,7 +1017,7 @@ static int check_tool(struct ctx *c, const json_t *tools, size_t i)
 int broker_decl_render(const json_t *tools, char **out, struct cp_err *err)
 {
 	struct ctx c = { .err = err };
-	struct buf b = { 0 };
+	struct cp_buf b = { 0 };
 	int rc = 0;
 
 	if (out)
@@ -1042,10 +1035,8 @@ int broker_decl_render(const json_t *tools, char **out, struct cp_err *err)
 			rc = render_tool(&c, &b, tools, i);
 	if (rc == 0)
 		rc = buf_str(&c, &b, "};\n");
-	if (rc == 0 && out) {
-		*out = b.p;
-		b.p = NULL;
-	}
-	buf_free(&b);
+	if (rc == 0 && out && !(*out = cp_buf_take(&b, NULL, NULL)))
+		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+	cp_buf_free(&b);
 	return rc;
 }

@@ -155,7 +155,7 @@ const struct broker_session_hooks broker_http_session_hooks = { hook_admit, hook
 static void pss_reset(struct broker_http_pss *pss)
 {
 	free(pss->resp);
-	free(pss->body);
+	cp_buf_free(&pss->body);
 	if (pss->req)
 		broker_http_exec_detach(pss->req);
 	memset(pss, 0, sizeof *pss);
@@ -389,6 +389,7 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 			return 0;
 		}
 		pss->post = !strcmp(uri, "/v1/executions") ? BROKER_HTTP_POST_EXECUTION : BROKER_HTTP_POST_DECLARATIONS;
+		cp_buf_init(&pss->body, srv->cfg.max_body);
 		pss->close_after = 0;
 		lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)srv->cfg.header_timeout_s);
 	} else if (!strcmp(uri, "/v1/executions") || !strcmp(uri, "/v1/declarations")) {
@@ -404,28 +405,16 @@ static int on_body(struct broker_http *srv, struct lws *wsi, struct broker_http_
 {
 	if (!pss->post || pss->body_over)
 		return 0;
-	if (pss->body_len + len > srv->cfg.max_body) {
+	int rc = cp_buf_add(&pss->body, in, len, NULL);
+	if (rc == CP_E_TOO_BIG) {
 		pss->body_over = 1;
-		free(pss->body);
-		pss->body = NULL;
+		cp_buf_free(&pss->body);
 		pss->close_after = 1;
 		broker_http_metrics_count(srv->metrics, "body_too_large");
 		broker_http_respond_error(wsi, pss, 413, "INVALID_REQUEST", "request body over the limit");
 		return 0;
 	}
-	if (pss->body_len + len + 1 > pss->body_cap) {
-		size_t cap = (pss->body_len + len + 1) * 2;
-		if (cap > srv->cfg.max_body + 1)
-			cap = srv->cfg.max_body + 1;
-		char *nb = realloc(pss->body, cap);
-		if (!nb)
-			return -1;
-		pss->body = nb;
-		pss->body_cap = cap;
-	}
-	memcpy(pss->body + pss->body_len, in, len);
-	pss->body_len += len;
-	return 0;
+	return rc ? -1 : 0; /* out of memory: the connection is dropped */
 }
 
 static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,

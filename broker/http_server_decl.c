@@ -13,10 +13,8 @@
 void broker_http_decl_respond(struct lws *wsi, struct broker_http_pss *pss)
 {
 	struct cp_err err;
-	json_t *in = cp_json_load(pss->body ? pss->body : "", pss->body_len, &err);
-	free(pss->body);
-	pss->body = NULL;
-	pss->body_len = pss->body_cap = 0;
+	json_t *in = cp_json_load(cp_buf_ptr(&pss->body), cp_buf_len(&pss->body), &err);
+	cp_buf_free(&pss->body);
 	if (!in) {
 		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", err.msg);
 		return;

@@ -332,9 +332,8 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss)
 {
 	const char *why = NULL;
-	json_t *req = cp_json_load(pss->body ? pss->body : "", pss->body_len, NULL);
-	free(pss->body);
-	pss->body = NULL;
+	json_t *req = cp_json_load(cp_buf_ptr(&pss->body), cp_buf_len(&pss->body), NULL);
+	cp_buf_free(&pss->body);
 	if (!req) {
 		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", "the body is not valid JSON");
 		return;

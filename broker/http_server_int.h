@@ -17,6 +17,7 @@
 #include <libwebsockets.h>
 
 #include "broker/http_server.h"
+#include "base/buf.h"
 #include "base/lws_uv.h"
 #include "broker/session.h"
 #include "broker/webhook.h"
@@ -74,8 +75,7 @@ struct broker_http_pss {
 	unsigned status;
 	const char *ctype;
 	int hdr_sent, responding, close_after, post;
-	char *body;                  /* a POST body being read */
-	size_t body_len, body_cap;
+	struct cp_buf body;          /* a POST body being read (zeroed until a POST) */
 	int body_over;
 	struct exec_req *req;        /* POST /v1/executions running */
 };

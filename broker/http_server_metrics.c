@@ -4,11 +4,13 @@
  * Prometheus text exposition format 0.0.4, and the audit line.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "broker/http_server_int.h"
+#include "base/buf.h"
 #include "base/log.h"
 
 #define MAX_SERIES 64
@@ -111,37 +113,23 @@ void broker_http_metrics_count(struct broker_http_metrics *m, const char *what)
 	bump(m->rejected, &m->nrejected, what, NULL);
 }
 
+/* The exposition being written. Once a put fails the text is dropped
+ * whole (a cut exposition would be read as valid). */
 struct out {
-	char *buf;
-	size_t len, cap;
+	struct cp_buf text;
 	int failed;
 };
 
 static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct out *o, const char *fmt, ...)
 {
-	for (int tries = 0; tries < 2 && !o->failed; tries++) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			o->failed = 1;
-			return;
-		}
-		if ((size_t)n < o->cap - o->len) {
-			o->len += (size_t)n;
-			return;
-		}
-		size_t cap = o->cap * 2 + (size_t)n;
-		char *nb = realloc(o->buf, cap);
-		if (!nb) {
-			o->failed = 1;
-			return;
-		}
-		o->buf = nb;
-		o->cap = cap;
-	}
+	if (o->failed)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	if (cp_buf_vaddf(&o->text, NULL, fmt, ap))
+		o->failed = 1;
+	va_end(ap);
 }
 
 static void put_histo(struct out *o, const char *name, const char *help, const struct histo *h)
@@ -169,9 +157,8 @@ char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cp_
                           unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
                           size_t *len)
 {
-	struct out o = { malloc(4096), 0, 4096, 0 };
-	if (!o.buf)
-		return NULL;
+	struct out o = { .failed = 0 };
+	cp_buf_init(&o.text, SIZE_MAX);
 	put(&o, "# HELP codepod_executions_total Executions finished, by status and error code.\n"
 	        "# TYPE codepod_executions_total counter\n");
 	for (size_t i = 0; i < m->nexecs; i++)
@@ -206,11 +193,10 @@ char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cp_
 	    broker_hub_detached(hub), kept, kept_bytes);
 	put_backend(&o, backend);
 	if (o.failed) {
-		free(o.buf);
+		cp_buf_free(&o.text);
 		return NULL;
 	}
-	*len = o.len;
-	return o.buf;
+	return cp_buf_take(&o.text, len, NULL);
 }
 
 /* The audit line: who ran what (by digest), where (conversation hash, never

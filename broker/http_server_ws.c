@@ -29,8 +29,7 @@ struct ws_conn {
 	struct lws *wsi;         /* NULL once lws reported CLOSED */
 	struct out_msg *head, *tail;
 	size_t queued;
-	char *rx;
-	size_t rx_len, rx_cap;
+	struct cp_buf rx;        /* the message being received, max_message at most */
 	unsigned long long rx_total;
 	int in_msg, rx_over, rx_binary;
 	int finishing;           /* close once the queue is empty */
@@ -136,7 +135,7 @@ void broker_http_ws_free(struct sess_base *b)
 	struct ws_conn *c = (struct ws_conn *)b;
 	free_queue(c);
 	broker_session_free(b->session);
-	free(c->rx);
+	cp_buf_free(&c->rx);
 	free(c);
 }
 
@@ -145,6 +144,7 @@ static int on_established(struct broker_http *srv, struct lws *wsi, struct ws_co
 	struct ws_conn *c = calloc(1, sizeof *c);
 	if (!c)
 		return -1;
+	cp_buf_init(&c->rx, srv->cfg.max_message);
 	c->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, srv->hub, &ws_io, c);
 	if (!c->base.session) {
 		free(c);
@@ -179,49 +179,33 @@ static void deliver(struct ws_conn *c)
 	} else if (c->rx_over) {
 		broker_session_oversize(c->base.session, c->rx_total, c->base.srv->cfg.max_message);
 	} else {
-		broker_session_message(c->base.session, c->rx ? c->rx : "", c->rx_len);
+		broker_session_message(c->base.session, cp_buf_ptr(&c->rx), cp_buf_len(&c->rx));
 	}
-	c->rx_len = 0;
 	c->rx_total = 0;
 	c->rx_over = 0;
-	if (c->rx_cap > (1u << 20)) { /* do not keep a big buffer for an idle session */
-		free(c->rx);
-		c->rx = NULL;
-		c->rx_cap = 0;
-	}
+	if (cp_buf_cap(&c->rx) > (1u << 20)) /* do not keep a big buffer for an idle session */
+		cp_buf_free(&c->rx);
+	else
+		cp_buf_reset(&c->rx);
 }
 
 static int on_receive(struct ws_conn *c, struct lws *wsi, const char *in, size_t len)
 {
-	size_t max = c->base.srv->cfg.max_message;
 	touch(c);
 	if (!c->in_msg) {
 		c->in_msg = 1;
 		c->rx_binary = lws_frame_is_binary(wsi);
 	}
 	c->rx_total += len;
-	if (!c->rx_over && c->rx_len + len > max) {
-		c->rx_over = 1;
-		free(c->rx);
-		c->rx = NULL;
-		c->rx_cap = 0;
-		c->rx_len = 0;
-	}
-	if (!c->rx_over && len) {
-		if (c->rx_len + len > c->rx_cap) {
-			size_t cap = c->rx_cap ? c->rx_cap : 4096;
-			while (cap < c->rx_len + len)
-				cap *= 2;
-			if (cap > max)
-				cap = max;
-			char *nb = realloc(c->rx, cap);
-			if (!nb)
-				return -1;
-			c->rx = nb;
-			c->rx_cap = cap;
+	if (!c->rx_over) {
+		int rc = cp_buf_add(&c->rx, in, len, NULL);
+		if (rc == CP_E_TOO_BIG) {
+			/* Only counted from now on, and refused whole at the end. */
+			c->rx_over = 1;
+			cp_buf_free(&c->rx);
+		} else if (rc) {
+			return -1; /* out of memory: the connection is dropped */
 		}
-		memcpy(c->rx + c->rx_len, in, len);
-		c->rx_len += len;
 	}
 	if (lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0) {
 		c->in_msg = 0;

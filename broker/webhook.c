@@ -7,6 +7,7 @@
 
 #include <curl/curl.h>
 
+#include "base/buf.h"
 #include "base/curl_uv.h"
 #include "broker/webhook.h"
 
@@ -17,8 +18,8 @@ struct broker_webhook_call {
 	struct cp_curl_xfer xfer;
 	struct curl_slist *hdrs;
 	char *body;
-	char *resp;
-	size_t resp_len, max_body;
+	struct cp_buf resp; /* the answer, max_body at most */
+	size_t max_body;
 	int too_big, cancelled, finished;
 	broker_webhook_done_fn done;
 	void *ud;
@@ -47,7 +48,7 @@ static void call_free(struct broker_webhook_call *c)
 		curl_easy_cleanup(c->easy);
 	curl_slist_free_all(c->hdrs);
 	free(c->body);
-	free(c->resp);
+	cp_buf_free(&c->resp);
 	free(c);
 }
 
@@ -57,7 +58,7 @@ static void finish(struct broker_webhook_call *c, long status, const struct cp_e
 	unlink_call(c);
 	if (c->easy)
 		cp_curl_cancel(c->w->curl, &c->xfer);
-	c->done(c->ud, status, c->resp ? c->resp : "", c->resp_len, err);
+	c->done(c->ud, status, cp_buf_ptr(&c->resp), cp_buf_len(&c->resp), err);
 	call_free(c);
 }
 
@@ -150,18 +151,10 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud)
 {
 	struct broker_webhook_call *c = ud;
 	size_t len = size * n;
-	if (c->resp_len + len > c->max_body) {
+	int rc = cp_buf_add(&c->resp, p, len, NULL);
+	if (rc == CP_E_TOO_BIG)
 		c->too_big = 1;
-		return 0; /* aborts the transfer */
-	}
-	char *nb = realloc(c->resp, c->resp_len + len + 1);
-	if (!nb)
-		return 0;
-	c->resp = nb;
-	memcpy(c->resp + c->resp_len, p, len);
-	c->resp_len += len;
-	c->resp[c->resp_len] = '\0';
-	return len;
+	return rc ? 0 : len; /* 0 aborts the transfer */
 }
 
 static int add_headers(struct broker_webhook_call *c, const json_t *headers, struct cp_err *err)
@@ -207,6 +200,7 @@ int broker_webhook_post(struct broker_webhook *w, const char *url, const json_t 
 	c->done = done;
 	c->ud = ud;
 	c->max_body = max_body;
+	cp_buf_init(&c->resp, max_body);
 	rc = add_headers(c, headers, err);
 	if (rc) {
 		call_free(c);

@@ -2,7 +2,6 @@
  * webhook_sign.c - HMAC-SHA256 signatures of webhook requests (OpenSSL 3
  * EVP_MAC: the HMAC_CTX functions are deprecated).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
+#include "base/fileio.h"
 #include "broker/webhook_sign.h"
 
 int broker_webhook_sign(const unsigned char *key, size_t keylen, const char *timestamp,
@@ -43,21 +43,18 @@ int broker_webhook_sign(const unsigned char *key, size_t keylen, const char *tim
 
 unsigned char *broker_webhook_secret_load(const char *path, size_t *len, struct cp_err *err)
 {
-	FILE *f = fopen(path, "rbe");
-	if (!f) {
-		cp_err_errno(err, CP_E_IO, errno, "--webhook-secret-file %s", path);
+	struct cp_err ferr;
+	size_t n = 0;
+	/* 4096 bytes of secret and a CRLF; anything longer is refused below. */
+	unsigned char *buf = (unsigned char *)cp_read_file(path, 4098, &n, &ferr);
+	if (!buf && ferr.code != CP_E_TOO_BIG) {
+		cp_err_set(err, ferr.code == CP_E_NOMEM ? CP_E_NOMEM : CP_E_IO,
+		           "--webhook-secret-file %s", ferr.msg);
 		return NULL;
 	}
-	unsigned char *buf = malloc(4098);
-	size_t n = buf ? fread(buf, 1, 4098, f) : 0;
-	fclose(f);
-	if (!buf) {
-		cp_err_set(err, CP_E_NOMEM, "out of memory");
-		return NULL;
-	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+	while (buf && n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
-	if (n < 16 || n > 4096) {
+	if (!buf || n < 16 || n > 4096) {
 		free(buf);
 		cp_err_set(err, CP_E_INVALID_REQUEST, "--webhook-secret-file %s: the secret must be "
 		           "16 to 4096 bytes (e.g. openssl rand -hex 32)", path);

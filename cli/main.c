@@ -3,7 +3,6 @@
  * `declarations TOOLS.json`, `--version`. Each subcommand's options are the
  * tables below (serve --listen's are in serve_cmd.c), read in one pass.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -15,6 +14,7 @@
 #include "broker/cmdtool.h"
 #include "runner/codepod.h"
 #include "cli/decl_cli.h"
+#include "base/fileio.h"
 #include "base/idset.h"
 #include "k8s/backend/kube_backend.h"
 #include "runner/local/local_backend.h"
@@ -433,45 +433,6 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, const struct cli_opt
 
 /* ---- run FILE ---- */
 
-static char *read_file(const char *path, size_t max, size_t *len, struct cp_err *err)
-{
-	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-	if (!f) {
-		cp_err_errno(err, CP_E_IO, errno, "%s", path);
-		return NULL;
-	}
-	size_t cap = 65536, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		if (n == cap) {
-			if (cap > max) {
-				cp_err_set(err, CP_E_TOO_BIG, "%s is larger than %zu bytes", path, max);
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		size_t r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (f != stdin)
-		fclose(f);
-	if (buf) {
-		*len = n;
-	}
-	return buf;
-}
-
 struct run_state {
 	json_t *outcome;
 	struct held *held;
@@ -532,7 +493,8 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 		return 2;
 	}
 	size_t len = 0;
-	char *src = read_file(o->file, 64u << 20, &len, &err);
+	char *src = strcmp(o->file, "-") == 0 ? cp_read_fd(STDIN_FILENO, "stdin", 64u << 20, &len, &err)
+	                                      : cp_read_file(o->file, 64u << 20, &len, &err);
 	json_t *req = src ? run_request(o, src, len, decls, &err) : NULL;
 	free(src);
 	if (!req) {

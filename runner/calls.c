@@ -13,6 +13,7 @@
 
 #include "runner/exec_int.h"
 #include "base/assert.h"
+#include "base/buf.h"
 #include "base/jsondepth.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
@@ -154,16 +155,14 @@ static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
 static int queue_push(struct codepod_exec *e, size_t idx)
 {
 	if (e->q_len == e->q_cap) {
-		size_t cap = e->q_cap ? e->q_cap * 2 : 16;
-		size_t *q = malloc(cap * sizeof *q);
+		size_t old = e->q_cap;
+		size_t *q = cp_array_grow(e->queue, &e->q_cap, old + 1, sizeof *q, NULL);
 		if (!q)
 			return CP_E_NOMEM;
-		for (size_t i = 0; i < e->q_len; i++)
-			q[i] = e->queue[(e->q_head + i) % e->q_cap];
-		free(e->queue);
+		/* The ring was full, so it wraps at the old end: its front part,
+		 * [0, head), moves after that end (the room at least doubled). */
+		memcpy(q + old, q, e->q_head * sizeof *q);
 		e->queue = q;
-		e->q_cap = cap;
-		e->q_head = 0;
 	}
 	e->queue[(e->q_head + e->q_len) % e->q_cap] = idx;
 	e->q_len++;
@@ -321,14 +320,11 @@ static void envelope_free(struct envelope *v)
 
 static int add_call(struct codepod_exec *e, const char *tool)
 {
-	if (e->ncalls == e->calls_cap) {
-		size_t cap = e->calls_cap ? e->calls_cap * 2 : 16;
-		struct cp_call *c = realloc(e->calls, cap * sizeof *c);
-		if (!c)
-			return CP_E_NOMEM;
-		e->calls = c;
-		e->calls_cap = cap;
-	}
+	struct cp_call *grown = cp_array_grow(e->calls, &e->calls_cap, e->ncalls + 1,
+	                                      sizeof *grown, NULL);
+	if (!grown)
+		return CP_E_NOMEM;
+	e->calls = grown;
 	struct cp_call *c = &e->calls[e->ncalls];
 	memset(c, 0, sizeof *c);
 	size_t n = strnlen(tool, MAX_TOOL_NAME + 1);

@@ -1,10 +1,11 @@
 #include "runner/frame.h"
 
 #include <limits.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/buf.h"
 
 #define HDR_MARK 0x1e
 #define KINDS "YOECRZTNX"
@@ -29,8 +30,9 @@ struct cp_frame_parser {
 	int in_payload;
 	char kind;
 	size_t need; /* announced payload length */
-	char *pbuf;  /* payload collected across feeds */
-	size_t pcap, plen;
+	/* The payload collected across feeds. Its limit is the frame's own
+	 * length, so it never grows past what the frame announced. */
+	struct cp_buf pbuf;
 };
 
 static int is_lhex(char c)
@@ -146,7 +148,7 @@ static int fail(struct cp_frame_parser *p, int code)
 	p->err = code;
 	p->in_payload = 0;
 	p->hold_len = 0;
-	p->plen = 0;
+	cp_buf_reset(&p->pbuf);
 	return code;
 }
 
@@ -167,30 +169,9 @@ static int start_frame(struct cp_frame_parser *p, char kind, unsigned long long 
 	p->in_payload = 1;
 	p->kind = kind;
 	p->need = (size_t)len;
-	p->plen = 0;
-	return 0;
-}
-
-/* Grows pbuf to hold at least `want` bytes (want <= need <= max_payload). */
-static int reserve(struct cp_frame_parser *p, size_t want)
-{
-	size_t ncap;
-	char *nbuf;
-
-	if (want <= p->pcap)
-		return 0;
-	ncap = p->pcap < 4096 ? 4096 : p->pcap;
-	while (ncap < want && ncap <= SIZE_MAX / 2)
-		ncap *= 2;
-	if (ncap < want)
-		ncap = want;
-	if (ncap > p->need)
-		ncap = p->need; /* never more than the frame announced */
-	nbuf = realloc(p->pbuf, ncap);
-	if (!nbuf)
-		return -1;
-	p->pbuf = nbuf;
-	p->pcap = ncap;
+	cp_buf_reset(&p->pbuf);
+	/* Cannot fail: the buffer is empty. */
+	cp_buf_set_limit(&p->pbuf, p->need, NULL);
 	return 0;
 }
 
@@ -198,30 +179,27 @@ static int reserve(struct cp_frame_parser *p, size_t want)
 static long take_payload(struct cp_frame_parser *p, const char *buf, size_t len,
                          const struct cp_frame_sink *sink, void *ud, struct cp_err *err)
 {
-	size_t want = p->need - p->plen;
+	size_t want = p->need - cp_buf_len(&p->pbuf);
 	size_t n = len < want ? len : want;
 
-	if (p->plen == 0 && len >= want) {
+	if (cp_buf_len(&p->pbuf) == 0 && len >= want) {
 		/* Whole payload in the caller's buffer: no copy. */
 		p->in_payload = 0;
 		emit_frame(sink, ud, p->kind, buf, want);
 		return (long)want;
 	}
-	if (reserve(p, p->plen + n) < 0) {
+	/* n is at most what the frame still needs: only memory can fail. */
+	if (cp_buf_add(&p->pbuf, buf, n, NULL)) {
 		fail(p, CP_E_NOMEM);
 		return cp_err_set(err, CP_E_NOMEM, "cannot buffer a %zu-byte frame", p->need);
 	}
-	memcpy(p->pbuf + p->plen, buf, n);
-	p->plen += n;
-	if (p->plen == p->need) {
+	if (cp_buf_len(&p->pbuf) == p->need) {
 		p->in_payload = 0;
-		p->plen = 0;
-		emit_frame(sink, ud, p->kind, p->pbuf, p->need);
-		if (p->pcap > KEEP_BUF_MAX) {
-			free(p->pbuf);
-			p->pbuf = NULL;
-			p->pcap = 0;
-		}
+		emit_frame(sink, ud, p->kind, cp_buf_ptr(&p->pbuf), p->need);
+		if (cp_buf_cap(&p->pbuf) > KEEP_BUF_MAX)
+			cp_buf_free(&p->pbuf);
+		else
+			cp_buf_reset(&p->pbuf);
 	}
 	return (long)n;
 }
@@ -311,6 +289,7 @@ struct cp_frame_parser *cp_frame_parser_new(const char *nonce, size_t max_payloa
 		return NULL;
 	memcpy(p->nonce, nonce, CP_FRAME_NONCE_LEN);
 	p->max_payload = max_payload;
+	cp_buf_init(&p->pbuf, 0); /* each frame sets its own limit */
 	return p;
 }
 
@@ -318,7 +297,7 @@ void cp_frame_parser_free(struct cp_frame_parser *p)
 {
 	if (!p)
 		return;
-	free(p->pbuf);
+	cp_buf_free(&p->pbuf);
 	free(p);
 }
 
@@ -357,9 +336,9 @@ int cp_frame_finish(struct cp_frame_parser *p, const struct cp_frame_sink *sink,
 		p->hold_len = 0;
 	}
 	if (p->in_payload) {
-		emit_raw(sink, ud, p->pbuf, p->plen);
+		emit_raw(sink, ud, cp_buf_ptr(&p->pbuf), cp_buf_len(&p->pbuf));
 		p->in_payload = 0;
-		p->plen = 0;
+		cp_buf_reset(&p->pbuf);
 		cut = 1;
 	}
 	return cut;

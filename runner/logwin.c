@@ -9,57 +9,49 @@ int cp_logwin_init(struct cp_logwin *w, size_t cap, struct cp_err *err)
 {
 	(void)err;
 	memset(w, 0, sizeof *w);
+	cp_buf_init(&w->ring, cap);
 	w->cap = cap;
-	return 0;
-}
-
-/* Grows the buffer toward cap. Until it is full the data is linear from 0
- * (the ring wraps only at cap), so realloc keeps it in place. Returns 0, or
- * -1 when memory ran out (the output is then dropped, and counted). */
-static int reserve(struct cp_logwin *w, size_t add)
-{
-	size_t need = w->len + add < w->cap ? w->len + add : w->cap;
-	if (need <= w->alloc)
-		return 0;
-	size_t n = w->alloc ? w->alloc * 2 : 4096;
-	if (n < need)
-		n = need;
-	if (n > w->cap)
-		n = w->cap;
-	char *nb = realloc(w->buf, n);
-	if (!nb)
-		return -1;
-	w->buf = nb;
-	w->alloc = n;
 	return 0;
 }
 
 /* Copies buf into the ring at offset `at`, wrapping at cap (len <= cap). */
 static void ring_put(struct cp_logwin *w, size_t at, const char *buf, size_t len)
 {
+	char *ring = cp_buf_ptr(&w->ring);
 	size_t first = w->cap - at;
 
 	if (first > len)
 		first = len;
-	memcpy(w->buf + at, buf, first);
-	memcpy(w->buf, buf + first, len - first);
+	memcpy(ring + at, buf, first);
+	memcpy(ring, buf + first, len - first);
 }
 
 void cp_logwin_append(struct cp_logwin *w, const char *buf, size_t len)
 {
-	size_t end;
+	size_t end, have = cp_buf_len(&w->ring);
 
 	w->total += len;
 	if (w->total > w->cap)
 		w->truncated = 1;
 	if (w->cap == 0 || len == 0)
 		return;
-	if (reserve(w, len)) {
-		w->truncated = 1;
-		return;
+	if (have < w->cap) {
+		/* Not full yet: the window is the whole ring, linear from 0 (the
+		 * ring wraps only at cap), and grows by appending. */
+		size_t grow = len < w->cap - have ? len : w->cap - have;
+		if (cp_buf_add(&w->ring, buf, grow, NULL)) {
+			w->truncated = 1; /* out of memory: dropped, and counted */
+			return;
+		}
+		if (grow == len) {
+			w->len += len;
+			return;
+		}
+		/* Full now, the bytes just added being the start of buf: the
+		 * ring code below puts every byte of buf where it belongs. */
 	}
 	if (len >= w->cap) {
-		memcpy(w->buf, buf + (len - w->cap), w->cap);
+		memcpy(cp_buf_ptr(&w->ring), buf + (len - w->cap), w->cap);
 		w->start = 0;
 		w->len = w->cap;
 		return;
@@ -85,13 +77,13 @@ char *cp_logwin_take(const struct cp_logwin *w, size_t *len_out)
 		return cp_utf8_sanitize(NULL, 0, len_out);
 	first = w->cap - w->start;
 	if (first >= n) {
-		src = w->buf + w->start;
+		src = cp_buf_ptr(&w->ring) + w->start;
 	} else {
 		tmp = malloc(n);
 		if (!tmp)
 			return NULL;
-		memcpy(tmp, w->buf + w->start, first);
-		memcpy(tmp + first, w->buf, n - first);
+		memcpy(tmp, cp_buf_ptr(&w->ring) + w->start, first);
+		memcpy(tmp + first, cp_buf_ptr(&w->ring), n - first);
 		src = tmp;
 	}
 	/* A character cut by the window leaves at most 3 continuation bytes. */
@@ -105,6 +97,6 @@ char *cp_logwin_take(const struct cp_logwin *w, size_t *len_out)
 
 void cp_logwin_free(struct cp_logwin *w)
 {
-	free(w->buf);
+	cp_buf_free(&w->ring);
 	memset(w, 0, sizeof *w);
 }

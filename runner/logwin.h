@@ -3,13 +3,14 @@
  * appended (a ring buffer), and counts everything.
  *
  * An execution's logs can be any size; the outcome carries only the tail.
- * cp_logwin_append() never allocates and never fails; cp_logwin_take()
+ * cp_logwin_append() never fails (bytes it has no memory for are dropped
+ * and counted as truncated); cp_logwin_take()
  * returns the window as valid UTF-8 (see utf8.h): leading continuation bytes
  * of a character cut by the window (at most 3) are dropped, and every other
  * ill-formed sequence (and NUL) becomes U+FFFD. Because of those
  * replacements the result may be longer than cap (at most 3 * cap bytes).
  *
- * Fields (read-only for callers): buf/cap the ring, start/len the window in
+ * Fields (read-only for callers): ring/cap the ring, start/len the window in
  * it, truncated is 1 once any byte fell out of the window (total > cap),
  * total counts every byte ever appended.
  *
@@ -24,13 +25,14 @@
 
 #include <stddef.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 struct cp_logwin {
-	char *buf;
+	/* The ring's bytes: they grow to cap as output arrives, so an execution
+	 * that prints little costs little. */
+	struct cp_buf ring;
 	size_t cap, start, len;
-	size_t alloc; /* bytes allocated: grows to cap as output arrives, so an
-	                 execution that prints little costs little */
 	int truncated;
 	unsigned long long total;
 };

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
+
 extern char **environ;
 
 enum kind { SRC_NONE, SRC_STATIC, SRC_FILE, SRC_PLUGIN };
@@ -40,8 +42,8 @@ struct run {
 	uv_process_t proc;
 	uv_pipe_t out, errp;
 	uv_timer_t timer;
-	char *obuf, *ebuf;
-	size_t olen, elen;
+	struct cp_buf obuf; /* stdout: the ExecCredential, K8S_EXECCRED_MAX_OUTPUT at most */
+	struct cp_buf ebuf; /* the first K8S_CREDS_PLUGIN_MAX_STDERR bytes of stderr */
 	int64_t status;
 	int term_signal;
 	int exited, out_eof, err_eof, too_big, timed_out, finished;
@@ -279,8 +281,8 @@ static void run_closed(uv_handle_t *h)
 	struct run *r = h->data;
 	if (--r->open_handles > 0)
 		return;
-	free(r->obuf);
-	free(r->ebuf);
+	cp_buf_free(&r->obuf);
+	cp_buf_free(&r->ebuf);
 	free(r);
 }
 
@@ -296,9 +298,7 @@ static void run_close_all(struct run *r)
 static void first_line(const struct run *r, char *out, size_t cap)
 {
 	out[0] = '\0';
-	if (!r->ebuf)
-		return;
-	const char *p = r->ebuf, *end = r->ebuf + r->elen;
+	const char *p = cp_buf_ptr(&r->ebuf), *end = p + cp_buf_len(&r->ebuf);
 	while (p < end && (*p == '\n' || *p == '\r' || *p == ' '))
 		p++;
 	size_t n = 0;
@@ -328,7 +328,8 @@ static int run_result(struct k8s_creds *src, struct run *r, struct cp_err *e)
 	struct k8s_exec_credential c;
 	struct cp_err pe;
 	cp_err_clear(&pe);
-	int rc = k8s_execcred_parse(src->plugin->api_version, r->obuf ? r->obuf : "", r->olen, &c, &pe);
+	int rc = k8s_execcred_parse(src->plugin->api_version, cp_buf_ptr(&r->obuf),
+	                            cp_buf_len(&r->obuf), &c, &pe);
 	if (rc)
 		return cp_err_set(e, rc == CP_E_NOMEM ? CP_E_NOMEM : CP_E_AUTH,
 		                  "exec plugin \"%s\": %s", cmd, pe.msg);
@@ -390,20 +391,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(r->slab, sizeof r->slab); /* reads are handled before the next alloc */
 }
 
-static int append(char **buf, size_t *len, const char *p, size_t n, size_t max)
-{
-	if (*len + n > max)
-		return -1;
-	char *nb = realloc(*buf, *len + n + 1);
-	if (!nb)
-		return -1;
-	memcpy(nb + *len, p, n);
-	*len += n;
-	nb[*len] = '\0';
-	*buf = nb;
-	return 0;
-}
-
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	struct run *r = s->data;
@@ -419,15 +406,15 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 	if (n == 0)
 		return;
-	if (is_out && !r->too_big &&
-	    append(&r->obuf, &r->olen, buf->base, (size_t)n, K8S_EXECCRED_MAX_OUTPUT)) {
+	/* Out of memory counts as too big: the answer cannot be held. */
+	if (is_out && !r->too_big && cp_buf_add(&r->obuf, buf->base, (size_t)n, NULL)) {
 		r->too_big = 1;
 		if (!r->exited)
 			uv_process_kill(&r->proc, SIGKILL);
-	} else if (!is_out && r->elen < K8S_CREDS_PLUGIN_MAX_STDERR) {
-		size_t room = K8S_CREDS_PLUGIN_MAX_STDERR - r->elen;
-		(void)append(&r->ebuf, &r->elen, buf->base, (size_t)n < room ? (size_t)n : room,
-		             K8S_CREDS_PLUGIN_MAX_STDERR);
+	} else if (!is_out) {
+		/* Only the first bytes are kept, for the message; the rest is dropped. */
+		size_t room = K8S_CREDS_PLUGIN_MAX_STDERR - cp_buf_len(&r->ebuf);
+		(void)cp_buf_add(&r->ebuf, buf->base, (size_t)n < room ? (size_t)n : room, NULL);
 	}
 }
 
@@ -525,6 +512,8 @@ static int plugin_start(struct k8s_creds *src, struct cp_err *err)
 		return cp_err_set(err, CP_E_NOMEM, "exec plugin: out of memory");
 	}
 	r->src = src;
+	cp_buf_init(&r->obuf, K8S_EXECCRED_MAX_OUTPUT);
+	cp_buf_init(&r->ebuf, K8S_CREDS_PLUGIN_MAX_STDERR);
 	r->proc.data = r->out.data = r->errp.data = r->timer.data = r;
 	uv_pipe_init(src->loop, &r->out, 0);
 	uv_pipe_init(src->loop, &r->errp, 0);

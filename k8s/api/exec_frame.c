@@ -1,9 +1,12 @@
 /* exec_frame.c - channel byte codec of the exec WebSocket (v4/v5). */
 #include "k8s/api/exec_frame.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/buf.h"
 
 /* Channels a server may name, v4 and v5. */
 static int known_channel(unsigned c, enum k8s_exec_proto proto)
@@ -73,8 +76,7 @@ struct k8s_exec_reasm {
 	int in_msg;       /* a message is in progress */
 	int channel;      /* its channel, K8S_EXEC_NONE until the byte is seen */
 	size_t total;     /* payload bytes seen in this message */
-	unsigned char *buf; /* buffered control message: channel byte + payload */
-	size_t len, cap;
+	struct cp_buf buf; /* buffered control message: channel byte + payload */
 };
 
 struct k8s_exec_reasm *k8s_exec_reasm_new(enum k8s_exec_proto proto, size_t max_msg)
@@ -86,6 +88,9 @@ struct k8s_exec_reasm *k8s_exec_reasm_new(enum k8s_exec_proto proto, size_t max_
 		r->proto = proto;
 		r->max_msg = max_msg;
 		r->channel = K8S_EXEC_NONE;
+		/* max_msg is checked on its own (streamed channels count too);
+		 * the buffer's limit only backs it up. */
+		cp_buf_init(&r->buf, max_msg < SIZE_MAX ? max_msg + 1 : SIZE_MAX);
 	}
 	return r;
 }
@@ -94,7 +99,7 @@ void k8s_exec_reasm_free(struct k8s_exec_reasm *r)
 {
 	if (!r)
 		return;
-	free(r->buf);
+	cp_buf_free(&r->buf);
 	free(r);
 }
 
@@ -103,30 +108,12 @@ static void reset(struct k8s_exec_reasm *r)
 	r->in_msg = 0;
 	r->channel = K8S_EXEC_NONE;
 	r->total = 0;
-	r->len = 0;
+	cp_buf_reset(&r->buf);
 }
 
 static int streamed(int channel)
 {
 	return channel == K8S_EXEC_STDOUT || channel == K8S_EXEC_STDERR;
-}
-
-static int append(struct k8s_exec_reasm *r, const unsigned char *p, size_t n)
-{
-	if (r->len + n > r->cap) {
-		size_t cap = r->cap ? r->cap : 256;
-		while (cap < r->len + n)
-			cap *= 2;
-		unsigned char *nb = realloc(r->buf, cap);
-		if (!nb)
-			return CP_E_NOMEM;
-		r->buf = nb;
-		r->cap = cap;
-	}
-	if (n)
-		memcpy(r->buf + r->len, p, n);
-	r->len += n;
-	return 0;
 }
 
 static int fail(struct k8s_exec_reasm *r, int rc)
@@ -148,8 +135,10 @@ int k8s_exec_reasm_feed(struct k8s_exec_reasm *r, const void *frag, size_t len,
 	if (!first && !r->in_msg)
 		return fail(r, cp_err_set(err, CP_E_PARSE, "exec: continuation fragment without a message"));
 	int is_first_piece = 0;
-	if (first)
+	if (first) {
 		r->in_msg = 1;
+		cp_buf_reset(&r->buf); /* the previous message's bytes were lent until now */
+	}
 	if (r->channel == K8S_EXEC_NONE && len > 0) {
 		/* The channel byte: the first byte of the message. */
 		if (!known_channel(p[0], r->proto))
@@ -159,7 +148,7 @@ int k8s_exec_reasm_feed(struct k8s_exec_reasm *r, const void *frag, size_t len,
 		p++;
 		len--;
 		is_first_piece = 1;
-		if (!streamed(r->channel) && append(r, frag, 1))
+		if (!streamed(r->channel) && cp_buf_add(&r->buf, frag, 1, NULL))
 			return fail(r, cp_err_set(err, CP_E_NOMEM, "exec: out of memory"));
 	}
 	if (len > r->max_msg - r->total)
@@ -182,16 +171,15 @@ int k8s_exec_reasm_feed(struct k8s_exec_reasm *r, const void *frag, size_t len,
 		/* Empty middle pieces carry nothing worth a callback. */
 		return (len > 0 || out->first || out->final) ? 1 : 0;
 	}
-	if (append(r, p, len))
+	if (cp_buf_add(&r->buf, p, len, NULL))
 		return fail(r, cp_err_set(err, CP_E_NOMEM, "exec: out of memory"));
 	if (!final)
 		return 0;
-	int rc = k8s_exec_frame_parse(r->buf, r->len, r->proto, out, err);
-	/* `out` points into r->buf, valid until the next feed: reset lengths
-	 * only, the bytes stay. */
+	int rc = k8s_exec_frame_parse(cp_buf_ptr(&r->buf), cp_buf_len(&r->buf), r->proto, out, err);
+	/* `out` points into r->buf, valid until the next feed: the bytes stay
+	 * until the next message starts. */
 	r->in_msg = 0;
 	r->channel = K8S_EXEC_NONE;
 	r->total = 0;
-	r->len = 0;
 	return rc ? rc : 1;
 }

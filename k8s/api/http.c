@@ -10,6 +10,7 @@
 
 #include <curl/curl.h>
 
+#include "base/buf.h"
 #include "base/curl_uv.h"
 
 enum rstate { R_DELAYED, R_CREDS, R_RUNNING };
@@ -29,8 +30,7 @@ struct k8s_http_req {
 	CURL *easy;
 	struct cp_curl_xfer xfer;
 	struct curl_slist *hdrs;
-	char *rbuf;
-	size_t rlen;
+	struct cp_buf rbuf; /* the response body, max_body at most */
 	uint64_t gen;
 	int auth_retried, cancelled, too_big, data_failed;
 	struct cp_err data_err;
@@ -64,7 +64,7 @@ static void req_free(struct k8s_http_req *r)
 	free(r->url);
 	free(r->ctype);
 	free(r->body);
-	free(r->rbuf);
+	cp_buf_free(&r->rbuf);
 	free(r);
 }
 
@@ -107,19 +107,10 @@ static size_t on_write(char *p, size_t sz, size_t n, void *ud)
 		}
 		return len;
 	}
-	if (r->rlen + len > r->max_body) {
-		r->too_big = 1;
+	if (cp_buf_add(&r->rbuf, p, len, NULL)) {
+		r->too_big = 1; /* out of memory too: the body cannot be held */
 		return 0;
 	}
-	char *nb = realloc(r->rbuf, r->rlen + len + 1);
-	if (!nb) {
-		r->too_big = 1;
-		return 0;
-	}
-	memcpy(nb + r->rlen, p, len);
-	r->rlen += len;
-	nb[r->rlen] = '\0';
-	r->rbuf = nb;
 	return len;
 }
 
@@ -264,9 +255,7 @@ static int maybe_auth_retry(struct k8s_http_req *r, long code)
 	r->easy = NULL;
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
-	free(r->rbuf);
-	r->rbuf = NULL;
-	r->rlen = 0;
+	cp_buf_free(&r->rbuf);
 	r->state = R_DELAYED;
 	r->start_at = uv_now(r->c->loop);
 	kick(r->c, 0);
@@ -297,7 +286,7 @@ static void on_transfer_done(void *ud, CURLcode res)
 		curl_off_t ra = -1;
 		if (curl_easy_getinfo(r->easy, CURLINFO_RETRY_AFTER, &ra) != CURLE_OK || ra <= 0)
 			ra = -1;
-		struct k8s_http_resp resp = {code, r->rbuf ? r->rbuf : "", r->rlen, (long)ra};
+		struct k8s_http_resp resp = {code, cp_buf_ptr(&r->rbuf), cp_buf_len(&r->rbuf), (long)ra};
 		finish(r, &resp, NULL);
 	}
 }
@@ -545,6 +534,7 @@ int k8s_http_request(struct k8s_client *c, const struct k8s_http_opts *o,
 	r->timeout_ms = o->timeout_ms;
 	r->idle_ms = o->idle_ms;
 	r->max_body = o->max_body ? o->max_body : K8S_HTTP_DEFAULT_MAX_BODY;
+	cp_buf_init(&r->rbuf, r->max_body);
 	r->on_data = o->on_data;
 	r->done = o->done;
 	r->arg = o->arg;

@@ -9,6 +9,8 @@
 
 #include <yaml.h>
 
+#include "base/buf.h"
+#include "base/fileio.h"
 #include "k8s/api/b64.h"
 
 #define EXEC_EXT_NAME "client.authentication.k8s.io/exec"
@@ -419,6 +421,15 @@ static void ***list_of(struct k8s_kubeconfig *kc, enum kind k, size_t **n)
 	}
 }
 
+static size_t *cap_of(struct k8s_kubeconfig *kc, enum kind k)
+{
+	switch (k) {
+	case K_CLUSTER: return &kc->cap_clusters;
+	case K_USER: return &kc->cap_users;
+	default: return &kc->cap_contexts;
+	}
+}
+
 static void *find(struct k8s_kubeconfig *kc, enum kind k, const char *name)
 {
 	size_t *n;
@@ -433,7 +444,7 @@ static int push(struct k8s_kubeconfig *kc, enum kind k, void *e)
 {
 	size_t *n;
 	void ***arr = list_of(kc, k, &n);
-	void **na = realloc(*arr, (*n + 1) * sizeof *na);
+	void **na = cp_array_grow(*arr, cap_of(kc, k), *n + 1, sizeof *na, NULL);
 	if (!na)
 		return CP_E_NOMEM;
 	*arr = na;
@@ -587,7 +598,7 @@ static int parse_doc(struct pctx *c, struct k8s_kubeconfig *t, const char *origi
 
 static int remember_file(struct k8s_kubeconfig *kc, const char *origin, char **out)
 {
-	char **nf = realloc(kc->files, (kc->n_files + 1) * sizeof *nf);
+	char **nf = cp_array_grow(kc->files, &kc->cap_files, kc->n_files + 1, sizeof *nf, NULL);
 	if (!nf)
 		return CP_E_NOMEM;
 	kc->files = nf;
@@ -654,14 +665,12 @@ done:
 int k8s_kubeconfig_load_file(struct k8s_kubeconfig *kc, const char *path,
                              struct cp_err *err)
 {
-	char *buf = NULL;
 	size_t len = 0;
 	struct cp_err ferr;
-	int rc = k8s_read_file(path, K8S_KUBECONFIG_MAX_FILE, &buf, &len, &ferr);
-	if (rc == 0)
-		rc = k8s_kubeconfig_load_buffer(kc, buf, len, path, err);
-	else
-		cp_err_set(err, rc, "kubeconfig %s", ferr.msg);
+	char *buf = cp_read_file(path, K8S_KUBECONFIG_MAX_FILE, &len, &ferr);
+	if (!buf)
+		return cp_err_set(err, ferr.code, "kubeconfig %s", ferr.msg);
+	int rc = k8s_kubeconfig_load_buffer(kc, buf, len, path, err);
 	free(buf);
 	return rc;
 }

@@ -25,8 +25,8 @@
  * kubeconfig object, which may be freed afterwards), all released by
  * k8s_config_release(); its exec_cluster_config is a *new* reference.
  * k8s_config_exec_cluster() fills a struct whose pointers *borrow* from the
- * config. k8s_read_file() and k8s_read_token_file() return new buffers
- * (free()).
+ * config. k8s_read_token_file() returns a new buffer (free()); whole files
+ * are read with cp_read_file() (base/fileio.h).
  */
 #ifndef K8S_KUBECONFIG_H
 #define K8S_KUBECONFIG_H
@@ -89,6 +89,8 @@ struct k8s_kubeconfig {
 	char *current_context;
 	char **files;           /* origins, owned */
 	size_t n_files;
+	/* Room of the four arrays (cp_array_grow), kubeconfig.c's own. */
+	size_t cap_clusters, cap_users, cap_contexts, cap_files;
 };
 
 /* Everything a client needs to reach one API server. */
@@ -169,11 +171,6 @@ int k8s_config_in_cluster(const char *root, struct k8s_config *out,
 void k8s_config_exec_cluster(const struct k8s_config *cfg, struct k8s_exec_cluster *out);
 
 void k8s_config_release(struct k8s_config *cfg);
-
-/* Read a whole file of at most @max bytes (NUL added). CP_E_NOT_FOUND when
- * it does not exist, CP_E_IO, CP_E_TOO_BIG, CP_E_NOMEM. */
-int k8s_read_file(const char *path, size_t max, char **buf, size_t *len,
-                  struct cp_err *err);
 
 /* Read a bearer token file, whitespace-trimmed; empty is CP_E_AUTH. */
 int k8s_read_token_file(const char *path, char **token, struct cp_err *err);

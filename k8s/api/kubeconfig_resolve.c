@@ -3,81 +3,23 @@
 #include "k8s/api/kubeconfig.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-int k8s_read_file(const char *path, size_t max, char **buf, size_t *len,
-                  struct cp_err *err)
-{
-	*buf = NULL;
-	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		return cp_err_errno(err, e == ENOENT ? CP_E_NOT_FOUND : CP_E_IO, e, "%s", path);
-	}
-	struct stat st;
-	int rc = 0;
-	char *b = NULL;
-	size_t n = 0, cap = 0;
-	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-		rc = cp_err_set(err, CP_E_IO, "%s: is a directory", path);
-		goto done;
-	}
-	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 4096;
-			if (cap > max + 1)
-				cap = max + 1;
-			char *nb = realloc(b, cap + 1);
-			if (!nb) {
-				rc = cp_err_set(err, CP_E_NOMEM, "%s: out of memory", path);
-				goto done;
-			}
-			b = nb;
-		}
-		ssize_t got = read(fd, b + n, cap - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			rc = cp_err_errno(err, CP_E_IO, errno, "%s", path);
-			goto done;
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-		if (n > max) {
-			rc = cp_err_set(err, CP_E_TOO_BIG, "%s: larger than %zu bytes", path, max);
-			goto done;
-		}
-	}
-	if (!b && !(b = malloc(1))) {
-		rc = cp_err_set(err, CP_E_NOMEM, "%s: out of memory", path);
-		goto done;
-	}
-	b[n] = '\0';
-	*buf = b;
-	*len = n;
-	b = NULL;
-done:
-	free(b);
-	close(fd);
-	return rc;
-}
+#include "base/fileio.h"
 
 int k8s_read_token_file(const char *path, char **token, struct cp_err *err)
 {
-	char *buf = NULL;
 	size_t len = 0;
+	struct cp_err ferr;
 	*token = NULL;
-	int rc = k8s_read_file(path, 1024 * 1024, &buf, &len, err);
-	if (rc)
-		return rc;
+	char *buf = cp_read_file(path, 1024 * 1024, &len, &ferr);
+	if (!buf) {
+		if (err)
+			*err = ferr;
+		return ferr.code;
+	}
 	size_t a = 0;
 	while (a < len && isspace((unsigned char)buf[a]))
 		a++;
@@ -157,11 +99,11 @@ static int load_pem(const char *origin, const char *entry, const char *what,
 		       cp_err_set(err, CP_E_NOMEM, "kubeconfig: out of memory") : 0;
 	if (!file || !*file)
 		return 0;
-	char *buf = NULL;
 	struct cp_err ferr;
-	int rc = k8s_read_file(file, K8S_KUBECONFIG_MAX_FILE, &buf, out_len, &ferr);
-	if (rc)
-		return cp_err_set(err, rc, "kubeconfig %s: %s: %s: %s", origin, entry, what, ferr.msg);
+	char *buf = cp_read_file(file, K8S_KUBECONFIG_MAX_FILE, out_len, &ferr);
+	if (!buf)
+		return cp_err_set(err, ferr.code, "kubeconfig %s: %s: %s: %s", origin, entry, what,
+		                  ferr.msg);
 	*out = (unsigned char *)buf;
 	return 0;
 }
@@ -313,8 +255,9 @@ int k8s_config_in_cluster(const char *root, struct k8s_config *out, struct cp_er
 		rc = CP_E_NOMEM;
 		goto nomem;
 	}
-	rc = k8s_read_file(path, K8S_KUBECONFIG_MAX_FILE, &ca, &out->ca_pem_len, &ferr);
+	ca = cp_read_file(path, K8S_KUBECONFIG_MAX_FILE, &out->ca_pem_len, &ferr);
 	out->ca_pem = (unsigned char *)ca;
+	rc = ca ? 0 : ferr.code;
 	if (rc) {
 		cp_err_set(err, rc, "in-cluster: service account CA: %s", ferr.msg);
 		goto done;

@@ -1,12 +1,12 @@
 #include "k8s/api/pod.h"
 
-#include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/fileio.h"
 #include "k8s/api/yamljson.h"
 
 #define TEMPLATE_MAX_BYTES (1 << 20)
@@ -112,21 +112,16 @@ int k8s_template_check(const json_t *tmpl, const char *what, struct cp_err *err)
 
 json_t *k8s_template_load(const char *path, struct cp_err *err)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		cp_err_errno(err, CP_E_IO, errno, "pod template %s", path);
-		return NULL;
-	}
-	char *buf = malloc(TEMPLATE_MAX_BYTES + 1);
-	size_t n = buf ? fread(buf, 1, TEMPLATE_MAX_BYTES + 1, f) : 0;
-	fclose(f);
+	struct cp_err ferr;
+	size_t n = 0;
+	char *buf = cp_read_file(path, TEMPLATE_MAX_BYTES, &n, &ferr);
 	if (!buf) {
-		cp_err_set(err, CP_E_NOMEM, "out of memory");
-		return NULL;
-	}
-	if (n > TEMPLATE_MAX_BYTES) {
-		free(buf);
-		cp_err_set(err, CP_E_TOO_BIG, "pod template %s is over %d bytes", path, TEMPLATE_MAX_BYTES);
+		if (ferr.code == CP_E_TOO_BIG)
+			cp_err_set(err, CP_E_TOO_BIG, "pod template %s is over %d bytes", path,
+			           TEMPLATE_MAX_BYTES);
+		else /* a missing template is an I/O error like any other here */
+			cp_err_set(err, ferr.code == CP_E_NOMEM ? CP_E_NOMEM : CP_E_IO, "pod template %s",
+			           ferr.msg);
 		return NULL;
 	}
 	char what[300];

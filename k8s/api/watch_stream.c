@@ -1,12 +1,16 @@
 /* watch_stream.c - newline-delimited watch events, fed in arbitrary chunks. */
 #include "k8s/api/watch_stream.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+
 struct k8s_watch {
-	char *buf;        /* bytes received, [start, len) not yet consumed */
-	size_t len, cap;
+	/* Bytes received, [start, len) not yet consumed. Unbounded: each line is
+	 * held to max_line, the number of lines to what the caller leaves. */
+	struct cp_buf buf;
 	size_t start;     /* first unconsumed byte */
 	size_t scan;      /* bytes before this offset hold no newline */
 	size_t max_line;
@@ -34,8 +38,10 @@ struct k8s_watch *k8s_watch_new(size_t max_line)
 	if (max_line == 0)
 		return NULL;
 	struct k8s_watch *w = calloc(1, sizeof *w);
-	if (w)
+	if (w) {
 		w->max_line = max_line;
+		cp_buf_init(&w->buf, SIZE_MAX);
+	}
 	return w;
 }
 
@@ -43,13 +49,13 @@ void k8s_watch_free(struct k8s_watch *w)
 {
 	if (!w)
 		return;
-	free(w->buf);
+	cp_buf_free(&w->buf);
 	free(w);
 }
 
 size_t k8s_watch_pending(const struct k8s_watch *w)
 {
-	return w->len - w->start;
+	return cp_buf_len(&w->buf) - w->start;
 }
 
 static int fail(struct k8s_watch *w, struct cp_err *err)
@@ -59,26 +65,16 @@ static int fail(struct k8s_watch *w, struct cp_err *err)
 	return w->dead;
 }
 
-/* Make room for @add more bytes, dropping the consumed prefix first. */
-static int reserve(struct k8s_watch *w, size_t add)
+/* Before @add more bytes: drop the consumed prefix when it is half the
+ * buffer or when keeping it would make the buffer grow. */
+static void compact(struct k8s_watch *w, size_t add)
 {
-	if (w->start > 0 && (w->start >= w->len / 2 || w->len + add > w->cap)) {
-		memmove(w->buf, w->buf + w->start, w->len - w->start);
-		w->len -= w->start;
+	size_t len = cp_buf_len(&w->buf);
+	if (w->start > 0 && (w->start >= len / 2 || len + add > cp_buf_cap(&w->buf))) {
+		cp_buf_tail(&w->buf, len - w->start);
 		w->scan -= w->start;
 		w->start = 0;
 	}
-	if (w->len + add <= w->cap)
-		return 0;
-	size_t cap = w->cap ? w->cap : 4096;
-	while (cap < w->len + add)
-		cap *= 2;
-	char *nb = realloc(w->buf, cap);
-	if (!nb)
-		return CP_E_NOMEM;
-	w->buf = nb;
-	w->cap = cap;
-	return 0;
 }
 
 int k8s_watch_feed(struct k8s_watch *w, const void *buf, size_t len,
@@ -109,10 +105,9 @@ int k8s_watch_feed(struct k8s_watch *w, const void *buf, size_t len,
 	}
 	if (len == 0)
 		return 0;
-	if (reserve(w, len))
+	compact(w, len);
+	if (cp_buf_add(&w->buf, buf, len, NULL))
 		return cp_err_set(err, CP_E_NOMEM, "watch: out of memory buffering %zu bytes", len);
-	memcpy(w->buf + w->len, buf, len);
-	w->len += len;
 	w->tail = tail;
 	return 0;
 }
@@ -196,12 +191,10 @@ int k8s_watch_next(struct k8s_watch *w, struct k8s_watch_event *ev,
 	if (w->dead)
 		return fail(w, err);
 	for (;;) {
-		if (!w->buf)
-			return 0; /* nothing fed yet (no buffer: no offset into it) */
-		char *base = w->buf + w->start;
-		size_t avail = w->len - w->start;
+		const char *base = cp_buf_ptr(&w->buf) + w->start;
+		size_t avail = cp_buf_len(&w->buf) - w->start;
 		size_t from = w->scan > w->start ? w->scan - w->start : 0;
-		char *nl = avail > from ? memchr(base + from, '\n', avail - from) : NULL;
+		const char *nl = avail > from ? memchr(base + from, '\n', avail - from) : NULL;
 		size_t n;
 		if (nl) {
 			n = (size_t)(nl - base);
@@ -210,7 +203,7 @@ int k8s_watch_next(struct k8s_watch *w, struct k8s_watch_event *ev,
 			n = avail;
 			w->start += n;
 		} else {
-			w->scan = w->len;
+			w->scan = cp_buf_len(&w->buf);
 			return 0;
 		}
 		w->scan = w->start;

@@ -90,7 +90,7 @@ static void proc_free(struct cp_proc *p)
 		free(p->argv[i]);
 	free(p->argv);
 	free(p->exec_id);
-	free(p->sent);
+	cp_buf_free(&p->sent);
 	free(p->oom_pod);
 	free(p);
 	k->procs--;
@@ -146,9 +146,7 @@ static void on_out(void *ud, const char *buf, size_t len)
 {
 	struct cp_proc *p = ud;
 	p->got_output = 1;
-	free(p->sent);
-	p->sent = NULL;
-	p->sent_len = p->sent_cap = 0;
+	cp_buf_free(&p->sent);
 	if (p->state != KUBE_PROC_DONE)
 		p->cbs->out(p->ud, buf, len);
 }
@@ -291,9 +289,9 @@ static void super_open(struct cp_proc *p)
 	proc_set_state(p, KUBE_PROC_EXEC);
 	if (!p->standby)
 		count_running(p);
-	if (p->sent_len) {
+	if (cp_buf_len(&p->sent)) {
 		p->fed = 1;
-		if (kube_super_write(p->sup, p->chan, p->sent, p->sent_len, &err))
+		if (kube_super_write(p->sup, p->chan, cp_buf_ptr(&p->sent), cp_buf_len(&p->sent), &err))
 			kube_kill(p);
 	}
 	cp_log(CP_LOG_DEBUG, "kube.exec", "id", json_string(p->exec_id), "pod", json_string(c->pod),
@@ -450,7 +448,8 @@ static void start_direct(struct cp_proc *p)
 	p->exec_wall = time(NULL);
 	if (!p->standby)
 		count_running(p);
-	if (p->sent_len && k8s_exec_write(p->ex, p->sent, p->sent_len, &err) < 0) {
+	if (cp_buf_len(&p->sent) &&
+	    k8s_exec_write(p->ex, cp_buf_ptr(&p->sent), cp_buf_len(&p->sent), &err) < 0) {
 		k8s_exec_abort(p->ex);
 		return;
 	}
@@ -636,20 +635,8 @@ static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_
 {
 	if (p->state == KUBE_PROC_DONE || p->killed)
 		return 0;
-	if (!p->got_output) {
-		if (p->sent_len + len > p->sent_cap) {
-			size_t cap = p->sent_cap ? p->sent_cap * 2 : 65536;
-			while (cap < p->sent_len + len)
-				cap *= 2;
-			char *nb = realloc(p->sent, cap);
-			if (!nb)
-				return cp_err_set(err, CP_E_NOMEM, "out of memory");
-			p->sent = nb;
-			p->sent_cap = cap;
-		}
-		memcpy(p->sent + p->sent_len, buf, len);
-		p->sent_len += len;
-	}
+	if (!p->got_output && cp_buf_add(&p->sent, buf, len, NULL))
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	if (p->sup) {
 		p->fed = 1;
 		return kube_super_write(p->sup, p->chan, buf, len, err);
@@ -697,6 +684,7 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 	p->conv = c;
 	p->cbs = cbs;
 	p->ud = ud;
+	cp_buf_init(&p->sent, SIZE_MAX); /* no limit of its own: held until the first output */
 	p->argv = copy_argv(req->argv);
 	p->exec_id = strdup(req->exec_id ? req->exec_id : "");
 	snprintf(p->tag, sizeof p->tag, "%s", req->tag ? req->tag : "");

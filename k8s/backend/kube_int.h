@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "k8s/api/creds.h"
 #include "k8s/api/pod_exec.h"
 #include "k8s/backend/kube_backend.h"
@@ -122,9 +123,8 @@ struct cp_proc {
 	uint32_t chan;
 	struct k8s_exec *killer;
 	struct k8s_creds_wait cw;
-	char *sent;                    /* stdin so far, kept until output comes,
+	struct cp_buf sent;            /* stdin so far, kept until output comes,
 	                                  to replay on a fresh pod */
-	size_t sent_len, sent_cap;
 	long pid;
 	unsigned long long start;      /* the runner's start, ticks since boot */
 	/* The int flags here and below (killed, got_output, retried, fed,

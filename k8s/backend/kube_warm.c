@@ -250,8 +250,10 @@ int kube_warm_take(struct cp_proc *p)
 	char len[32];
 	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
 	size_t pre = (size_t)n + cp_runner_js_len;
-	same = same && p->sent_len >= pre && memcmp(p->sent, len, (size_t)n) == 0 &&
-	       memcmp(p->sent + n, cp_runner_js, cp_runner_js_len) == 0;
+	const char *sent = cp_buf_ptr(&p->sent);
+	size_t sent_len = cp_buf_len(&p->sent);
+	same = same && sent_len >= pre && memcmp(sent, len, (size_t)n) == 0 &&
+	       memcmp(sent + n, cp_runner_js, cp_runner_js_len) == 0;
 	if (!same) {
 		kube_super_kill(sb->sup, sb->chan, NULL);
 		return 0;
@@ -262,7 +264,7 @@ int kube_warm_take(struct cp_proc *p)
 	p->sup = c->super;
 	p->chan = chan;
 	struct cp_err err;
-	if (p->sent_len > pre && kube_super_write(p->sup, chan, p->sent + pre, p->sent_len - pre, &err))
+	if (sent_len > pre && kube_super_write(p->sup, chan, sent + pre, sent_len - pre, &err))
 		return -1;
 	cp_log(CP_LOG_DEBUG, "kube.standby_taken", "id", json_string(p->exec_id), NULL);
 	return 1;

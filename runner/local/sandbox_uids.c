@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/buf.h"
 #include "runner/local/sandbox_uids.h"
 
 int local_uids_parse(const char *spec, uint32_t *first, uint32_t *count, struct cp_err *err)
@@ -64,14 +65,10 @@ static int add(struct local_uids *u, uint32_t uid)
 	size_t i = lower_bound(u, uid);
 	if (i < u->n && u->owned[i] == uid)
 		return 0;
-	if (u->n == u->cap) {
-		size_t cap = u->cap ? u->cap * 2 : 64;
-		uint32_t *p = realloc(u->owned, cap * sizeof *p);
-		if (!p)
-			return CP_E_NOMEM;
-		u->owned = p;
-		u->cap = cap;
-	}
+	uint32_t *p = cp_array_grow(u->owned, &u->cap, u->n + 1, sizeof *p, NULL);
+	if (!p)
+		return CP_E_NOMEM;
+	u->owned = p;
 	memmove(u->owned + i + 1, u->owned + i, (u->n - i) * sizeof *u->owned);
 	u->owned[i] = uid;
 	u->n++;

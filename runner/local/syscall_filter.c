@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
 #include "runner/local/syscall_filter.h"
 
 #ifndef CLONE_NEWTIME
@@ -92,21 +93,14 @@ static int export_bpf(scmp_filter_ctx ctx, unsigned char **out, size_t *len, str
 		close(fd);
 		return cp_err_set(err, CP_E_UNSUPPORTED, "libseccomp could not export the filter");
 	}
-	unsigned char *buf = malloc((size_t)size);
-	if (!buf) {
-		close(fd);
-		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	}
+	struct cp_err ferr;
 	size_t got = 0;
-	while (got < (size_t)size) {
-		ssize_t r = read(fd, buf + got, (size_t)size - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
+	unsigned char *buf = (unsigned char *)cp_read_fd(fd, "the exported seccomp filter",
+	                                                 (size_t)size, &got, &ferr);
 	close(fd);
+	if (!buf)
+		return cp_err_set(err, ferr.code == CP_E_NOMEM ? CP_E_NOMEM : CP_E_IO, "reading %s",
+		                  ferr.msg);
 	if (got != (size_t)size) {
 		free(buf);
 		return cp_err_set(err, CP_E_IO, "reading the exported seccomp filter failed");
