@@ -436,26 +436,26 @@ static void sink_raw(void *ud, const char *buf, size_t len)
 static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 {
 	struct codepod_exec *e = ud;
-	if (kind == 'O' || kind == 'E') {
+	if (kind == CP_FRAME_OUT || kind == CP_FRAME_ERR) {
 		cp_logwin_append(&e->logs, payload, len);
-		output(e, kind == 'E', payload, len);
+		output(e, kind == CP_FRAME_ERR, payload, len);
 		return;
 	}
 	if (e->state >= CP_ST_FINISHING)
 		return; /* nothing else counts after the end */
 	switch (kind) {
-	case 'Y': on_ready(e, payload, len); break;
-	case 'C':
+	case CP_FRAME_READY: on_ready(e, payload, len); break;
+	case CP_FRAME_CALL:
 		if (e->state != CP_ST_RUNNING)
 			cp_exec_finish(e, CP_E_INTERNAL, "control channel: tool call before ready");
 		else
 			cp_calls_on_frame(e, payload, len);
 		break;
-	case 'R': on_return(e, payload, len); break;
-	case 'Z': on_too_large(e, payload, len); break;
-	case 'T': on_throw(e, payload, len); break;
-	case 'X': on_exit_said(e, payload, len); break;
-	case 'N':
+	case CP_FRAME_RESULT: on_return(e, payload, len); break;
+	case CP_FRAME_TOO_BIG: on_too_large(e, payload, len); break;
+	case CP_FRAME_THREW: on_throw(e, payload, len); break;
+	case CP_FRAME_EXIT: on_exit_said(e, payload, len); break;
+	case CP_FRAME_NEVER_SETTLES:
 		cp_exec_finish(e, CP_E_NEVER_SETTLES,
 		               "The program awaits something that can never settle "
 		               "(no pending tool call, timer or I/O).");

@@ -8,7 +8,6 @@
 #include "base/buf.h"
 
 #define HDR_MARK 0x1e
-#define KINDS "YOECRZTNX"
 #define LEN_DIGITS_MAX 20
 /* Payload buffers larger than this are released after their frame. */
 #define KEEP_BUF_MAX (1u << 20)
@@ -54,7 +53,13 @@ static int valid_nonce(const char *nonce)
 
 static int valid_kind(char k)
 {
-	return k != '\0' && memchr(KINDS, k, sizeof KINDS - 1) != NULL;
+	static const char kinds[] = {
+#define CP_FRAME_KIND(letter, name, final) letter,
+#include "runner/frame_kinds.def"
+#undef CP_FRAME_KIND
+	};
+
+	return memchr(kinds, k, sizeof kinds) != NULL;
 }
 
 /* Constant-time comparison: the time taken does not depend on where the

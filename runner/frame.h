@@ -9,11 +9,12 @@
  * synchronously inside cp_frame_feed()/cp_frame_finish().
  *
  * Scanning: bytes up to the next 0x1E are raw. At a 0x1E the parser checks
- * for exactly `\x1ecp1 <nonce> <K> <decimal len>\n`, K one of "YOECRZTNX",
- * nonce equal to ours (compared in constant time), len plain decimal (no
- * sign; leading zeros allowed), at most 20 digits, no overflow. A candidate
- * that turns out not to be a header makes its 0x1E byte raw and scanning
- * resumes right after it, so garbage never swallows a following real frame.
+ * for exactly `\x1ecp1 <nonce> <K> <decimal len>\n`, K a kind of
+ * runner/frame_kinds.def, nonce equal to ours (compared in constant time),
+ * len plain decimal (no sign; leading zeros allowed), at most 20 digits, no
+ * overflow. A candidate that turns out not to be a header makes its 0x1E
+ * byte raw and scanning resumes right after it, so garbage never swallows a
+ * following real frame.
  * A header split across feeds is held back (at most CP_FRAME_HDR_MAX bytes).
  * A payload is delivered whole: straight from the caller's buffer when it is
  * there entirely, else collected across feeds (at most max_payload bytes).
@@ -37,6 +38,13 @@
 #define CP_FRAME_HDR_MAX 64
 /* Length of the nonce: lowercase hex characters. */
 #define CP_FRAME_NONCE_LEN 32
+
+/* The frame kinds: CP_FRAME_READY = 'Y' and so on (runner/frame_kinds.def). */
+enum cp_frame_kind {
+#define CP_FRAME_KIND(letter, name, final) CP_FRAME_##name = letter,
+#include "runner/frame_kinds.def"
+#undef CP_FRAME_KIND
+};
 
 struct cp_frame_parser; /* opaque */
 
@@ -95,8 +103,8 @@ int cp_frame_finish(struct cp_frame_parser *p, const struct cp_frame_sink *sink,
  * @cap: size of @out; must hold the header and the NUL (64 is always enough).
  *
  * For tests and tools. Return: the header's length (without the NUL), or -1
- * if the nonce is not 32 lowercase hex, the kind is not one of "YOECRZTNX",
- * or @cap is too small.
+ * if the nonce is not 32 lowercase hex, the kind is not one of
+ * runner/frame_kinds.def, or @cap is too small.
  */
 int cp_frame_header(char *out, size_t cap, const char *nonce, char kind, size_t len);
 

@@ -1,8 +1,12 @@
 // codepod runner: runs one model-written program and speaks runner/PROTOCOL.md
 // on stdin/stdout. boot.js evaluates this file as one function expression and
 // calls it with (require, leftover), leftover being stdin bytes read past it.
+// What runs is build/gen/runner.js: this file with its `// @insert` line
+// filled in at build time (scripts/gen-js.sh), so the frame kinds have one
+// source, runner/frame_kinds.def.
 (function codepodRunner(require, leftover) {
   'use strict';
+  // @insert frame-kinds
   const fs = require('node:fs');
   const vm = require('node:vm');
   const path = require('node:path');
@@ -50,7 +54,7 @@
 
   let header = null; // Buffer "\x1ecp1 <nonce> ": the nonce lives only here
   let lim = null;
-  let done = false; // a final frame (R/Z/T/N) was sent: send nothing more
+  let done = false; // a final frame (FINAL_KINDS) was sent: send nothing more
   let started = false;
   let stripped = false; // the program needed the type stripper
   let nextCall = 1;
@@ -162,7 +166,7 @@
     return out.join('\n');
   }
 
-  function fail(e) { finish('T', stringify(errorFields(e))); }
+  function fail(e) { finish(FRAME_THREW, stringify(errorFields(e))); }
 
   // ---- output capture ------------------------------------------------------
 
@@ -187,7 +191,7 @@
   // log/info/debug/dir/table -> stdout, error/warn/trace -> stderr.
   // Building a stdio stream costs milliseconds, so each is captured when it
   // is first used rather than at start.
-  for (const [name, kind] of [['stdout', 'O'], ['stderr', 'E']]) {
+  for (const [name, kind] of [['stdout', FRAME_OUT], ['stderr', FRAME_ERR]]) {
     const desc = Object.getOwnPropertyDescriptor(process, name);
     let stream = null;
     Object.defineProperty(process, name, {
@@ -230,7 +234,7 @@
     const c = nextCall++;
     const bytes = byteLength(json, 'utf8');
     const head = '{"c":' + c + ',"t":' + stringify(name);
-    frame('C', bytes > lim.maxToolInputBytes ? head + ',"big":' + bytes + '}' : head + ',"i":' + json + '}');
+    frame(FRAME_CALL, bytes > lim.maxToolInputBytes ? head + ',"big":' + bytes + '}' : head + ',"i":' + json + '}');
     sentAt = hrtime();
     spinSoon();
     const msg = await new NativePromise((resolve) => {
@@ -439,9 +443,9 @@
     // codepod checks the version: a sandbox image's Node may be too old.
     // "ts": the type stripper was needed, so the conversation's next
     // runner is told to warm it up while it waits (codepod's prestart).
-    frame('Y', '{"pid":' + process.pid + ',"start":' + START_TICKS +
+    frame(FRAME_READY, '{"pid":' + process.pid + ',"start":' + START_TICKS +
       ',"node":' + JSON.stringify(process.version) + (stripped ? ',"ts":true}' : '}'));
-    if (err) return finish('T', stringify(err));
+    if (err) return finish(FRAME_THREW, stringify(err));
 
     let p;
     try {
@@ -455,10 +459,10 @@
       if (done) return;
       let json;
       try { json = stringify(value); } catch (e) { return fail(e); }
-      if (typeof json !== 'string') return finish('R', '');
+      if (typeof json !== 'string') return finish(FRAME_RESULT, '');
       const size = byteLength(json, 'utf8');
-      if (size > lim.maxResultBytes) return finish('Z', '{"size":' + size + '}');
-      finish('R', json);
+      if (size > lim.maxResultBytes) return finish(FRAME_TOO_BIG, '{"size":' + size + '}');
+      finish(FRAME_RESULT, json);
     }, fail);
   }
 
@@ -477,11 +481,11 @@
   // process.exit(N) from the program: say so, because a sandbox's init reports
   // a death by signal S as status 128 + S and the two would look alike.
   process.on('exit', (code) => {
-    if (started && !done) frame('X', '{"code":' + ((+code || 0) & 255) + '}');
+    if (started && !done) frame(FRAME_EXIT, '{"code":' + ((+code || 0) & 255) + '}');
   });
   // The loop emptied while the program still awaits: nothing can settle it.
   process.on('beforeExit', () => {
-    if (!done && started) { finish('N', ''); exit(0); }
+    if (!done && started) { finish(FRAME_NEVER_SETTLES, ''); exit(0); }
   });
 
   // ---- stdin: hello, then answers, one JSON object a line --------------------

