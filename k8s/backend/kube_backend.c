@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runner/codepod.h"
 #include "k8s/backend/kube_int.h"
 #include "base/assert.h"
 #include "base/log.h"
@@ -16,34 +17,11 @@
  * is dropped and the execution reported anyway. */
 #define KILL_GRACE_MS 5000
 
-/*
- * The killer: a second exec, since closing the stream does not end the
- * process (wire.md 3.5). It stops, then kills, the runner's process tree,
- * every process carrying the execution's tag in its environment (the runner
- * sets CODEPOD_TAG before the program runs), and every orphan (a child of
- * the pod's PID 1) started after the runner, in a later clock tick, so the
- * pod's own processes, started before it, are never taken. A daemon that
- * double-forked with an empty environment is found too. It needs nothing
- * but node and /proc. (An orphan of another execution running at the same
- * time is taken as well; it escaped its own execution's end the same way.)
- */
-static const char killer_js[] =
-	"const fs=require('fs'),root=+process.argv[1],tag='CODEPOD_TAG='+process.argv[2],"
-	"t0=+process.argv[3]||0;"
-	"function stat(d){const s=fs.readFileSync('/proc/'+d+'/stat','utf8');"
-	"return s.slice(s.lastIndexOf(')')+2).split(' ')}"
-	"function scan(){const kids=new Map(),hit=new Set();"
-	"for(const d of fs.readdirSync('/proc')){if(!/^\\d+$/.test(d))continue;const p=+d;"
-	"if(p===process.pid||p===1)continue;"
-	"try{const f=stat(d),pp=+f[1];if(!kids.has(pp))kids.set(pp,[]);kids.get(pp).push(p);"
-	"if(pp===1&&t0>0&&+f[19]>t0)hit.add(p)}catch(e){}"
-	"try{if(fs.readFileSync('/proc/'+d+'/environ','latin1').split('\\0').includes(tag))hit.add(p)}catch(e){}}"
-	"if(root>1)hit.add(root);const q=[...hit];"
-	"while(q.length){const p=q.pop();for(const c of kids.get(p)||[])if(!hit.has(c)){hit.add(c);q.push(c)}}"
-	"hit.delete(1);hit.delete(process.pid);return hit}"
-	"for(let i=0;i<3;i++){const s=scan();if(!s.size)break;"
-	"for(const p of s)try{process.kill(p,'SIGSTOP')}catch(e){}"
-	"for(const p of s)try{process.kill(p,'SIGKILL')}catch(e){}}";
+/* The killer: a second exec, since closing the stream does not end the
+ * process. It runs the supervisor's kill scan as a program of its own
+ * (k8s/backend/killer.js around k8s/backend/kill_scan.js, which says what
+ * it takes), started like a runner: boot.js on the command line, the
+ * program on stdin. */
 
 static void start_exec(struct cp_proc *p);
 static void kube_kill(struct cp_proc *p);
@@ -545,7 +523,7 @@ static int start_killer(struct cp_proc *p)
 	char pid[24], start[24];
 	snprintf(pid, sizeof pid, "%ld", p->pid);
 	snprintf(start, sizeof start, "%llu", p->start);
-	const char *argv[] = { "node", "-e", killer_js, pid, p->tag, start, NULL };
+	const char *argv[] = { "node", "-e", (const char *)cp_boot_js, pid, p->tag, start, NULL };
 	struct cp_err err;
 	if (k8s_exec_start(p->k->execs, p->k->ns, p->conv->pod, K8S_CONTAINER, argv,
 	                   &killer_cbs, p, &p->killer, &err)) {
@@ -553,6 +531,11 @@ static int start_killer(struct cp_proc *p)
 		       "detail", json_string(err.msg), NULL);
 		return -1;
 	}
+	char len[32];
+	int n = snprintf(len, sizeof len, "%lu\n", cp_killer_js_len);
+	if (k8s_exec_write(p->killer, len, (size_t)n, &err) < 0 ||
+	    k8s_exec_write(p->killer, cp_killer_js, cp_killer_js_len, &err) < 0)
+		k8s_exec_abort(p->killer); /* on_killer_exited() tells */
 	return 0;
 }
 

@@ -23,6 +23,10 @@
 #include "k8s/api/rest.h"
 #include "k8s/api/watch.h"
 
+/* The killer exec's program (k8s/backend/killer.js, built), for boot.js. */
+extern const unsigned char cp_killer_js[];
+extern const unsigned long cp_killer_js_len;
+
 /*
  * A conversation's pod: IDLE (none known), ACQUIRING (finding, claiming or
  * creating one and waiting for it to be ready), READY (c->pod is in use).

@@ -64,99 +64,19 @@
     }
   }
 
-  // /proc files, read with one reused buffer: open, read to EOF, close (no
-  // fstat, no new buffer per file as readFileSync takes). The kill scan
-  // below reads two per process, on the path of every execution's outcome.
-  let procBuf = Buffer.allocUnsafe(4096);
-  const PROC_MAX = 4 << 20; // an environment larger than this is read only this far
-  function readProc(path) {
-    let fd;
-    try { fd = fs.openSync(path, 'r'); } catch (e) { return -1; }
-    let n = 0;
-    try {
-      for (;;) {
-        if (n === procBuf.length) {
-          if (n >= PROC_MAX) break;
-          const b = Buffer.allocUnsafe(n * 2);
-          procBuf.copy(b, 0, 0, n);
-          procBuf = b;
-        }
-        const r = fs.readSync(fd, procBuf, n, procBuf.length - n, null);
-        if (r === 0) break;
-        n += r;
-      }
-    } catch (e) {
-      n = -1;
-    } finally {
-      fs.closeSync(fd);
-    }
-    return n;
-  }
-  // Fields 4 (ppid) and 22 (start time, clock ticks since boot) of
-  // /proc/<pid>/stat, or null when the process is gone.
-  function statOf(pid) {
-    const n = readProc('/proc/' + pid + '/stat');
-    if (n <= 0) return null;
-    const s = procBuf.toString('latin1', procBuf.lastIndexOf(0x29, n - 1) + 2, n); // after "comm) "
-    const f = s.split(' ', 20);
-    return { ppid: +f[1], start: +f[19] };
-  }
+  // The kill scan (k8s/backend/kill_scan.js: killScan, statOf), shared
+  // with the killer exec of a pod without a supervisor.
+  // @insert kill-scan
   function startOf(pid) {
     const st = statOf(pid);
     return st ? st.start : 0;
   }
-  // Whether /proc/<pid>/environ holds exactly the entry `mark`.
-  function hasEnv(pid, mark) {
-    const n = readProc('/proc/' + pid + '/environ');
-    for (let i = n > 0 ? procBuf.indexOf(mark, 0, 'latin1') : -1; i >= 0 && i < n;
-      i = procBuf.indexOf(mark, i + 1, 'latin1')) {
-      const e = i + mark.length;
-      if ((i === 0 || procBuf[i - 1] === 0) && e <= n && (e === n || procBuf[e] === 0)) return true;
-    }
-    return false;
-  }
-
-  // What k8s/backend/kube_backend.c's killer exec does, from inside: the runner's
-  // tree, every process carrying the tag, every orphan (child of PID 1)
-  // started after the runner; never this supervisor or another runner.
-  // A round finds what forked meanwhile. A process is read once: a later
-  // round reads only PIDs it has not seen (what an earlier round signalled
-  // is dying, and reading the /proc files of a dying process waits for its
-  // memory to be torn down).
+  // Everything of one execution (kill_scan.js says what), never this
+  // supervisor or another channel's runner.
   function killAll(root, tag, t0) {
-    const mark = 'CODEPOD_TAG=' + tag;
     const others = new Set();
     for (const c of chans.values()) if (c.pid && c.pid !== root) others.add(c.pid);
-    const seen = new Set(), kids = new Map(), hit = new Set(), signalled = new Set();
-    if (root > 1) hit.add(root);
-    for (let round = 0; round < 3; round++) {
-      let names = [];
-      try { names = fs.readdirSync('/proc'); } catch (e) { /* no /proc: the tree only */ }
-      for (const d of names) {
-        if (!/^\d+$/.test(d)) continue;
-        const p = +d;
-        if (seen.has(p) || p === process.pid || p === 1 || others.has(p)) continue;
-        seen.add(p);
-        const st = statOf(p);
-        if (!st) continue;
-        if (!kids.has(st.ppid)) kids.set(st.ppid, []);
-        kids.get(st.ppid).push(p);
-        if (st.ppid === 1 && t0 > 0 && st.start > t0) hit.add(p);
-        else if (tag && !hit.has(p) && hasEnv(p, mark)) hit.add(p);
-      }
-      const q = [...hit];
-      while (q.length) {
-        const p = q.pop();
-        for (const c of kids.get(p) || []) if (!hit.has(c) && !others.has(c)) { hit.add(c); q.push(c); }
-      }
-      hit.delete(process.pid);
-      hit.delete(1);
-      if (root > 1) { try { process.kill(-root, 'SIGKILL'); } catch (e) { /* no group */ } }
-      const fresh = [...hit].filter((p) => !signalled.has(p));
-      if (!fresh.length) break;
-      for (const p of fresh) { try { process.kill(p, 'SIGSTOP'); } catch (e) { /* gone */ } }
-      for (const p of fresh) { try { process.kill(p, 'SIGKILL'); } catch (e) { /* gone */ } signalled.add(p); }
-    }
+    killScan(root, tag, t0, others);
   }
 
   // The runner's stderr pipe read to empty now, forwarded as E frames after

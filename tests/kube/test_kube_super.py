@@ -91,7 +91,7 @@ def test_processes_left_behind_are_killed_by_the_supervisor(fake, codepods):
 
 
 def test_a_process_forking_while_the_execution_ends_leaves_nothing(fake, codepods):
-    """The supervisor kills in rounds (k8s/backend/supervisor.js killAll): what a
+    """The supervisor kills in rounds (k8s/backend/kill_scan.js killScan): what a
     process forks while a round runs is found by the next one, although a
     round reads only the processes it has not seen before."""
     from test_kube_procs import SEEN, check_gone

@@ -1,0 +1,114 @@
+// kill_scan.js - every process of one execution in a pod gets SIGKILL.
+// The one copy for both places that kill in a pod: the supervisor
+// (k8s/backend/supervisor.js, after each execution) and, in a pod without
+// one, the killer exec of k8s/backend/kube_backend.c (k8s/backend/killer.js).
+// The build puts this file where either has the line `// @insert kill-scan`
+// (scripts/gen-js.sh): function declarations and their state, using `fs`
+// (node:fs) from around them; killScan() is the entry.
+//
+// Taken: the runner's process tree and process group, every process
+// carrying the execution's tag in its environment (the runner sets
+// CODEPOD_TAG before the program runs, and every process it starts
+// inherits it), and every orphan (a child of the pod's PID 1) started after
+// the runner, in a later clock tick, so the pod's own processes, started
+// before it, are never taken: a daemon that double-forked with an empty
+// environment is found too. (An orphan of another execution running at the
+// same time is taken as well; it escaped its own execution's end the same
+// way.) Never PID 1, this process, or a process of @others (the runners of
+// other executions) or below one. It needs nothing but node and /proc.
+
+// /proc files, read with one reused buffer: open, read to EOF, close (no
+// fstat, no new buffer per file as readFileSync takes). A scan reads two
+// per process, on the path of every execution's outcome.
+let procBuf = Buffer.allocUnsafe(4096);
+// An environment larger than this is read only this far.
+const PROC_MAX = 4 << 20;
+function readProc(path) {
+  let fd;
+  try { fd = fs.openSync(path, 'r'); } catch (e) { return -1; }
+  let n = 0;
+  try {
+    for (;;) {
+      if (n === procBuf.length) {
+        if (n >= PROC_MAX) break;
+        const b = Buffer.allocUnsafe(n * 2);
+        procBuf.copy(b, 0, 0, n);
+        procBuf = b;
+      }
+      const r = fs.readSync(fd, procBuf, n, procBuf.length - n, null);
+      if (r === 0) break;
+      n += r;
+    }
+  } catch (e) {
+    n = -1;
+  } finally {
+    fs.closeSync(fd);
+  }
+  return n;
+}
+// Fields 4 (ppid) and 22 (start time, clock ticks since boot) of
+// /proc/<pid>/stat, or null when the process is gone.
+function statOf(pid) {
+  const n = readProc('/proc/' + pid + '/stat');
+  if (n <= 0) return null;
+  // after "comm) "
+  const s = procBuf.toString('latin1', procBuf.lastIndexOf(0x29, n - 1) + 2, n);
+  const f = s.split(' ', 20);
+  return { ppid: +f[1], start: +f[19] };
+}
+// Whether /proc/<pid>/environ holds exactly the entry `mark`.
+function hasEnv(pid, mark) {
+  const n = readProc('/proc/' + pid + '/environ');
+  for (let i = n > 0 ? procBuf.indexOf(mark, 0, 'latin1') : -1; i >= 0 && i < n;
+    i = procBuf.indexOf(mark, i + 1, 'latin1')) {
+    const e = i + mark.length;
+    if ((i === 0 || procBuf[i - 1] === 0) && e <= n && (e === n || procBuf[e] === 0)) return true;
+  }
+  return false;
+}
+
+// @root: the runner's PID (0: unknown, then no tree); @tag: 32 hex or ''
+// (none); @t0: the runner's start in clock ticks since boot (0: unknown,
+// then no orphans); @others: a Set of PIDs to spare.
+// A round finds what forked meanwhile; at most three, fewer when a round
+// finds nothing new. A process is read once: a later round reads only
+// PIDs it has not seen (what an earlier round signalled is dying, and
+// reading the /proc files of a dying process waits for its memory to be
+// torn down). Each is stopped before any is killed, so none of them forks
+// past the round.
+function killScan(root, tag, t0, others) {
+  const mark = 'CODEPOD_TAG=' + tag;
+  const seen = new Set(), kids = new Map(), hit = new Set(), signalled = new Set();
+  if (root > 1) hit.add(root);
+  for (let round = 0; round < 3; round++) {
+    let names = [];
+    // (no /proc: the runner and its group only)
+    try { names = fs.readdirSync('/proc'); } catch (e) { names = []; }
+    for (const d of names) {
+      if (!/^\d+$/.test(d)) continue;
+      const p = +d;
+      if (seen.has(p) || p === process.pid || p === 1 || others.has(p)) continue;
+      seen.add(p);
+      const st = statOf(p);
+      if (!st) continue;
+      if (!kids.has(st.ppid)) kids.set(st.ppid, []);
+      kids.get(st.ppid).push(p);
+      if (st.ppid === 1 && t0 > 0 && st.start > t0) hit.add(p);
+      else if (tag && !hit.has(p) && hasEnv(p, mark)) hit.add(p);
+    }
+    const q = [...hit];
+    while (q.length) {
+      const p = q.pop();
+      for (const c of kids.get(p) || []) if (!hit.has(c) && !others.has(c)) { hit.add(c); q.push(c); }
+    }
+    hit.delete(process.pid);
+    hit.delete(1);
+    // (no group: the runner did not make one)
+    if (root > 1) { try { process.kill(-root, 'SIGKILL'); } catch (e) { } }
+    const fresh = [...hit].filter((p) => !signalled.has(p));
+    if (!fresh.length) break;
+    // (a process gone meanwhile throws: nothing to do)
+    for (const p of fresh) { try { process.kill(p, 'SIGSTOP'); } catch (e) { } }
+    for (const p of fresh) { try { process.kill(p, 'SIGKILL'); } catch (e) { } signalled.add(p); }
+  }
+}
