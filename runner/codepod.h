@@ -131,9 +131,11 @@ void codepod_abandon(struct codepod_exec *e);
 /* The execution's id (borrowed, valid until done() returns). */
 const char *codepod_exec_id(const struct codepod_exec *e);
 
-/* The embedded runner program (runner/runner.js and runner/boot.js). */
-extern const unsigned char cp_runner_js[];
-extern const unsigned long cp_runner_js_len;
+/* The embedded runner program: runner/boot.js, for the command line, and
+ * what it reads first on stdin, the built runner/runner.js after its length
+ * and a newline (runner/prestart.h). */
+extern const unsigned char cp_runner_input[];
+extern const unsigned long cp_runner_input_len;
 extern const unsigned char cp_boot_js[];
 extern const unsigned long cp_boot_js_len;
 

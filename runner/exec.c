@@ -118,6 +118,7 @@ int codepod_new(const struct codepod_config *cfg, struct codepod **out,
 	if (!cp)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	cp->cfg = *cfg;
+	cp_runner_default(cfg->backend);
 	int rc = cp_prestart_new(cfg->loop, cfg->backend, cfg->prestart_max,
 	                         cfg->prestart_idle_s ? cfg->prestart_idle_s
 	                                              : CP_PRESTART_DEFAULT_IDLE_S,

@@ -11,11 +11,15 @@
 #include "runner/codepod.h"
 #include "base/assert.h"
 #include "base/log.h"
+#include "runner/policy.h"
 #include "runner/prestart.h"
 
-int cp_runner_argv(unsigned long memory_mb, char heap[48], char **boot, const char *argv[6])
+/* A runner's spawn request: argv pointing into @heap and *@boot, which the
+ * caller frees. 0 or CP_E_NOMEM. */
+static int runner_req(const struct cp_runner_spec *spec, char heap[48], char **boot,
+                      const char *argv[6], struct cp_spawn_req *req)
 {
-	snprintf(heap, 48, "--max-old-space-size=%lu", memory_mb);
+	snprintf(heap, 48, "--max-old-space-size=%lu", spec->memory_mb);
 	*boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
 	if (!*boot)
 		return CP_E_NOMEM;
@@ -25,6 +29,11 @@ int cp_runner_argv(unsigned long memory_mb, char heap[48], char **boot, const ch
 	argv[3] = "-e";
 	argv[4] = *boot;
 	argv[5] = NULL;
+	*req = (struct cp_spawn_req){ .conversation = spec->conversation, .exec_id = spec->exec_id,
+	                              .argv = argv, .input = (const char *)cp_runner_input,
+	                              .input_len = cp_runner_input_len,
+	                              .memory_mb = spec->memory_mb, .tag = spec->tag,
+	                              .standby = spec->standby };
 	return 0;
 }
 
@@ -34,21 +43,28 @@ int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
 {
 	char heap[48], *boot = NULL;
 	const char *argv[6];
-	if (cp_runner_argv(spec->memory_mb, heap, &boot, argv))
+	struct cp_spawn_req req;
+	if (runner_req(spec, heap, &boot, argv, &req))
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	struct cp_spawn_req req = { spec->conversation, spec->exec_id, argv, spec->memory_mb,
-	                            spec->tag, spec->standby };
 	int rc = b->ops->spawn(b, &req, cbs, ud, out, err);
 	free(boot);
-	if (rc)
-		return rc;
-	char len[32];
-	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
-	struct cp_err werr;
-	if (b->ops->write(*out, len, (size_t)n, &werr) ||
-	    b->ops->write(*out, (const char *)cp_runner_js, cp_runner_js_len, &werr))
-		b->ops->kill(*out); /* exited() follows and tells the story */
-	return 0;
+	return rc;
+}
+
+void cp_runner_default(struct cp_backend *b)
+{
+	if (!b->ops->default_runner)
+		return;
+	struct cp_policy pol;
+	cp_policy_defaults(&pol);
+	struct cp_runner_spec spec = { NULL, NULL, (unsigned long)pol.max_memory_mb, NULL, 1 };
+	char heap[48], *boot = NULL;
+	const char *argv[6];
+	struct cp_spawn_req req;
+	if (runner_req(&spec, heap, &boot, argv, &req))
+		return; /* no runner ahead of time: each is started when needed */
+	b->ops->default_runner(b, &req);
+	free(boot);
 }
 
 /* ---- the pool ---- */

@@ -55,17 +55,19 @@ struct cp_runner_spec {
 
 /*
  * cp_runner_spawn - start one runner now: `node ... -e BOOT` through
- * b->ops->spawn, then "<len>\n<runner.js>" on its stdin. The caller writes
- * the hello. Errors as b->ops->spawn; a failed write kills the process (its
- * exited() still comes).
+ * b->ops->spawn, its stdin starting with "<len>\n<runner.js>" (the request's
+ * input: cp_runner_input). The caller writes the hello. Errors as
+ * b->ops->spawn. The runner a spawn request describes is the engine's: a
+ * backend gets it whole, argv and input, and needs to know nothing of it.
  */
 int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
                     const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
                     struct cp_err *err);
 
-/* The argv of a runner started with @memory_mb: fills argv[0..4] and a NULL
- * (pointing into @heap and *@boot, which the caller frees). 0 or CP_E_NOMEM. */
-int cp_runner_argv(unsigned long memory_mb, char heap[48], char **boot, const char *argv[6]);
+/* Tell @b (b->ops->default_runner, if it has one) the runner an execution
+ * of the built-in default policy gets: what a backend may start ahead of
+ * time on its own (a warm pod's standby runner). Once, before any spawn. */
+void cp_runner_default(struct cp_backend *b);
 
 /* max_waiting 0: no pool (cp_prestart_new sets *out NULL and returns 0). */
 int cp_prestart_new(uv_loop_t *loop, struct cp_backend *b, unsigned max_waiting,

@@ -14,9 +14,10 @@
  *   A backend that needs time (acquiring a pod) still returns a handle at
  *   once; failures to acquire come through exited() with `unavailable` set.
  *
- * Ownership: the spawn request and argv are borrowed for the duration of the
- * spawn call. Buffers given to callbacks are borrowed for the call. write()
- * copies what it is given.
+ * Ownership: the spawn request, its argv and input are borrowed for the
+ * duration of the spawn call (and of the default_runner call). Buffers
+ * given to callbacks are borrowed for the call. write() copies what it is
+ * given.
  */
 #ifndef CP_SANDBOX_H
 #define CP_SANDBOX_H
@@ -57,6 +58,12 @@ struct cp_spawn_req {
 	const char *exec_id;       /* for logs only */
 	const char *const *argv;   /* node and its arguments, NULL-terminated;
 	                              argv[0] is "node": the backend resolves it */
+	const char *input;         /* what the process reads first on stdin (the
+	                              runner's source): the backend writes these
+	                              @input_len bytes before anything write()
+	                              is given; a failure to queue them kills
+	                              the process (exited() tells) */
+	size_t input_len;
 	unsigned long memory_mb;   /* ceiling for the whole runner process */
 	const char *tag;           /* 32 hex, random per execution: the runner
 	                              puts CODEPOD_TAG=<tag> in the environment
@@ -95,6 +102,14 @@ struct cp_backend_ops {
 	void (*adopt)(struct cp_proc *p, const char *exec_id);
 	/* Fills at most @max counters, returns how many (may be NULL: none). */
 	size_t (*stats)(const struct cp_backend *b, struct cp_backend_stat *out, size_t max);
+	/* The runner the engine starts for an execution of the built-in
+	 * default policy, told once before its first spawn (conversation,
+	 * exec_id and tag NULL; standby 1). A backend that starts runners of
+	 * its own accord, ahead of any spawn (a warm pod's), starts this one,
+	 * and may hand it to a later spawn of a runner with the same
+	 * memory_mb: the engine's argv and input depend on nothing else. May
+	 * be NULL: none does. */
+	void (*default_runner)(struct cp_backend *b, const struct cp_spawn_req *req);
 	/* Start releasing the backend; handles must all have exited first. */
 	void (*destroy)(struct cp_backend *b);
 };

@@ -9,8 +9,10 @@
 #                                    replaced by FILE, indented as that line;
 #                                    a placeholder without a FILE, or a FILE
 #                                    without its placeholder, fails
-#   gen-js.sh c NAME FILE            FILE as a NUL-terminated C array NAME and
-#                                    NAME_len (its length without the NUL)
+#   gen-js.sh c NAME FILE [--len]    FILE as a NUL-terminated C array NAME and
+#                                    NAME_len (its length without the NUL);
+#                                    --len puts FILE's length and a newline
+#                                    first: what runner/boot.js reads
 #
 # Exit status: 0, or 1 with the reason on stderr.
 set -euo pipefail
@@ -85,15 +87,20 @@ expand() {
 }
 
 carray() {
-	local name=$1 file=$2
+	local name=$1 file=$2 len=${3:-}
 	[ -f "$file" ] || die "c: $file: no such file"
 	echo "const unsigned char ${name}[] = {"
-	od -An -v -tx1 "$file" | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'
+	{
+		if [ "$len" = --len ]; then
+			wc -c <"$file" | tr -d ' '
+		fi
+		cat "$file"
+	} | od -An -v -tx1 | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'
 	echo "0};"
 	echo "const unsigned long ${name}_len = sizeof $name - 1;"
 }
 
-[ $# -ge 2 ] || die "usage: gen-js.sh kinds DEF | expand SRC NAME=FILE... | c NAME FILE"
+[ $# -ge 2 ] || die "usage: gen-js.sh kinds DEF | expand SRC NAME=FILE... | c NAME FILE [--len]"
 cmd=$1
 shift
 case $cmd in

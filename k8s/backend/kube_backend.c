@@ -672,11 +672,17 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 	p->exec_id = strdup(req->exec_id ? req->exec_id : "");
 	snprintf(p->tag, sizeof p->tag, "%s", req->tag ? req->tag : "");
 	p->standby = req->standby;
-	if (!p->argv || !p->exec_id) {
+	p->memory_mb = req->memory_mb;
+	p->input_len = req->input_len;
+	/* The input goes out as the first bytes written (kept with them for a
+	 * replay on a fresh pod). */
+	if (!p->argv || !p->exec_id ||
+	    (req->input_len && kube_write(p, req->input, req->input_len, err))) {
 		for (size_t i = 0; p->argv && p->argv[i]; i++)
 			free(p->argv[i]);
 		free(p->argv);
 		free(p->exec_id);
+		cp_buf_free(&p->sent);
 		free(p);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}
@@ -692,6 +698,34 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 		kube_conv_want(c);
 	}
 	return 0;
+}
+
+static void free_argv(char **argv)
+{
+	for (size_t i = 0; argv && argv[i]; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+/* What a warm pod's standby runner is started with (kube_warm.c). */
+static void kube_default_runner(struct cp_backend *b, const struct cp_spawn_req *req)
+{
+	struct kube *k = (struct kube *)b;
+	char **argv = copy_argv(req->argv);
+	char *input = req->input_len ? malloc(req->input_len) : NULL;
+	if (!argv || (req->input_len && !input)) {
+		free_argv(argv);
+		free(input);
+		return; /* no standby runners: each execution starts its own */
+	}
+	if (req->input_len)
+		memcpy(input, req->input, req->input_len);
+	free_argv(k->runner_argv);
+	free(k->runner_input);
+	k->runner_argv = argv;
+	k->runner_input = input;
+	k->runner_input_len = req->input_len;
+	k->runner_mb = req->memory_mb;
 }
 
 /* ---- the backend ---- */
@@ -717,6 +751,8 @@ void kube_maybe_free(struct kube *k)
 	k8s_client_close(k->api);
 	json_decref(k->tmpl);
 	free(k->ns);
+	free_argv(k->runner_argv);
+	free(k->runner_input);
 	k->tick.data = k;
 	k->warm_timer.data = k;
 	k->clear_timer.data = k;
@@ -766,7 +802,7 @@ static size_t kube_stats(const struct cp_backend *b, struct cp_backend_stat *out
 static const struct cp_backend_ops kube_ops = {
 	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
 	.note_pid = kube_note_pid, .adopt = kube_adopt, .stats = kube_stats,
-	.destroy = kube_destroy,
+	.default_runner = kube_default_runner, .destroy = kube_destroy,
 };
 
 int kube_backend_new(const struct kube_backend_config *cfg, struct cp_backend **out,

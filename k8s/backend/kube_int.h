@@ -80,6 +80,11 @@ struct kube {
 	int handles_open;              /* tick, warm_timer and clear_timer, until closed */
 	unsigned warm_pool, idle_ttl_s, tick_s;
 	int supervise;                 /* run executions through a supervisor */
+	char **runner_argv;            /* the engine's default runner (its
+	                                  default_runner op), NULL until told: */
+	char *runner_input;            /* what a warm pod's standby runner is */
+	size_t runner_input_len;       /* started with */
+	unsigned long runner_mb;
 	uv_timer_t tick;
 	int pool_busy, reap_busy;
 	unsigned long passes;          /* pool-and-reaper passes begun (1: the one at start) */
@@ -145,6 +150,8 @@ struct cp_proc {
 	char *oom_pod;                 /* the pod read by kube_oom.c, while it is */
 	int oom_tries;                 /* GETs of the pod so far (kube_oom.c) */
 	int standby;                   /* started ahead: not counted as running */
+	unsigned long memory_mb;       /* of the spawn request */
+	size_t input_len;              /* its input: the first bytes of sent */
 	int counted;                   /* counted in conv->running */
 	struct cp_proc_exit exit;
 };

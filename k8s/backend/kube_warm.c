@@ -3,11 +3,12 @@
  * already started (issue 12). When a warm pod this replica created is Ready,
  * its supervisor is started and asked for one standby runner (Node booted,
  * runner.js loaded, waiting for its hello). A conversation that claims the
- * pod inherits both: its first execution takes the standby runner when it was
- * started the same way (same argv: the default heap size), so the first
+ * pod inherits both: its first execution takes the standby runner when it
+ * asks for the same runner (the engine's default runner, told through
+ * cp_backend_ops.default_runner: the same memory_mb), so the first
  * execution pays neither an exec nor a Node start. Nothing has run in a warm
  * pod, so its standby runner is as fresh as one started on demand; one that
- * wrote anything, or any other argv, is killed and not used.
+ * wrote anything, or is not the runner asked for, is killed and not used.
  *
  * Interface in kube_int.h (kube_warm_*).
  */
@@ -15,11 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/codepod.h"
 #include "k8s/backend/kube_int.h"
 #include "base/log.h"
-#include "runner/policy.h"
-#include "runner/prestart.h"
 
 /* While a warm pod of ours is not Ready yet, look again this often. */
 #define WARM_POLL_MS 250
@@ -29,6 +27,7 @@ struct kube_standby {
 	struct kube_super *sup;
 	uint32_t chan;
 	int exited;
+	unsigned long memory_mb;       /* of the runner it is */
 	struct kube_warm_pod *w;       /* while the pod is warm */
 	struct kube_conv *c;       /* once claimed */
 };
@@ -72,14 +71,6 @@ static void sb_exited(void *ud, const struct cp_proc_exit *ex)
 
 static const struct cp_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited, NULL };
 
-/* The argv a runner started with the default policy gets (prestart.h). */
-static int default_argv(char heap[48], char **boot, const char *argv[6])
-{
-	struct cp_policy pol;
-	cp_policy_defaults(&pol);
-	return cp_runner_argv((unsigned long)pol.max_memory_mb, heap, boot, argv);
-}
-
 static void warm_free(struct kube_warm_pod *w)
 {
 	struct kube *k = w->k;
@@ -96,29 +87,26 @@ static void warm_free(struct kube_warm_pod *w)
 static void on_warm_super_ready(void *ud, struct kube_super *s)
 {
 	struct kube_warm_pod *w = ud;
-	char heap[48], *boot = NULL;
-	const char *argv[6];
+	struct kube *k = w->k;
+	if (!k->runner_argv)
+		return; /* the engine told no runner: none ahead of time */
 	struct kube_standby *sb = calloc(1, sizeof *sb);
-	if (!sb || default_argv(heap, &boot, argv)) {
-		free(sb);
-		free(boot);
+	if (!sb)
 		return;
-	}
 	struct cp_err err;
 	sb->sup = s;
 	sb->w = w;
-	char len[32];
-	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
-	if (kube_super_open(s, argv, NULL, &sb_cbs, sb, &sb->chan, &err)) {
+	sb->memory_mb = k->runner_mb;
+	if (kube_super_open(s, (const char *const *)k->runner_argv, NULL, &sb_cbs, sb, &sb->chan,
+	                    &err)) {
 		free(sb);
 	} else {
 		w->sb = sb;
-		if (kube_super_write(s, sb->chan, len, (size_t)n, &err) ||
-		    kube_super_write(s, sb->chan, (const char *)cp_runner_js, cp_runner_js_len, &err))
+		if (k->runner_input_len &&
+		    kube_super_write(s, sb->chan, k->runner_input, k->runner_input_len, &err))
 			kube_super_kill(s, sb->chan, NULL);
 		cp_log(CP_LOG_DEBUG, "kube.warm_standby", "pod", json_string(w->pod), NULL);
 	}
-	free(boot);
 }
 
 static void on_warm_super_gone(void *ud, struct kube_super *s, const char *detail)
@@ -239,21 +227,10 @@ int kube_warm_take(struct cp_proc *p)
 		return 0;
 	c->standby = NULL;
 	sb->c = NULL;
-	char heap[48], *boot = NULL;
-	const char *argv[6];
-	int same = !p->standby && default_argv(heap, &boot, argv) == 0;
-	for (size_t i = 0; same && (argv[i] || p->argv[i]); i++)
-		same = argv[i] && p->argv[i] && strcmp(argv[i], p->argv[i]) == 0;
-	free(boot);
-	/* What the engine wrote so far must start with the runner source the
-	 * standby runner already has. */
-	char len[32];
-	int n = snprintf(len, sizeof len, "%lu\n", cp_runner_js_len);
-	size_t pre = (size_t)n + cp_runner_js_len;
-	const char *sent = cp_buf_ptr(&p->sent);
-	size_t sent_len = cp_buf_len(&p->sent);
-	same = same && sent_len >= pre && memcmp(sent, len, (size_t)n) == 0 &&
-	       memcmp(sent + n, cp_runner_js, cp_runner_js_len) == 0;
+	/* The same runner (sandbox.h: the same memory_mb); the standby has had
+	 * its input already, what was written after that goes on to it. */
+	size_t pre = p->input_len;
+	int same = p->memory_mb == sb->memory_mb && cp_buf_len(&p->sent) >= pre;
 	if (!same) {
 		kube_super_kill(sb->sup, sb->chan, NULL);
 		return 0;
@@ -264,6 +241,8 @@ int kube_warm_take(struct cp_proc *p)
 	p->sup = c->super;
 	p->chan = chan;
 	struct cp_err err;
+	const char *sent = cp_buf_ptr(&p->sent);
+	size_t sent_len = cp_buf_len(&p->sent);
 	if (sent_len > pre && kube_super_write(p->sup, chan, sent + pre, sent_len - pre, &err))
 		return -1;
 	cp_log(CP_LOG_DEBUG, "kube.standby_taken", "id", json_string(p->exec_id), NULL);

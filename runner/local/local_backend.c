@@ -275,6 +275,9 @@ static int spawn_limited(struct cp_proc *p, uv_process_options_t *opt, unsigned 
 	return rc;
 }
 
+static int local_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err);
+static void local_kill(struct cp_proc *p);
+
 static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
                        const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
                        struct cp_err *err)
@@ -347,6 +350,9 @@ static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	cp_log(CP_LOG_DEBUG, "local.spawn", "id", json_string(req->exec_id),
 	       "pid", json_integer(p->pid), "isolated", json_boolean(b->isolate), NULL);
 	*out = p;
+	struct cp_err werr;
+	if (local_write(p, req->input, req->input_len, &werr))
+		local_kill(p); /* exited() follows and tells the story */
 	return 0;
 }
 
