@@ -245,7 +245,7 @@ bench: all $(BUILD)/bench/bench_codepod $(BUILD)/bench/bench_exec
 	  BENCH_BIN=$(abspath $(BUILD)/bench/bench_codepod) BENCH_EXEC_BIN=$(abspath $(BUILD)/bench/bench_exec) \
 	  $(PYTHON) tests/bench/bench.py $(BENCH_ARGS) $(BUILD)/bench.txt
 
-# Section (g) alone (issue 12, bench_latency.py): BENCH_SECTIONS out of
+# Section (g) alone (bench_latency.py): BENCH_SECTIONS out of
 # a,load,b,c,d (default a,b), into $(BUILD)/bench-latency.txt.
 BENCH_SECTIONS ?= a,b
 bench-latency: all $(BUILD)/bench/bench_codepod

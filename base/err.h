@@ -6,7 +6,7 @@
  * caller's stack). Passing NULL for the struct is allowed: the code is still
  * returned, the text is dropped.
  *
- * The codes split in two ranges: the outcome codes of DESIGN.md section 4
+ * The codes split in two ranges: the outcome codes of docs/contract.md §4
  * (mapped one-to-one onto the strings of the outcome by cp_code_name) and
  * internal codes that never reach a backend as such (mapped to INTERNAL or to
  * an outcome code at the edge).
@@ -21,7 +21,7 @@
 
 enum cp_code {
 	CP_OK = 0,
-	/* Outcome codes (DESIGN.md section 4). */
+	/* Outcome codes (docs/contract.md §4). */
 	CP_E_INVALID_REQUEST = -1,
 	CP_E_SOURCE_TOO_LARGE = -2,
 	CP_E_SANDBOX_UNAVAILABLE = -3,

@@ -1,6 +1,6 @@
 /*
  * decl.h - the TypeScript declarations a model reads: tools with JSON Schemas
- * in, `declare const tools: { ... };` out (DESIGN.md section 5,
+ * in, `declare const tools: { ... };` out (docs/contract.md §5,
  * POST /v1/declarations and `codepod declarations TOOLS.json`).
  *
  * The output follows the PAI code-mode rendering, one line per tool:

@@ -1,6 +1,6 @@
 /*
  * http_server.h - `codepod serve --listen`: the HTTP and WebSocket API of
- * DESIGN.md section 5 with libwebsockets on the project's libuv loop.
+ * docs/contract.md §5 with libwebsockets on the project's libuv loop.
  *
  *   GET  /v1/session     WebSocket, subprotocol codepod.v1: the session
  *                        protocol (session.h), one broker_session per socket

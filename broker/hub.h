@@ -61,7 +61,7 @@ void broker_hub_stop_all(struct broker_hub *h, const char *message);
 enum broker_hub_state { BROKER_HUB_UNKNOWN, BROKER_HUB_RUNNING, BROKER_HUB_FINISHED };
 
 /* What the hub knows of @id; for FINISHED, *outcome is the kept outcome
- * (borrowed; the DESIGN section 4 object with executionId). */
+ * (borrowed; the docs/contract.md §4 object with executionId). */
 enum broker_hub_state broker_hub_lookup(struct broker_hub *h, const char *id,
                                         const json_t **outcome);
 

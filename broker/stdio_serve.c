@@ -121,7 +121,7 @@ static void on_oversize(void *ud, unsigned long long len)
 
 static const struct broker_lines_sink lines_sink = { on_line, on_oversize };
 
-/* The same cap as serve --listen's (issue 9: 60 executions at once were 60
+/* The same cap as serve --listen's (60 executions at once were 60
  * Node processes and 2.7 GB). */
 static int admit(void *ud, const json_t *execute, const char **code, char *msg)
 {

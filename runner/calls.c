@@ -1,6 +1,6 @@
 /*
  * calls.c - tool calls of one execution: validation against the allowlist
- * and the limits of DESIGN.md section 3, the in-flight cap with a FIFO queue,
+ * and the limits of docs/contract.md §3, the in-flight cap with a FIFO queue,
  * answers from the host, cancellation at the end.
  *
  * Every check here is authoritative: the runner checks sizes too, but only to

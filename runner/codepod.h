@@ -1,7 +1,7 @@
 /*
  * codepod.h - the public C API of codepod: run model-written programs in a
  * fresh Node 22 process each, broker their tool calls to the host, and get
- * the outcome of DESIGN.md section 4.
+ * the outcome of docs/contract.md §4.
  *
  * Loop context: one libuv loop carries everything. Every function here must
  * be called on the loop's thread, and every callback runs on it.
@@ -84,7 +84,7 @@ unsigned codepod_running(const struct codepod *cp);
 
 /*
  * codepod_submit - start one execution.
- * @request: the "execute" message of DESIGN.md section 5 (fields id,
+ * @request: the "execute" message of docs/contract.md §5 (fields id,
  *           conversation, js, tools, policy; "type" and unknown fields are
  *           ignored).
  * Returns 0 and sets *out, or CP_E_INVALID_REQUEST (missing or mistyped

@@ -1,5 +1,5 @@
 /*
- * outcome.c - the outcome of DESIGN.md section 4, built once when an
+ * outcome.c - the outcome of docs/contract.md §4, built once when an
  * execution is delivered.
  */
 #include <stdlib.h>

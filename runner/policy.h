@@ -1,5 +1,5 @@
 /*
- * policy.h - the execution policy of DESIGN.md section 3.
+ * policy.h - the execution policy of docs/contract.md §3.
  *
  * Every limit has a default and may be lowered or raised per execution up to
  * a deployment-wide ceiling. A request over the ceiling is refused (never
@@ -18,7 +18,7 @@
 #include "base/err.h"
 
 /* JSON crossing the boundary (tool input, tool output, result) nests at most
- * this deep (DESIGN.md section 3). */
+ * this deep (docs/contract.md §3). */
 #define CP_MAX_JSON_DEPTH 32
 
 struct cp_policy {
@@ -33,7 +33,7 @@ struct cp_policy {
 	uint64_t max_memory_mb;         /* V8 heap and address-space rlimit */
 };
 
-/* The defaults of DESIGN.md section 3 (memory: 512 MiB). */
+/* The defaults of docs/contract.md §3 (memory: 512 MiB). */
 void cp_policy_defaults(struct cp_policy *p);
 
 /* The built-in deployment ceiling. */

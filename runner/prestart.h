@@ -1,11 +1,11 @@
 /*
- * prestart.h - runners already started (issue 12): for each recently active
+ * prestart.h - runners already started: for each recently active
  * conversation, one fresh runner process is started ahead of time and left
  * waiting for its program (Node booted, boot.js has read runner.js, which
  * is blocked reading the hello from stdin), so the conversation's next
  * execution pays no Node start. Every runner, waiting or not, is started by
  * cp_runner_spawn() through the backend's ordinary spawn (the same sandbox
- * set-up as any execution) and serves exactly one execution (DESIGN 2.11).
+ * set-up as any execution) and serves exactly one execution (docs/contract.md §2.11).
  *
  * Bounds: at most max_waiting runners wait in all; past that, the one of
  * the conversation active longest ago is killed, if that was over a second
@@ -22,8 +22,8 @@
  * so no program can ever see or tamper with the runner of a later one. On
  * other backends (bubblewrap: a PID namespace per runner) it is started when
  * an execution of the conversation ends, even if others still run (not
- * before: a Node start beside a running program slows it down; `make bench`
- * measured 2,000 sequential tool calls ~35% slower that way on 2 cores).
+ * before: a Node start beside a running program competes with it for the
+ * CPU; `make bench` shows the cost on tool calls).
  *
  * Loop context: the loop thread only. Callbacks of a taken runner go to the
  * taker's cbs/ud, with the sandbox.h rules (exited() once, later).
@@ -95,8 +95,9 @@ void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation);
  * needed the type stripper (its Y frame): the conversation's next waiting
  * runner is told, before its hello, to warm the stripper up while it waits
  * (`{"k":"warm","ts":true}`, runner/PROTOCOL.md), so a TypeScript program
- * does not pay ~25 ms for it; a plain JavaScript one's runner is not (the
- * stripper costs ~15 MB). Follows the latest program. NULL @ps is ignored. */
+ * does not pay the stripper's start on its critical path; a plain
+ * JavaScript one's runner is not (the warm stripper costs memory, `make
+ * bench` shows how much). Follows the latest program. NULL @ps is ignored. */
 void cp_prestart_note_ts(struct cp_prestart *ps, const char *conversation, int ts);
 
 /* Runners waiting right now (for metrics and tests). */

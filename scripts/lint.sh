@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lint.sh - the mechanical style gate of STYLE.md section 8 item 18 (`make lint`).
+# lint.sh - the mechanical style gate (`make lint`).
 #
 # 1. Banned calls in the product's folders (*.c, *.h): sprintf, vsprintf,
 #    strcpy, strcat, strtok (strtok_r is fine), atoi, atol, gets, system, and
@@ -9,7 +9,7 @@
 #    growing array goes through cp_array_grow (base/buf.h), so limits are
 #    checked in one place; base/.lint-allow lets base/buf.c, their home.
 #    Calls that block or add a thread, which the one libuv loop must never
-#    make (DESIGN section 8): curl_easy_perform (libcurl's multi-socket API is
+#    make (docs/contract.md §8): curl_easy_perform (libcurl's multi-socket API is
 #    the way), blocking socket calls (connect, accept, recv*, send*, select,
 #    poll, getaddrinfo, gethostbyname), sleeps, and threads (pthread_create,
 #    uv_thread_create, uv_queue_work). Code that runs before the loop starts

@@ -2,8 +2,8 @@
  * pod.h - what codepod knows about its sandbox pods, without any I/O:
  * the conversation's pod name and labels (from a hash, never the raw key),
  * the pod template (a file or the hardened built-in one) and its checks, and
- * the reading of a pod's status into one decision (DESIGN.md section 6,
- * wire.md section 2.4).
+ * the reading of a pod's status into one decision (docs/contract.md §6,
+ * docs/kubernetes.md §2.4).
  *
  * Ownership: k8s_template_* return new references (json_decref). Strings in
  * struct k8s_pod_state point into the pod JSON given to k8s_pod_classify and
@@ -35,7 +35,7 @@ int k8s_pod_name(const char *ns, const char *key, char out[K8S_POD_NAME_MAX],
 int k8s_conversation_label(const char *ns, const char *key, char out[41],
                            struct cp_err *err);
 
-/* The hardened default template of DESIGN.md section 7 (new reference):
+/* The hardened default template of docs/contract.md §7 (new reference):
  * Node 22 image, non-root, no privilege escalation, all capabilities
  * dropped, seccomp RuntimeDefault, read-only root, emptyDir /workspace and
  * /tmp, no service-account token, requests and limits, activeDeadlineSeconds.

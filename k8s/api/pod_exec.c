@@ -692,7 +692,7 @@ int k8s_exec_close_stdin(struct k8s_exec *e, struct cp_err *err)
 {
 	if (e->proto == K8S_EXEC_V4 || (!e->proto && e->c->opts.offer == K8S_EXEC_OFFER_V4))
 		return cp_err_set(err, CP_E_UNSUPPORTED,
-		                  "exec: v4.channel.k8s.io cannot close stdin (kubernetes#89899)");
+		                  "exec: v4.channel.k8s.io cannot close stdin");
 	if (e->ending || e->close_pending || e->failed)
 		return cp_err_set(err, CP_E_STATE, "exec: stdin already closed");
 	e->close_pending = 1;

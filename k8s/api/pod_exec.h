@@ -21,7 +21,7 @@
  *     failure sets `unavailable`, with http_status when there was an answer;
  *   - a stream that ends without a Status (dropped connection, close frame,
  *     ping timeout, k8s_exec_abort()) sets `lost`: the command's fate is
- *     unknown, never success (wire.md 3.3; kubernetes#124571).
+ *     unknown, never success (docs/kubernetes.md §3.3).
  *
  * Wire rules implemented: every message is binary and starts with its
  * channel byte; the server's first message is a lone channel byte (no
@@ -30,7 +30,7 @@
  * ends stdin ("Send [0xFF,0x00] after the last stdin byte so node sees
  * EOF"), and a server-sent [0xFF, ch] is accepted and ignored. v4 has NO way
  * to close stdin short of closing the socket, which loses the output
- * (kubernetes#89899): k8s_exec_close_stdin() refuses it, so with v4 pass
+ * (docs/kubernetes.md §3.3): k8s_exec_close_stdin() refuses it, so with v4 pass
  * the input by argv or length-prefix it. Stdin is chunked into messages of
  * at most K8S_EXEC_STDIN_CHUNK bytes and written from
  * LWS_CALLBACK_CLIENT_WRITEABLE; a small write made while nothing waits
@@ -201,7 +201,7 @@ void k8s_exec_pause_output(struct k8s_exec *e, int paused);
  * k8s_exec_abort() - drop the stream now. exited() follows (from the loop,
  * or later in this call's caller's callback's return path) with `lost` and
  * error CP_E_CANCELLED unless a Status had already arrived. The process in
- * the pod is NOT killed by this (wire.md 3.5): kill it by a second exec.
+ * the pod is NOT killed by this (docs/kubernetes.md §3.5): kill it by a second exec.
  * Safe to call twice and from this stream's callbacks.
  */
 void k8s_exec_abort(struct k8s_exec *e);

@@ -1,7 +1,7 @@
 /*
  * kube_acquire.c - a conversation's pod: find it by label, else claim a warm
  * one, else create it from the template; then wait until it is ready through
- * a watch (wire.md 2.2-2.4). A racing replica's 409 means "use theirs".
+ * a watch (docs/kubernetes.md §2.2-2.4). A racing replica's 409 means "use theirs".
  *
  * Every asynchronous step carries the conversation's generation; a step that
  * answers after the conversation moved on (stale, released) is dropped.

@@ -1,5 +1,5 @@
 /*
- * kube_backend.h - the Kubernetes backend (DESIGN.md section 6): each
+ * kube_backend.h - the Kubernetes backend (docs/contract.md §6): each
  * conversation has one sandbox pod, named and labelled from a hash of the
  * namespace and the scope key; each execution is a fresh `node` in it over
  * the exec WebSocket. Pods are found by label, claimed from a warm pool, or

@@ -1,5 +1,5 @@
 /*
- * kube_super.h - one exec per pod (issue 12): a supervisor (k8s/backend/supervisor.js,
+ * kube_super.h - one exec per pod: a supervisor (k8s/backend/supervisor.js,
  * embedded and shipped at exec time through runner/boot.js, so the image
  * needs nothing but Node 22) runs over one long-lived exec stream per pod and
  * replica. It starts each fresh runner process on a channel, carries its

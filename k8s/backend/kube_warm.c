@@ -1,6 +1,6 @@
 /*
  * kube_warm.c - warm pods come with their supervisor up and one runner
- * already started (issue 12). When a warm pod this replica created is Ready,
+ * already started. When a warm pod this replica created is Ready,
  * its supervisor is started and asked for one standby runner (Node booted,
  * runner.js loaded, waiting for its hello). A conversation that claims the
  * pod inherits both: its first execution takes the standby runner when it

@@ -1,5 +1,5 @@
 /*
- * local.h - the local backend (DESIGN.md section 6): one workspace folder per
+ * local.h - the local backend (docs/contract.md §6): one workspace folder per
  * conversation under the state folder, a fresh Node process per execution
  * with the workspace as its working folder, isolated with bubblewrap (no
  * network, host read-only but for the workspace and a private /tmp, the state

@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
-"""bench.py - `make bench`: codepod's speed and memory figures (issue 2,
+"""bench.py - `make bench`: codepod's speed and memory figures (
 "Speed and memory"), measured through the C library by bench_codepod, written
 to OUT (human-readable with the goals, then a JSON block) and printed.
 
 Figures are reported, never asserted: the exit status is non-zero only when
 an execution failed (or the bench could not run at all).
 
-The exec figures of issue 3 (exec through the fake API server vs a local
+The exec figures (exec through the fake API server vs a local
 spawn; stdout throughput) come from bench_exec (tests/bench/bench_exec.c).
 
-Section (g), issue 12 (per-script latency, the peer @ai-sdk/code-mode, one exec
+Section (g) (per-script latency, the peer @ai-sdk/code-mode, one exec
 per pod), comes from bench_latency.py and bench_codepod startup --prestart.
 
-The serve figures of issue 5 (tool-call round trip over the WebSocket of
+The serve figures (tool-call round trip over the WebSocket of
 `serve --listen` vs `serve --stdio`; 500 executions over 10 sessions) come
-from bench_serve.py, section (e); the Kubernetes backend figures of issue 4
+from bench_serve.py, section (e); the Kubernetes backend figures
 (cold pod, warm-pool pod, existing pod vs local) from bench_kube.py, (f).
 
 usage: bench.py [--quick] [--only=SECTION,...] OUT
@@ -47,7 +47,7 @@ GOAL_KIB = 64
 GOAL_WS_RATIO = 1.3
 GOAL_WARM_SPEEDUP = 10.0
 GOAL_LATER_RATIO = 1.3
-# issue 12
+# section (g)
 GOAL12_SPAWN = 0.5
 GOAL12_LATER = 1.2
 GOAL12_WARM = 10.0
@@ -70,7 +70,7 @@ def verdict(ok):
 
 
 def exec_lines(f):
-    """Section (d): issue 3's exec figures from bench_exec."""
+    """Section (d): the exec figures from bench_exec."""
     L = ["(d) Kubernetes exec through the fake API server (tests/fakekube, TLS + WebSocket v5),",
          "    k8s/api/pod_exec.h on the uv loop, vs the same Node spawned locally with uv_spawn on that loop"]
     if not f or "exec_node_e0" not in f:
@@ -122,7 +122,7 @@ def run_script(name, script, quick, figs, failed, notes, extra=()):
 
 
 def serve_lines(f):
-    """Section (e): issue 5's figures from bench_serve.py."""
+    """Section (e): the serve figures from bench_serve.py."""
     L = ["(e) codepod serve --listen 127.0.0.1 (WebSocket, protocol v1) vs serve --stdio,",
          "    client: Python asyncio + aiohttp (one coroutine reads a message and answers it)"]
     c = (f or {}).get("calls")
@@ -165,7 +165,7 @@ def serve_lines(f):
 
 
 def kube_lines(f):
-    """Section (f): issue 4's figures from bench_kube.py."""
+    """Section (f): the Kubernetes backend figures from bench_kube.py."""
     L = ["(f) Kubernetes backend against the fake API server (tests/fakekube, schedule",
          "    50,50,200 ms to Running, execs in %s), `serve --stdio --backend kubernetes`:"
          % (f or {}).get("fake_exec", "?"),
@@ -202,9 +202,9 @@ def kube_lines(f):
 
 
 def latency_lines(figs):
-    """Section (g): issue 12's figures (bench_latency.py, bench_codepod startup --prestart)."""
+    """Section (g): the per-script latency figures (bench_latency.py, bench_codepod startup --prestart)."""
     f = figs.get("latency") or {}
-    L = ["(g) issue 12, per-script latency: after = a runner already started (--prestart, default)",
+    L = ["(g) per-script latency: after = a runner already started (--prestart, default)",
          "    and, on Kubernetes, the pod's supervisor (one exec per pod); before = --prestart 0",
          "    --no-supervisor. Executions %d ms apart (the model's turn), medians of %s."
          % (f.get("gap_ms", 0), f.get("runs", "?"))]
@@ -364,7 +364,7 @@ def main():
                 os.environ["BENCH_BRIDGE_CALLS_PER_S"] = str(calls)
             lat = [x for x in ("a", "load", "b", "c", "d") if wanted("latency") or wanted("latency-" + x)]
             if lat:
-                print("bench: issue 12 latency figures ...", file=sys.stderr, flush=True)
+                print("bench: (g) latency figures ...", file=sys.stderr, flush=True)
                 run_script("latency", "bench_latency.py", quick, figs, failed, notes,
                            [] if wanted("latency") else ["--sections", ",".join(lat)])
     finally:

@@ -1,5 +1,5 @@
 /*
- * bench_exec.c - the Kubernetes exec figures of `make bench` (issue 3,
+ * bench_exec.c - the Kubernetes exec figures of `make bench` (
  * "Speed"): an exec stream through the fake API server (tests/fakekube/serve,
  * started here with tests/unit/fakekube_fixture.h) against spawning the same
  * Node locally with uv_spawn on the same loop.

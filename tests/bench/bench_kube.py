@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_kube.py - `make bench` section (f), issue 4 "Speed": the Kubernetes
+"""bench_kube.py - `make bench` section (f): the Kubernetes
 backend against the fake API server (tests/fakekube/serve, started as
 tests/e2e/harness.kube_kubeconfig() does: --exec-path at .deps' Node, execs
 in bwrap where it works, the default schedule 50,50,200 ms).

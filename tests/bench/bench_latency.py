@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_latency.py - `make bench` section (g), issue 12 "Per-script latency".
+"""bench_latency.py - `make bench` section (g), per-script latency.
 
 Every figure is a ratio to a baseline measured in the same run, interleaved:
 
@@ -59,7 +59,7 @@ PEER_DIR = os.path.join(ROOT, "build", "bench-peer")
 EXAMPLE = os.path.join(ROOT, "tests", "example")
 GAP_S = 0.2
 EXEC_LATENCY_MS = 50
-# codepod before / after issue 12 (the same binary, the features off / on)
+# codepod before / after runners already started and one exec per pod (the same binary, the features off / on)
 BEFORE = ["--prestart", "0", "--no-supervisor"]
 AFTER = []
 
@@ -502,7 +502,7 @@ def main():
                              ("d", section_d, {"d"})):
             if not sections & of:
                 continue
-            print("bench: (g) issue 12 section %s ..." % name, file=sys.stderr, flush=True)
+            print("bench: (g) section %s ..." % name, file=sys.stderr, flush=True)
             try:
                 fn(tmp, runs, figs, sections)
             except Failed as e:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_serve.py - `make bench` section (e), issue 5 "Speed": codepod's
+"""bench_serve.py - `make bench` section (e): codepod's
 session protocol over the WebSocket of `codepod serve --listen` on loopback.
 
 1. Tool-call round trip: one program making COUNT sequential

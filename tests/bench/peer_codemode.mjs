@@ -1,4 +1,4 @@
-// peer_codemode.mjs - `make bench` (issue 12): runs the bench's workloads in
+// peer_codemode.mjs - `make bench`: runs the bench's workloads in
 // @ai-sdk/code-mode, in this process, the way a TypeScript backend would
 // (experimental_runCodeMode, tools with execute()). bench_latency.py starts it
 // with the project's Node 22 and sends one JSON line per run; each answer is

@@ -1,4 +1,4 @@
-"""End-to-end harness for `codepod serve --stdio` (DESIGN.md sections 2-5).
+"""End-to-end harness for `codepod serve --stdio` (docs/contract.md §2-5).
 
 A `Session` runs one codepod process speaking session protocol v1 as JSON lines:
 the test writes `execute`, `tool_result`, `tool_error`, `stop`; a reader thread

@@ -1,4 +1,4 @@
-"""DESIGN 2.6 with a flood: 10 MB of output keeps the last maxResultBytes, memory stays flat."""
+"""docs/contract.md §2.6 with a flood: 10 MB of output keeps the last maxResultBytes, memory stays flat."""
 
 from harness import UNDER_ASAN, assert_ok, vm_hwm_kib
 

@@ -1,4 +1,4 @@
-"""DESIGN section 5: many executions multiplexed on one session, answered in any order."""
+"""docs/contract.md §5: many executions multiplexed on one session, answered in any order."""
 
 import random
 

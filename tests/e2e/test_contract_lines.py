@@ -1,4 +1,4 @@
-"""DESIGN lines no other test checked: packages through require and import
+"""Contract lines no other test checked: packages through require and import
 (2.4), queued calls counting toward the total and sharing the deadline (3),
 the 32/33 nesting boundary (3), logs kept with TIMEOUT and PROCESS_EXITED
 (4), INTERNAL end to end (4), and no thread per execution (8)."""

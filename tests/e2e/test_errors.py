@@ -1,4 +1,4 @@
-"""DESIGN section 4: the outcome, every error code the local backend produces, usage."""
+"""docs/contract.md §4: the outcome, every error code the local backend produces, usage."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Issue 2 item 3: a hostile program can only fail its own execution."""
+"""A hostile program can only fail its own execution."""
 
 import re
 
@@ -28,7 +28,7 @@ return 42;
 """
     res = assert_ok(session.run(js, timeout=120))
     assert res["result"] == 42
-    # The subprocess's 100000 bytes are captured as logs (DESIGN 2.6 allows
+    # The subprocess's 100000 bytes are captured as logs (docs/contract.md §2.6 allows
     # it), so the 32 KiB window dropped the start, and says so.
     assert res["logsTruncated"] is True
     assert session.of("forged", "result") == []

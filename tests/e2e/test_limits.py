@@ -1,4 +1,4 @@
-"""DESIGN section 3: every limit exceeded once, with small per-execution policies."""
+"""docs/contract.md §3: every limit exceeded once, with small per-execution policies."""
 
 import re
 

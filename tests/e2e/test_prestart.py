@@ -1,6 +1,6 @@
-"""Issue 12: runners already started (runner/prestart.h). A conversation's next
+"""Runners already started (runner/prestart.h). A conversation's next
 runner is started ahead of time and waits for its program; it serves exactly one
-execution (DESIGN 2.11), goes after the conversation's idle time, and a policy
+execution (docs/contract.md §2.11), goes after the conversation's idle time, and a policy
 needing another Node start gets a fresh one. These tests force the pool on
 (--prestart) whatever CODEPOD_PRESTART says; the rest of the suite runs with it
 on by default and off with CODEPOD_PRESTART=0."""

@@ -158,7 +158,7 @@ def test_stream_must_be_a_boolean(session):
     assert err["inReplyTo"] == "execute" and "stream" in err["error"]["message"]
 
 
-# issue 9 item 4: serve --stdio caps executions as serve --listen does ----------
+# serve --stdio caps executions as serve --listen does ----------
 def test_max_executions_caps_what_runs_at_once(tmp_path):
     import harness
     s = harness.session_class()(tmp_path / "state", args=["--max-executions", "2"])
@@ -180,7 +180,7 @@ def test_max_executions_caps_what_runs_at_once(tmp_path):
 
 
 def test_declared_aliases_are_the_ones_the_runner_resolves(session):
-    """Every alias the declarations name reaches its tool (DESIGN 2.2)."""
+    """Every alias the declarations name reaches its tool (docs/contract.md §2.2)."""
     names = ["a-b", "a.b", "x-y", "x_y", "h\u00e9-\U0001F600", "my-tool"]
     tools = [tool_decl(n) for n in names]
     session.send({"type": "declarations", "id": "al", "tools": tools})

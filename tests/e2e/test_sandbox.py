@@ -1,4 +1,4 @@
-"""DESIGN section 6, local backend: bubblewrap isolation and finding Node 22."""
+"""docs/contract.md §6, local backend: bubblewrap isolation and finding Node 22."""
 
 import json
 import os
@@ -98,7 +98,7 @@ def test_old_node_is_refused_with_a_clear_message(tmp_path):
 
 
 def test_node_lookup_order(tmp_path):
-    """--node, then CODEPOD_NODE, then the project's install, then PATH (DESIGN section 5)."""
+    """--node, then CODEPOD_NODE, then the project's install, then PATH (docs/contract.md §5)."""
     good = str(NODE_DIR / "node")
     env = dict(os.environ, CODEPOD_NODE=str(OLD_NODE))
     # --node wins over CODEPOD_NODE.
@@ -129,7 +129,7 @@ def test_node_lookup_order(tmp_path):
 
 
 def test_refuses_to_start_when_bubblewrap_cannot_run(tmp_path):
-    """DESIGN section 6: no sandbox, no start, unless told --no-isolation."""
+    """docs/contract.md §6: no sandbox, no start, unless told --no-isolation."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "bwrap"

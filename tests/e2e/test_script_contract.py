@@ -1,4 +1,4 @@
-"""DESIGN section 2: the script contract, one test per behaviour."""
+"""docs/contract.md §2: the script contract, one test per behaviour."""
 
 import json
 import random

@@ -1,4 +1,4 @@
-"""DESIGN 2.1: TypeScript annotations are stripped (Node's own stripper), not transformed."""
+"""docs/contract.md §2.1: TypeScript annotations are stripped (Node's own stripper), not transformed."""
 
 from harness import assert_failed, assert_ok
 

@@ -4,7 +4,7 @@
 #
 #   tests/example/run.sh [CODEPOD_BIN]
 #
-# Prints the outcome JSON (DESIGN section 4) on stdout; exits with codepod's status.
+# Prints the outcome JSON (docs/contract.md §4) on stdout; exits with codepod's status.
 set -euo pipefail
 bin=${1:-${CODEPOD_BIN:-build/codepod}}
 case $bin in /*) ;; *) bin=$PWD/$bin ;; esac

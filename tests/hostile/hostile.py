@@ -1,4 +1,4 @@
-"""The hostile-program suite (issue 9, SECURITY.md): what a model-written
+"""The hostile-program suite (SECURITY.md): what a model-written
 program set on escaping might try, each case asserting its exact outcome and
 that codepod then serves the next execution.
 

@@ -1,4 +1,4 @@
-"""pytest wiring for the Kubernetes scenarios (issue 4): each test module gets
+"""pytest wiring for the Kubernetes scenarios: each test module gets
 its own fake API server (tests/fakekube/serve) so faults, schedules and reapers
 of one module never reach another; codepod sessions come from the e2e harness
 (tests/e2e/harness.py) pointed at that server."""

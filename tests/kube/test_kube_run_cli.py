@@ -1,4 +1,4 @@
-"""`codepod run FILE --backend kubernetes` (DESIGN section 5): one program
+"""`codepod run FILE --backend kubernetes` (docs/contract.md §5): one program
 from the shell, in a pod of the fake API server, its tools commands run by
 codepod on this machine; the outcome on stdout, exit 0 / 1."""
 import json

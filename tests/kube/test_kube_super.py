@@ -1,4 +1,4 @@
-"""Issue 12: one exec per pod. A supervisor (k8s/backend/supervisor.js) runs over one
+"""One exec per pod. A supervisor (k8s/backend/supervisor.js) runs over one
 long-lived exec per pod and codepod replica, starts every fresh runner and kills
 it; executions cost no exec request once it is up. (--supervisor: on whatever
 $CODEPOD_SUPERVISOR says.) When it is killed (by the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/loaded/run.sh - issue 13's "passes on a loaded machine": clones this
+# tests/loaded/run.sh - "passes on a loaded machine": clones this
 # checkout's committed HEAD twice under /tmp and runs `make test` in both at
 # the same time, each loading the machine for the other.
 #

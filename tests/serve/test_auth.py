@@ -1,4 +1,4 @@
-"""Bearer token on every endpoint but the probes (issue 5 item 5)."""
+"""Bearer token on every endpoint but the probes."""
 
 import json
 import os

@@ -1,5 +1,5 @@
 /*
- * test_outcome.c - the outcome JSON of DESIGN.md section 4, built by
+ * test_outcome.c - the outcome JSON of docs/contract.md §4, built by
  * cp_outcome_build from a struct codepod_exec filled in by hand: status,
  * result, error with programError, calls, usage, logs and logsTruncated.
  * Every check compares the exact JSON text (compact, keys sorted).

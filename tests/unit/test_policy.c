@@ -1,5 +1,5 @@
 /*
- * test_policy.c - the execution policy of DESIGN.md section 3: defaults,
+ * test_policy.c - the execution policy of docs/contract.md §3: defaults,
  * per-field overrides, the ceiling, refusals naming the field, and the JSON
  * form with the contract's names.
  */
@@ -15,7 +15,7 @@
 
 #include "runner/policy.h"
 
-/* The contract's names, in struct order, with DESIGN.md section 3's default
+/* The contract's names, in struct order, with docs/contract.md §3's default
  * (memory: policy.h's 512 MiB) and the built-in ceiling. */
 struct row {
 	const char *name;

@@ -1,6 +1,6 @@
 """Codepod: one session with `codepod serve`, over a WebSocket or a child's
 stdio, multiplexing any number of executions (session protocol v1.1 of
-DESIGN section 5, degrading to v1 where a server lacks the additions)."""
+docs/contract.md §5, degrading to v1 where a server lacks the additions)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ class Codepod:
                   policy: Mapping[str, Any] | None = None, reason: str | None = None,
                   on_log: OnLog | None = None, stop: asyncio.Event | None = None,
                   id: str | None = None) -> dict:
-        """Runs one program and returns its outcome (DESIGN section 4) as a dict.
+        """Runs one program and returns its outcome (docs/contract.md §4) as a dict.
 
         ``on_log(stream, text)`` receives the program's output live. Setting
         ``stop`` stops the execution (the outcome then says CANCELLED); so does

@@ -1,5 +1,5 @@
-"""What a model reads about the `code` tool: the script rules (DESIGN section
-2, with this policy's limits) followed by the declarations codepod renders,
+"""What a model reads about the `code` tool: the script rules (docs/contract.md
+§2, with this policy's limits) followed by the declarations codepod renders,
 its input schema, and the outcome turned into text. The TypeScript package
 (sdk/typescript/src/model.ts) says the same words."""
 

@@ -1,6 +1,6 @@
 // Codepod: one session with `codepod serve`, over a WebSocket or a child's
 // stdio, multiplexing any number of executions (session protocol v1.1 of
-// DESIGN section 5, degrading to v1 where a server does not answer with the
+// docs/contract.md §5, degrading to v1 where a server does not answer with the
 // additions).
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";

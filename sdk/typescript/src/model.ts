@@ -1,5 +1,5 @@
-// What a model reads about the `code` tool: the script rules (DESIGN section
-// 2, with this execution policy's limits) followed by the declarations codepod
+// What a model reads about the `code` tool: the script rules (docs/contract.md
+// §2, with this execution policy's limits) followed by the declarations codepod
 // renders, its input schema, and the outcome turned into its output. The
 // Python package (sdk/python/codepod/model.py) says the same words.
 import type { Outcome, Policy } from "./types.js";

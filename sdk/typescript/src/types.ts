@@ -1,4 +1,4 @@
-// The public types: the execution policy (DESIGN section 3), the outcome
+// The public types: the execution policy (docs/contract.md §3), the outcome
 // (section 4) and the tools a backend hands to codepod.
 
 /** Per-execution limits; every key is optional and falls back to the server's default. */
@@ -67,7 +67,7 @@ export interface Usage {
   digest: string;
 }
 
-/** What an execution ended with (DESIGN section 4). */
+/** What an execution ended with (docs/contract.md §4). */
 export interface Outcome {
   executionId: string;
   status: "succeeded" | "failed";

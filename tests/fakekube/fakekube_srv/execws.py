@@ -35,7 +35,7 @@ node), the pod's folder and /tmp are writable like emptyDirs (0777, group
 fsGroup).
 
 As on a real node, closing the WebSocket does NOT kill the process (see
-wire.md §3.5): it sees stdin EOF and, once it writes, EPIPE. Pod deletion
+docs/kubernetes.md §3.5): it sees stdin EOF and, once it writes, EPIPE. Pod deletion
 kills every process of the pod (its PID namespace, and anything found by its
 FAKEKUBE_POD environment), and server shutdown kills the pods' namespaces
 (bwrap --die-with-parent).
