@@ -42,7 +42,7 @@ struct run {
 	uv_pipe_t in, out, err;
 	char *input;
 	struct cp_buf obuf; /* its stdout, max_output at most */
-	struct cp_logwin etail; /* the last bytes of its stderr */
+	struct codepod_logwin etail; /* the last bytes of its stderr */
 	int overflow, cancelled, exited, out_eof, err_eof, status, handles;
 	uv_write_t wreq;
 };
@@ -179,7 +179,7 @@ static void on_run_closed(uv_handle_t *h)
 {
 	struct run *r = h->data;
 	if (--r->handles == 0) {
-		cp_logwin_free(&r->etail);
+		codepod_logwin_free(&r->etail);
 		free(r->input);
 		cp_buf_free(&r->obuf);
 		free(r);
@@ -195,7 +195,7 @@ static void finish_run(struct run *r)
 		char msg[300];
 		json_t *v = NULL;
 		size_t elen = 0;
-		char *etail = cp_logwin_take(&r->etail, &elen);
+		char *etail = codepod_logwin_take(&r->etail, &elen);
 		if (broker_cmdtool_answer(r->status, r->overflow, r->set->max_output,
 		                          cp_buf_ptr(&r->obuf), cp_buf_len(&r->obuf),
 		                          etail, elen, &v, msg, sizeof msg) == 0)
@@ -241,7 +241,7 @@ static void on_run_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 	size_t len = (size_t)n;
 	if (s == (uv_stream_t *)&r->err) {
-		cp_logwin_append(&r->etail, buf->base, len);
+		codepod_logwin_append(&r->etail, buf->base, len);
 		return;
 	}
 	/* Out of memory counts as an overflow: the output cannot be held. */
@@ -286,7 +286,7 @@ static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
 	}
 	r->set = set;
 	r->exec = e;
-	cp_logwin_init(&r->etail, 512, NULL);
+	codepod_logwin_init(&r->etail, 512, NULL);
 	cp_buf_init(&r->obuf, set->max_output);
 	snprintf(r->call, sizeof r->call, "%s", call);
 	r->input = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);

@@ -318,7 +318,7 @@ static void serve_probe(struct broker_http *srv, struct lws *wsi, struct broker_
 {
 	if (strcmp(uri, "/metrics") == 0) {
 		size_t len = 0;
-		char *text = broker_http_metrics_render(srv->metrics, codepod_backend(srv->cfg.cp),
+		char *text = broker_http_metrics_render(srv->metrics, codepod_backend_of(srv->cfg.cp),
 		                                 codepod_running(srv->cfg.cp),
 		                                 srv->nsessions, srv->hub, &len);
 		unsigned char *b = text ? malloc(LWS_PRE + len) : NULL;

@@ -125,7 +125,7 @@ void broker_http_metrics_free(struct broker_http_metrics *m);
 void broker_http_metrics_outcome(struct broker_http_metrics *m, const json_t *outcome);
 void broker_http_metrics_count(struct broker_http_metrics *m, const char *what); /* rejections */
 /* The Prometheus text (new string, free()). */
-char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cp_backend *backend,
+char *broker_http_metrics_render(struct broker_http_metrics *m, const struct codepod_backend *backend,
                           unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
                           size_t *len);
 /* One audit line for a finished execution. */

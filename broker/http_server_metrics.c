@@ -141,10 +141,10 @@ static void put_histo(struct out *o, const char *name, const char *help, const s
 	    h->sum, name, h->count);
 }
 
-/* The backend's own counters (cp_backend_ops.stats), grouped by name. */
-static void put_backend(struct out *o, const struct cp_backend *b)
+/* The backend's own counters (codepod_backend_ops.stats), grouped by name. */
+static void put_backend(struct out *o, const struct codepod_backend *b)
 {
-	struct cp_backend_stat st[32];
+	struct codepod_backend_stat st[32];
 	size_t n = b && b->ops->stats ? b->ops->stats(b, st, sizeof st / sizeof st[0]) : 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || strcmp(st[i].name, st[i - 1].name) != 0)
@@ -153,7 +153,7 @@ static void put_backend(struct out *o, const struct cp_backend *b)
 	}
 }
 
-char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cp_backend *backend,
+char *broker_http_metrics_render(struct broker_http_metrics *m, const struct codepod_backend *backend,
                           unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
                           size_t *len)
 {

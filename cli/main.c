@@ -179,10 +179,10 @@ static void opts_defaults(struct opts *o)
 	 * the pre-started runner off for a whole run with it). */
 	const char *ps = getenv("CODEPOD_PRESTART");
 	char *ps_end = NULL;
-	unsigned long psv = ps && *ps ? strtoul(ps, &ps_end, 10) : CP_PRESTART_DEFAULT_MAX;
-	o->prestart_max = ps && *ps && (*ps_end || psv > 100000) ? CP_PRESTART_DEFAULT_MAX
+	unsigned long psv = ps && *ps ? strtoul(ps, &ps_end, 10) : CODEPOD_PRESTART_DEFAULT_MAX;
+	o->prestart_max = ps && *ps && (*ps_end || psv > 100000) ? CODEPOD_PRESTART_DEFAULT_MAX
 	                                                          : (unsigned)psv;
-	o->prestart_idle_s = CP_PRESTART_DEFAULT_IDLE_S;
+	o->prestart_idle_s = CODEPOD_PRESTART_DEFAULT_IDLE_S;
 	/* $CODEPOD_SUPERVISOR=0 is the default of --no-supervisor, the same way. */
 	const char *sup = getenv("CODEPOD_SUPERVISOR");
 	o->kube.no_supervisor = sup && strcmp(sup, "0") == 0;
@@ -232,11 +232,11 @@ static int parse_opts(int argc, char **argv, const struct cli_group *const *grou
 
 /* Builds the backend the options name; prints the reason and returns NULL
  * when it cannot run here. */
-static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
+static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 {
 	struct cp_err err;
 	if (o->backend && strcmp(o->backend, "kubernetes") == 0) {
-		struct cp_backend *kb = NULL;
+		struct codepod_backend *kb = NULL;
 		if (kube_backend_from_options(loop, &o->kube, &kb, &err)) {
 			fprintf(stderr, "codepod: kubernetes backend: %s\n", err.msg);
 			return NULL;
@@ -274,7 +274,7 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 		hide[nhide++] = o->listen.http.audit_file;
 	struct local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
 	                               hide };
-	struct cp_backend *b = NULL;
+	struct codepod_backend *b = NULL;
 	if (local_new(&cfg, &b, &err)) {
 		if (isolate && err.code == CP_E_UNSUPPORTED)
 			fprintf(stderr, "codepod: %s.\nThe local backend runs every program without "
@@ -292,7 +292,7 @@ static struct cp_backend *make_backend(uv_loop_t *loop, const struct opts *o)
 /* The engine and its backend, released together. */
 struct held {
 	struct codepod *cp;
-	struct cp_backend *b;
+	struct codepod_backend *b;
 };
 
 /* A backend keeps the loop alive (its timers, its API connections), and so
@@ -321,7 +321,7 @@ static int deployment_policy(const struct opts *o, struct codepod_config *cfg)
 		fprintf(stderr, "codepod: --policy-defaults and --policy-ceiling take a JSON object "
 		        "such as '{\"timeoutMs\":60000}'\n");
 		rc = -1;
-	} else if (cp_policy_deployment(&cfg->defaults, &cfg->ceiling, def, ceil, &err)) {
+	} else if (codepod_policy_deployment(&cfg->defaults, &cfg->ceiling, def, ceil, &err)) {
 		fprintf(stderr, "codepod: --policy-defaults/--policy-ceiling: %s\n", err.msg);
 		rc = -1;
 	}
@@ -330,7 +330,7 @@ static int deployment_policy(const struct opts *o, struct codepod_config *cfg)
 	return rc;
 }
 
-static int make_engine(uv_loop_t *loop, struct cp_backend *b, const struct opts *o,
+static int make_engine(uv_loop_t *loop, struct codepod_backend *b, const struct opts *o,
                        struct codepod **cp)
 {
 	struct codepod_config cfg = { .loop = loop, .backend = b,
@@ -382,7 +382,7 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, const struct cli_opt
 		        listen_given->name);
 		return 2;
 	}
-	struct cp_backend *b = make_backend(loop, o);
+	struct codepod_backend *b = make_backend(loop, o);
 	struct codepod *cp = NULL;
 	if (!b || make_engine(loop, b, o, &cp)) {
 		if (b)

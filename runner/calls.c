@@ -21,26 +21,26 @@
 #define MAX_TOOL_NAME 128
 
 static const char *const call_state_names[] = {
-	[CP_CALL_QUEUED] = "queued", [CP_CALL_IN_FLIGHT] = "in_flight", [CP_CALL_OK] = "ok",
-	[CP_CALL_ERROR] = "error", [CP_CALL_DENIED] = "denied", [CP_CALL_CANCELLED] = "cancelled",
+	[CODEPOD_CALL_QUEUED] = "queued", [CODEPOD_CALL_IN_FLIGHT] = "in_flight", [CODEPOD_CALL_OK] = "ok",
+	[CODEPOD_CALL_ERROR] = "error", [CODEPOD_CALL_DENIED] = "denied", [CODEPOD_CALL_CANCELLED] = "cancelled",
 };
 
 /* legal[from][to]: the transitions of exec_int.h. */
-#define N_CALL_STATES (CP_CALL_CANCELLED + 1)
+#define N_CALL_STATES (CODEPOD_CALL_CANCELLED + 1)
 static const unsigned char call_legal[N_CALL_STATES][N_CALL_STATES] = {
-	[CP_CALL_QUEUED] = { [CP_CALL_IN_FLIGHT] = 1, [CP_CALL_DENIED] = 1, [CP_CALL_CANCELLED] = 1 },
-	[CP_CALL_IN_FLIGHT] = { [CP_CALL_OK] = 1, [CP_CALL_ERROR] = 1, [CP_CALL_DENIED] = 1,
-	                        [CP_CALL_CANCELLED] = 1 },
+	[CODEPOD_CALL_QUEUED] = { [CODEPOD_CALL_IN_FLIGHT] = 1, [CODEPOD_CALL_DENIED] = 1, [CODEPOD_CALL_CANCELLED] = 1 },
+	[CODEPOD_CALL_IN_FLIGHT] = { [CODEPOD_CALL_OK] = 1, [CODEPOD_CALL_ERROR] = 1, [CODEPOD_CALL_DENIED] = 1,
+	                        [CODEPOD_CALL_CANCELLED] = 1 },
 };
 
 /* add_call zeroes a new call: it starts QUEUED. */
-_Static_assert(CP_CALL_QUEUED == 0, "a new call is CP_CALL_QUEUED");
+_Static_assert(CODEPOD_CALL_QUEUED == 0, "a new call is CODEPOD_CALL_QUEUED");
 
 /* The one place a call's state changes (@idx: its index in e->calls). */
-static void call_set_state(struct codepod_exec *e, size_t idx, enum cp_call_state to)
+static void call_set_state(struct codepod_exec *e, size_t idx, enum codepod_call_state to)
 {
-	struct cp_call *c = &e->calls[idx];
-	enum cp_call_state from = c->state;
+	struct codepod_call *c = &e->calls[idx];
+	enum codepod_call_state from = c->state;
 	CP_ASSERT(from < N_CALL_STATES && to < N_CALL_STATES);
 	cp_log(CP_LOG_DEBUG, "exec.call_state", "id", json_string(e->id),
 	       "call", json_integer((json_int_t)idx + 1), "from", json_string(call_state_names[from]),
@@ -49,12 +49,12 @@ static void call_set_state(struct codepod_exec *e, size_t idx, enum cp_call_stat
 	c->state = to;
 }
 
-const char *cp_call_state_name(enum cp_call_state s)
+const char *codepod_call_state_name(enum codepod_call_state s)
 {
 	switch (s) {
-	case CP_CALL_OK: return "ok";
-	case CP_CALL_ERROR: return "error";
-	case CP_CALL_DENIED: return "denied";
+	case CODEPOD_CALL_OK: return "ok";
+	case CODEPOD_CALL_ERROR: return "error";
+	case CODEPOD_CALL_DENIED: return "denied";
 	default: return "cancelled";
 	}
 }
@@ -102,7 +102,7 @@ static size_t send_answer_max(struct codepod_exec *e, size_t idx, const char *ki
 	size_t room = sizeof stack - pre - 2;
 	size_t n = json_dumpb(value, stack + pre, room, FLAGS);
 	if (n == 0) {
-		cp_exec_finish(e, CP_E_INTERNAL, "cannot encode a tool answer");
+		codepod_exec_finish(e, CP_E_INTERNAL, "cannot encode a tool answer");
 		return 0;
 	}
 	if (n > max)
@@ -111,7 +111,7 @@ static size_t send_answer_max(struct codepod_exec *e, size_t idx, const char *ki
 	if (n > room) {
 		buf = malloc(pre + n + 2);
 		if (!buf) {
-			cp_exec_finish(e, CP_E_INTERNAL, "out of memory encoding a tool answer");
+			codepod_exec_finish(e, CP_E_INTERNAL, "out of memory encoding a tool answer");
 			return 0;
 		}
 		memcpy(buf, stack, pre);
@@ -119,7 +119,7 @@ static size_t send_answer_max(struct codepod_exec *e, size_t idx, const char *ki
 	}
 	buf[pre + n] = '}';
 	buf[pre + n + 1] = '\n';
-	cp_exec_send_line(e, buf, pre + n + 2);
+	codepod_exec_send_line(e, buf, pre + n + 2);
 	if (buf != stack)
 		free(buf);
 	return n;
@@ -129,7 +129,7 @@ static void send_answer(struct codepod_exec *e, size_t idx, const char *kind,
                         char key, json_t *value /* steals */)
 {
 	if (!value)
-		cp_exec_finish(e, CP_E_INTERNAL, "out of memory encoding a tool answer");
+		codepod_exec_finish(e, CP_E_INTERNAL, "out of memory encoding a tool answer");
 	else
 		send_answer_max(e, idx, kind, key, value, SIZE_MAX);
 	json_decref(value);
@@ -144,9 +144,9 @@ static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	struct cp_call *c = &e->calls[idx];
-	call_set_state(e, idx, CP_CALL_DENIED);
-	c->t_end_ms = cp_exec_now_ms();
+	struct codepod_call *c = &e->calls[idx];
+	call_set_state(e, idx, CODEPOD_CALL_DENIED);
+	c->t_end_ms = codepod_exec_now_ms();
 	json_decref(c->input);
 	c->input = NULL;
 	send_answer(e, idx, "err", 'm', json_string(msg));
@@ -189,13 +189,13 @@ static void pump(struct codepod_exec *e)
 	e->pumping = 1;
 	do {
 		e->pump_again = 0;
-		while (e->state == CP_ST_RUNNING && e->q_len > 0 &&
+		while (e->state == CODEPOD_ST_RUNNING && e->q_len > 0 &&
 		       e->in_flight < e->pol.max_in_flight) {
 			size_t idx = queue_pop(e);
-			struct cp_call *c = &e->calls[idx];
+			struct codepod_call *c = &e->calls[idx];
 			json_t *input = c->input;
 			c->input = NULL;
-			call_set_state(e, idx, CP_CALL_IN_FLIGHT);
+			call_set_state(e, idx, CODEPOD_CALL_IN_FLIGHT);
 			e->in_flight++;
 			char id[24];
 			id[put_uint(id, (uint64_t)idx + 1)] = '\0';
@@ -297,7 +297,7 @@ static json_t *load_head(const char *payload, size_t len)
 static void read_envelope(const char *payload, size_t len, struct envelope *v)
 {
 	memset(v, 0, sizeof *v);
-	v->too_deep = cp_json_text_depth(payload, len, CP_MAX_JSON_DEPTH + 1) > CP_MAX_JSON_DEPTH + 1;
+	v->too_deep = cp_json_text_depth(payload, len, CODEPOD_MAX_JSON_DEPTH + 1) > CODEPOD_MAX_JSON_DEPTH + 1;
 	if (!v->too_deep && read_envelope_fast(payload, len, v))
 		return;
 	v->env = v->too_deep ? load_head(payload, len) : cp_json_load(payload, len, NULL);
@@ -320,12 +320,12 @@ static void envelope_free(struct envelope *v)
 
 static int add_call(struct codepod_exec *e, const char *tool)
 {
-	struct cp_call *grown = cp_array_grow(e->calls, &e->calls_cap, e->ncalls + 1,
+	struct codepod_call *grown = cp_array_grow(e->calls, &e->calls_cap, e->ncalls + 1,
 	                                      sizeof *grown, NULL);
 	if (!grown)
 		return CP_E_NOMEM;
 	e->calls = grown;
-	struct cp_call *c = &e->calls[e->ncalls];
+	struct codepod_call *c = &e->calls[e->ncalls];
 	memset(c, 0, sizeof *c);
 	size_t n = strnlen(tool, MAX_TOOL_NAME + 1);
 	if (n > MAX_TOOL_NAME) /* too long for any declared tool: cut, never inside a character */
@@ -334,7 +334,7 @@ static int add_call(struct codepod_exec *e, const char *tool)
 	c->tool = strndup(tool, n);
 	if (!c->tool)
 		return CP_E_NOMEM;
-	c->t_start_ms = cp_exec_now_ms();
+	c->t_start_ms = codepod_exec_now_ms();
 	e->ncalls++;
 	e->requests++;
 	return 0;
@@ -350,7 +350,7 @@ static int add_call(struct codepod_exec *e, const char *tool)
 /* Decides one call: denied with a safe message, or queued for the host. */
 static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 {
-	struct cp_call *c = &e->calls[idx];
+	struct codepod_call *c = &e->calls[idx];
 	const json_t *tool = find_tool(e, c->tool);
 	const json_t *input = v->input;
 	const json_t *big = v->big;
@@ -361,7 +361,7 @@ static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 		return deny(e, idx, "Tool is disabled: %s", c->tool);
 	if (v->too_deep)
 		return deny(e, idx, "Tool input for %s nests deeper than %d levels of JSON.",
-		            c->tool, CP_MAX_JSON_DEPTH);
+		            c->tool, CODEPOD_MAX_JSON_DEPTH);
 	size_t size = 0;
 	if (big)
 		size = (size_t)json_integer_value(big);
@@ -373,29 +373,29 @@ static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 		            (unsigned long long)e->pol.max_tool_input_bytes);
 	if (!input)
 		return deny(e, idx, "Tool input for %s is missing.", c->tool);
-	if (cp_json_value_depth(input, CP_MAX_JSON_DEPTH) > CP_MAX_JSON_DEPTH)
+	if (cp_json_value_depth(input, CODEPOD_MAX_JSON_DEPTH) > CODEPOD_MAX_JSON_DEPTH)
 		return deny(e, idx, "Tool input for %s nests deeper than %d levels of JSON.",
-		            c->tool, CP_MAX_JSON_DEPTH);
+		            c->tool, CODEPOD_MAX_JSON_DEPTH);
 	c->input = json_incref((json_t *)input); /* QUEUED since add_call */
 	if (queue_push(e, idx)) {
-		cp_exec_finish(e, CP_E_INTERNAL, "out of memory queueing a tool call");
+		codepod_exec_finish(e, CP_E_INTERNAL, "out of memory queueing a tool call");
 		return;
 	}
 	pump(e);
 }
 
-void cp_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len)
+void codepod_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len)
 {
 	struct envelope v;
 	read_envelope(payload, len, &v);
 	if (!v.has_c || !v.tool) {
 		envelope_free(&v);
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: malformed tool call frame");
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: malformed tool call frame");
 		return;
 	}
 	if ((uint64_t)v.c != e->requests + 1) {
 		envelope_free(&v);
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: tool call numbered out of order");
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: tool call numbered out of order");
 		return;
 	}
 	if (e->requests >= e->pol.max_bridge_requests) {
@@ -413,7 +413,7 @@ void cp_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len)
 	}
 	if (add_call(e, v.tool)) {
 		envelope_free(&v);
-		cp_exec_finish(e, CP_E_INTERNAL, "out of memory recording a tool call");
+		codepod_exec_finish(e, CP_E_INTERNAL, "out of memory recording a tool call");
 		return;
 	}
 	admit(e, e->ncalls - 1, &v);
@@ -421,13 +421,13 @@ void cp_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len)
 }
 
 /* The call a host answer names, if it is waiting for one. */
-static struct cp_call *waiting_call(struct codepod_exec *e, const char *call_id,
+static struct codepod_call *waiting_call(struct codepod_exec *e, const char *call_id,
                                     size_t *idx, struct cp_err *err)
 {
 	char *end = NULL;
 	unsigned long long n = call_id ? strtoull(call_id, &end, 10) : 0;
 	if (!call_id || !*call_id || *end || n == 0 || n > e->ncalls ||
-	    e->calls[n - 1].state != CP_CALL_IN_FLIGHT || e->state >= CP_ST_FINISHING) {
+	    e->calls[n - 1].state != CODEPOD_CALL_IN_FLIGHT || e->state >= CODEPOD_ST_FINISHING) {
 		cp_err_set(err, CP_E_NOT_FOUND, "no tool call %.64s is waiting for an answer",
 		           call_id ? call_id : "(null)");
 		return NULL;
@@ -436,12 +436,12 @@ static struct cp_call *waiting_call(struct codepod_exec *e, const char *call_id,
 	return &e->calls[n - 1];
 }
 
-static void answered(struct codepod_exec *e, size_t idx, enum cp_call_state st)
+static void answered(struct codepod_exec *e, size_t idx, enum codepod_call_state st)
 {
-	if (e->state >= CP_ST_FINISHING)
+	if (e->state >= CODEPOD_ST_FINISHING)
 		return; /* sending the answer failed and ended the execution: the call is cancelled */
 	call_set_state(e, idx, st);
-	e->calls[idx].t_end_ms = cp_exec_now_ms();
+	e->calls[idx].t_end_ms = codepod_exec_now_ms();
 	e->in_flight--;
 	pump(e);
 }
@@ -450,20 +450,20 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
                         const json_t *output, struct cp_err *err)
 {
 	size_t idx;
-	struct cp_call *c = waiting_call(e, call_id, &idx, err);
+	struct codepod_call *c = waiting_call(e, call_id, &idx, err);
 	if (!c)
 		return CP_E_NOT_FOUND;
 	if (!output)
 		output = json_null();
 	char msg[CP_ERR_MSG_MAX];
-	if (cp_json_value_depth(output, CP_MAX_JSON_DEPTH) > CP_MAX_JSON_DEPTH) {
+	if (cp_json_value_depth(output, CODEPOD_MAX_JSON_DEPTH) > CODEPOD_MAX_JSON_DEPTH) {
 		snprintf(msg, sizeof msg, "Tool output of %s nests deeper than %d levels of JSON.",
-		         c->tool, CP_MAX_JSON_DEPTH);
+		         c->tool, CODEPOD_MAX_JSON_DEPTH);
 	} else {
 		/* The size is that of the dump that is sent: one dump for both. */
 		size_t size = send_answer_max(e, idx, "res", 'o', output, e->pol.max_tool_output_bytes);
 		if (size == 0 || size <= e->pol.max_tool_output_bytes) {
-			answered(e, idx, CP_CALL_OK);
+			answered(e, idx, CODEPOD_CALL_OK);
 			return 0;
 		}
 		snprintf(msg, sizeof msg, "Tool output of %s is %zu bytes, over the limit of "
@@ -471,7 +471,7 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 		         (unsigned long long)e->pol.max_tool_output_bytes);
 	}
 	send_answer(e, idx, "err", 'm', json_string(msg));
-	answered(e, idx, CP_CALL_DENIED);
+	answered(e, idx, CODEPOD_CALL_DENIED);
 	return 0;
 }
 
@@ -479,14 +479,14 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
                        const char *message, struct cp_err *err)
 {
 	size_t idx;
-	struct cp_call *c = waiting_call(e, call_id, &idx, err);
+	struct codepod_call *c = waiting_call(e, call_id, &idx, err);
 	if (!c)
 		return CP_E_NOT_FOUND;
 	const char *m = message ? message : "The tool failed.";
 	size_t n = strnlen(m, 4096);
 	json_t *text = json_stringn(m, n);
 	send_answer(e, idx, "err", 'm', text ? text : json_string("The tool failed."));
-	answered(e, idx, CP_CALL_ERROR);
+	answered(e, idx, CODEPOD_CALL_ERROR);
 	return 0;
 }
 
@@ -494,7 +494,7 @@ int codepod_tool_unreachable(struct codepod_exec *e, const char *call_id, const 
                              long http_status, struct cp_err *err)
 {
 	size_t idx;
-	struct cp_call *c = waiting_call(e, call_id, &idx, err);
+	struct codepod_call *c = waiting_call(e, call_id, &idx, err);
 	if (!c)
 		return CP_E_NOT_FOUND;
 	char msg[CP_ERR_MSG_MAX];
@@ -502,24 +502,24 @@ int codepod_tool_unreachable(struct codepod_exec *e, const char *call_id, const 
 	c->broker_reason = reason ? reason : "unreachable";
 	c->http_status = http_status;
 	send_answer(e, idx, "err", 'm', json_string(msg));
-	answered(e, idx, CP_CALL_ERROR);
+	answered(e, idx, CODEPOD_CALL_ERROR);
 	return 0;
 }
 
-int cp_calls_any_in_flight(const struct codepod_exec *e)
+int codepod_calls_any_in_flight(const struct codepod_exec *e)
 {
 	return e->in_flight > 0;
 }
 
-void cp_calls_cancel_all(struct codepod_exec *e)
+void codepod_calls_cancel_all(struct codepod_exec *e)
 {
-	uint64_t now = cp_exec_now_ms();
+	uint64_t now = codepod_exec_now_ms();
 	for (size_t i = 0; i < e->ncalls; i++) {
-		struct cp_call *c = &e->calls[i];
-		if (c->state != CP_CALL_QUEUED && c->state != CP_CALL_IN_FLIGHT)
+		struct codepod_call *c = &e->calls[i];
+		if (c->state != CODEPOD_CALL_QUEUED && c->state != CODEPOD_CALL_IN_FLIGHT)
 			continue;
-		int was_in_flight = c->state == CP_CALL_IN_FLIGHT;
-		call_set_state(e, i, CP_CALL_CANCELLED);
+		int was_in_flight = c->state == CODEPOD_CALL_IN_FLIGHT;
+		call_set_state(e, i, CODEPOD_CALL_CANCELLED);
 		c->t_end_ms = now;
 		json_decref(c->input);
 		c->input = NULL;
@@ -533,7 +533,7 @@ void cp_calls_cancel_all(struct codepod_exec *e)
 	e->in_flight = 0;
 }
 
-void cp_calls_free(struct codepod_exec *e)
+void codepod_calls_free(struct codepod_exec *e)
 {
 	for (size_t i = 0; i < e->ncalls; i++) {
 		free(e->calls[i].tool);

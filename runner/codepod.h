@@ -37,13 +37,13 @@ struct codepod_exec;
 
 struct codepod_config {
 	uv_loop_t *loop;
-	struct cp_backend *backend;
-	struct cp_policy defaults; /* applied when a request names no value */
-	struct cp_policy ceiling;  /* requests over it are INVALID_REQUEST */
+	struct codepod_backend *backend;
+	struct codepod_policy defaults; /* applied when a request names no value */
+	struct codepod_policy ceiling;  /* requests over it are INVALID_REQUEST */
 	/* Runners already started (runner/prestart.h): at most this many wait,
 	 * one per recently active conversation (0: none; every runner starts
 	 * on demand), each for prestart_idle_s after its conversation's last
-	 * execution (0: CP_PRESTART_DEFAULT_IDLE_S). */
+	 * execution (0: CODEPOD_PRESTART_DEFAULT_IDLE_S). */
 	unsigned prestart_max;
 	unsigned prestart_idle_s;
 };
@@ -77,7 +77,7 @@ void codepod_quiesce(struct codepod *cp);
 unsigned codepod_prestarted_waiting(const struct codepod *cp);
 
 /* The backend the engine was configured with (borrowed). */
-const struct cp_backend *codepod_backend(const struct codepod *cp);
+const struct codepod_backend *codepod_backend_of(const struct codepod *cp);
 
 /* Number of executions that have not delivered done() yet. */
 unsigned codepod_running(const struct codepod *cp);
@@ -134,9 +134,9 @@ const char *codepod_exec_id(const struct codepod_exec *e);
 /* The embedded runner program: runner/boot.js, for the command line, and
  * what it reads first on stdin, the built runner/runner.js after its length
  * and a newline (runner/prestart.h). */
-extern const unsigned char cp_runner_input[];
-extern const unsigned long cp_runner_input_len;
-extern const unsigned char cp_boot_js[];
-extern const unsigned long cp_boot_js_len;
+extern const unsigned char codepod_runner_input[];
+extern const unsigned long codepod_runner_input_len;
+extern const unsigned char codepod_boot_js[];
+extern const unsigned long codepod_boot_js_len;
 
 #endif

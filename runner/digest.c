@@ -27,7 +27,7 @@ static int hash_json(EVP_MD_CTX *ctx, const json_t *v)
 	return ok == 1 ? 0 : CP_E_INTERNAL;
 }
 
-int cp_digest(const char *src, size_t src_len, const json_t *tools, const json_t *policy,
+int codepod_digest(const char *src, size_t src_len, const json_t *tools, const json_t *policy,
               char out[65], struct cp_err *err)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -50,7 +50,7 @@ int cp_digest(const char *src, size_t src_len, const json_t *tools, const json_t
 	if (rc < 0)
 		goto done;
 	rc = CP_E_INTERNAL;
-	if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != CP_DIGEST_HEX_LEN / 2)
+	if (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != CODEPOD_DIGEST_HEX_LEN / 2)
 		goto done;
 	for (i = 0; i < md_len; i++) {
 		out[2 * i] = hex[md[i] >> 4];

@@ -1,7 +1,7 @@
 /*
  * digest.h - the execution digest: one SHA-256 over what determines a run.
  *
- * cp_digest() hashes "codepod-digest-v1\0" + source + "\0" + tools + "\0" +
+ * codepod_digest() hashes "codepod-digest-v1\0" + source + "\0" + tools + "\0" +
  * policy, where tools and policy are jansson values dumped with
  * JSON_COMPACT | JSON_SORT_KEYS (JSON_ENCODE_ANY too, so scalars are
  * allowed; a NULL value is hashed as the text "null"). Key order in the
@@ -12,8 +12,8 @@
  *
  * Context: pure, any thread.
  */
-#ifndef CP_DIGEST_H
-#define CP_DIGEST_H
+#ifndef CODEPOD_DIGEST_H
+#define CODEPOD_DIGEST_H
 
 #include <stddef.h>
 
@@ -22,10 +22,10 @@
 #include "base/err.h"
 
 /* Length of the digest in hex, without the NUL. */
-#define CP_DIGEST_HEX_LEN 64
+#define CODEPOD_DIGEST_HEX_LEN 64
 
 /**
- * cp_digest() - SHA-256 digest of an execution's inputs.
+ * codepod_digest() - SHA-256 digest of an execution's inputs.
  * @src: @src_len bytes of program source (may contain NUL; NULL if 0).
  * @tools, @policy: jansson values (borrowed; NULL hashes as "null").
  * @out: receives 64 lowercase hex characters and a NUL.
@@ -34,7 +34,7 @@
  * Return: 0, CP_E_NOMEM (a dump failed: out of memory), or CP_E_INTERNAL
  * (OpenSSL failed). On failure @out holds an empty string.
  */
-int cp_digest(const char *src, size_t src_len, const json_t *tools, const json_t *policy,
+int codepod_digest(const char *src, size_t src_len, const json_t *tools, const json_t *policy,
               char out[65], struct cp_err *err);
 
 #endif

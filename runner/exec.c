@@ -27,26 +27,26 @@
 static void on_out(void *ud, const char *buf, size_t len);
 
 static const char *const exec_state_names[] = {
-	[CP_ST_STARTING] = "starting", [CP_ST_RUNNING] = "running",
-	[CP_ST_FINISHING] = "finishing", [CP_ST_DONE] = "done",
+	[CODEPOD_ST_STARTING] = "starting", [CODEPOD_ST_RUNNING] = "running",
+	[CODEPOD_ST_FINISHING] = "finishing", [CODEPOD_ST_DONE] = "done",
 };
 
 /* legal[from][to]: the transitions of exec_int.h. */
-#define N_EXEC_STATES (CP_ST_DONE + 1)
+#define N_EXEC_STATES (CODEPOD_ST_DONE + 1)
 static const unsigned char exec_legal[N_EXEC_STATES][N_EXEC_STATES] = {
-	[CP_ST_STARTING] = { [CP_ST_RUNNING] = 1, [CP_ST_FINISHING] = 1 },
-	[CP_ST_RUNNING] = { [CP_ST_FINISHING] = 1 },
-	[CP_ST_FINISHING] = { [CP_ST_DONE] = 1 },
-	[CP_ST_DONE] = { 0 },
+	[CODEPOD_ST_STARTING] = { [CODEPOD_ST_RUNNING] = 1, [CODEPOD_ST_FINISHING] = 1 },
+	[CODEPOD_ST_RUNNING] = { [CODEPOD_ST_FINISHING] = 1 },
+	[CODEPOD_ST_FINISHING] = { [CODEPOD_ST_DONE] = 1 },
+	[CODEPOD_ST_DONE] = { 0 },
 };
 
 /* A new execution is calloc'ed (codepod_submit): it starts STARTING. */
-_Static_assert(CP_ST_STARTING == 0, "a new execution is CP_ST_STARTING");
+_Static_assert(CODEPOD_ST_STARTING == 0, "a new execution is CODEPOD_ST_STARTING");
 
 /* The one place e->state changes. */
-static void exec_set_state(struct codepod_exec *e, enum cp_exec_state to)
+static void exec_set_state(struct codepod_exec *e, enum codepod_exec_state to)
 {
-	enum cp_exec_state from = e->state;
+	enum codepod_exec_state from = e->state;
 	CP_ASSERT(from < N_EXEC_STATES && to < N_EXEC_STATES);
 	cp_log(CP_LOG_DEBUG, "exec.state", "id", json_string(e->id),
 	       "from", json_string(exec_state_names[from]), "to", json_string(exec_state_names[to]),
@@ -58,7 +58,7 @@ static void exec_set_state(struct codepod_exec *e, enum cp_exec_state to)
 /* Live output for a host that asked for it (codepod_host.output). */
 static void output(struct codepod_exec *e, int is_stderr, const char *buf, size_t len)
 {
-	if (e->host->output && len && e->state != CP_ST_DONE)
+	if (e->host->output && len && e->state != CODEPOD_ST_DONE)
 		e->host->output(e->ud, e, is_stderr, buf, len);
 }
 
@@ -77,7 +77,7 @@ static int says_oom(const char *buf, size_t len)
 static void on_err(void *ud, const char *buf, size_t len)
 {
 	struct codepod_exec *e = ud;
-	cp_logwin_append(&e->logs, buf, len);
+	codepod_logwin_append(&e->logs, buf, len);
 	output(e, 1, buf, len);
 	if (e->oom_seen)
 		return;
@@ -99,12 +99,12 @@ static void on_err(void *ud, const char *buf, size_t len)
 	e->err_tail_len += n;
 }
 
-static void on_exited(void *ud, const struct cp_proc_exit *ex);
+static void on_exited(void *ud, const struct codepod_proc_exit *ex);
 static void on_killed(void *ud);
 static void on_deadline(uv_timer_t *t);
-static const struct cp_proc_cbs proc_cbs = { on_out, on_err, on_exited, on_killed };
+static const struct codepod_proc_cbs proc_cbs = { on_out, on_err, on_exited, on_killed };
 
-uint64_t cp_exec_now_ms(void)
+uint64_t codepod_exec_now_ms(void)
 {
 	return uv_hrtime() / 1000000u;
 }
@@ -118,10 +118,10 @@ int codepod_new(const struct codepod_config *cfg, struct codepod **out,
 	if (!cp)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	cp->cfg = *cfg;
-	cp_runner_default(cfg->backend);
-	int rc = cp_prestart_new(cfg->loop, cfg->backend, cfg->prestart_max,
+	codepod_runner_default(cfg->backend);
+	int rc = codepod_prestart_new(cfg->loop, cfg->backend, cfg->prestart_max,
 	                         cfg->prestart_idle_s ? cfg->prestart_idle_s
-	                                              : CP_PRESTART_DEFAULT_IDLE_S,
+	                                              : CODEPOD_PRESTART_DEFAULT_IDLE_S,
 	                         &cp->prestart, err);
 	if (rc) {
 		free(cp);
@@ -133,21 +133,21 @@ int codepod_new(const struct codepod_config *cfg, struct codepod **out,
 
 void codepod_quiesce(struct codepod *cp)
 {
-	cp_prestart_stop(cp->prestart);
+	codepod_prestart_stop(cp->prestart);
 }
 
 unsigned codepod_prestarted_waiting(const struct codepod *cp)
 {
-	return cp_prestart_waiting(cp->prestart);
+	return codepod_prestart_waiting(cp->prestart);
 }
 
 void codepod_free(struct codepod *cp)
 {
-	cp_prestart_free(cp->prestart);
+	codepod_prestart_free(cp->prestart);
 	free(cp);
 }
 
-const struct cp_backend *codepod_backend(const struct codepod *cp)
+const struct codepod_backend *codepod_backend_of(const struct codepod *cp)
 {
 	return cp->cfg.backend;
 }
@@ -164,10 +164,10 @@ const char *codepod_exec_id(const struct codepod_exec *e)
 
 static void exec_free(struct codepod_exec *e)
 {
-	cp_calls_free(e);
+	codepod_calls_free(e);
 	if (e->frames)
-		cp_frame_parser_free(e->frames);
-	cp_logwin_free(&e->logs);
+		codepod_frame_parser_free(e->frames);
+	codepod_logwin_free(&e->logs);
 	json_decref(e->tools);
 	json_decref(e->tool_index);
 	json_decref(e->result);
@@ -186,20 +186,20 @@ static void on_timer_closed(uv_handle_t *h)
 /* The execution may be freed once done() went out and the process is gone. */
 static void maybe_release(struct codepod_exec *e)
 {
-	if (e->state != CP_ST_DONE || e->proc || uv_is_closing((uv_handle_t *)&e->timer))
+	if (e->state != CODEPOD_ST_DONE || e->proc || uv_is_closing((uv_handle_t *)&e->timer))
 		return;
 	if (e->prestart_noted) /* the runner is gone: the pool may start the next */
-		cp_prestart_exec_ended(e->cp->prestart, e->conversation);
+		codepod_prestart_exec_ended(e->cp->prestart, e->conversation);
 	uv_close((uv_handle_t *)&e->timer, on_timer_closed);
 }
 
 static void deliver(struct codepod_exec *e)
 {
-	if (e->state == CP_ST_DONE)
+	if (e->state == CODEPOD_ST_DONE)
 		return;
-	exec_set_state(e, CP_ST_DONE);
+	exec_set_state(e, CODEPOD_ST_DONE);
 	uv_timer_stop(&e->timer);
-	json_t *outcome = cp_outcome_build(e);
+	json_t *outcome = codepod_outcome_build(e);
 	cp_log(CP_LOG_INFO, "exec.done", "id", json_string(e->id),
 	       "code", json_string(e->code == CP_OK ? "OK" : cp_code_name(e->code)),
 	       "calls", json_integer((json_int_t)e->requests),
@@ -224,12 +224,12 @@ static void on_deliver_timer(uv_timer_t *t)
 	deliver(t->data);
 }
 
-void cp_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, ...)
+void codepod_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, ...)
 {
-	if (e->state >= CP_ST_FINISHING)
+	if (e->state >= CODEPOD_ST_FINISHING)
 		return;
-	exec_set_state(e, CP_ST_FINISHING);
-	e->t_end_ms = cp_exec_now_ms();
+	exec_set_state(e, CODEPOD_ST_FINISHING);
+	e->t_end_ms = codepod_exec_now_ms();
 	e->code = code;
 	va_list ap;
 	va_start(ap, fmt);
@@ -239,7 +239,7 @@ void cp_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, 
 		json_decref(e->result);
 		e->result = NULL;
 	}
-	cp_calls_cancel_all(e);
+	codepod_calls_cancel_all(e);
 	uv_timer_stop(&e->timer);
 	if (e->proc) {
 		/* before the kill: a killed() from inside it brings this forward */
@@ -251,18 +251,18 @@ void cp_exec_finish(struct codepod_exec *e, enum cp_code code, const char *fmt, 
 	}
 }
 
-int cp_exec_send_line(struct codepod_exec *e, const char *text, size_t len)
+int codepod_exec_send_line(struct codepod_exec *e, const char *text, size_t len)
 {
 	if (!e->proc)
 		return CP_E_STATE;
 	struct cp_err err;
 	int rc = e->cp->cfg.backend->ops->write(e->proc, text, len, &err);
 	if (rc)
-		cp_exec_finish(e, CP_E_INTERNAL, "writing to the runner failed: %s", err.msg);
+		codepod_exec_finish(e, CP_E_INTERNAL, "writing to the runner failed: %s", err.msg);
 	return rc;
 }
 
-int cp_exec_send(struct codepod_exec *e, json_t *msg)
+int codepod_exec_send(struct codepod_exec *e, json_t *msg)
 {
 	if (!msg)
 		return CP_E_NOMEM;
@@ -274,7 +274,7 @@ int cp_exec_send(struct codepod_exec *e, json_t *msg)
 	if (!text)
 		return CP_E_NOMEM;
 	text[n] = '\n';
-	int rc = cp_exec_send_line(e, text, n + 1);
+	int rc = codepod_exec_send_line(e, text, n + 1);
 	free(text);
 	return rc;
 }
@@ -293,13 +293,13 @@ static int node_version_ok(const char *v)
 
 static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 {
-	if (e->state != CP_ST_STARTING) {
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: a second ready frame");
+	if (e->state != CODEPOD_ST_STARTING) {
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a second ready frame");
 		return;
 	}
-	exec_set_state(e, CP_ST_RUNNING);
-	e->t_ready_ms = cp_exec_now_ms();
-	const struct cp_backend_ops *ops = e->cp->cfg.backend->ops;
+	exec_set_state(e, CODEPOD_ST_RUNNING);
+	e->t_ready_ms = codepod_exec_now_ms();
+	const struct codepod_backend_ops *ops = e->cp->cfg.backend->ops;
 	json_t *v = json_loadb(payload, len, 0, NULL);
 	json_int_t pid = json_integer_value(json_object_get(v, "pid"));
 	json_int_t start = json_integer_value(json_object_get(v, "start"));
@@ -312,15 +312,15 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	/* The program needed the type stripper: the conversation's next waiting
 	 * runner warms it up (prestart.h). */
 	if (e->prestart_noted)
-		cp_prestart_note_ts(e->cp->prestart, e->conversation, json_is_true(json_object_get(v, "ts")));
+		codepod_prestart_note_ts(e->cp->prestart, e->conversation, json_is_true(json_object_get(v, "ts")));
 	json_decref(v);
 	if (node_ok == 0) {
-		cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
+		codepod_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
 		               "The sandbox's Node.js is %s; codepod needs 22.13 or later.", found);
 		return;
 	}
 	if (node_ok < 0) {
-		cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
+		codepod_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
 		               "The sandbox's Node.js reports no readable version; codepod needs "
 		               "22.13 or later.");
 		return;
@@ -334,7 +334,7 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 static void on_return(struct codepod_exec *e, const char *payload, size_t len)
 {
 	if (len > e->pol.max_result_bytes) {
-		cp_exec_finish(e, CP_E_RESULT_TOO_LARGE,
+		codepod_exec_finish(e, CP_E_RESULT_TOO_LARGE,
 		               "The result is %zu bytes, over the limit of %llu bytes "
 		               "(maxResultBytes). Return a summary, or save the full "
 		               "output to a workspace file and return its path.",
@@ -342,23 +342,23 @@ static void on_return(struct codepod_exec *e, const char *payload, size_t len)
 		return;
 	}
 	if (len == 0) {
-		cp_exec_finish(e, CP_OK, "%s", "");
+		codepod_exec_finish(e, CP_OK, "%s", "");
 		return;
 	}
-	if (cp_json_text_depth(payload, len, CP_MAX_JSON_DEPTH) > CP_MAX_JSON_DEPTH) {
-		cp_exec_finish(e, CP_E_SCRIPT_ERROR,
+	if (cp_json_text_depth(payload, len, CODEPOD_MAX_JSON_DEPTH) > CODEPOD_MAX_JSON_DEPTH) {
+		codepod_exec_finish(e, CP_E_SCRIPT_ERROR,
 		               "The result nests deeper than %d levels of JSON; flatten it.",
-		               CP_MAX_JSON_DEPTH);
+		               CODEPOD_MAX_JSON_DEPTH);
 		return;
 	}
 	/* jansson's error text quotes the payload: never put it in a message */
 	json_t *v = cp_json_load(payload, len, NULL);
 	if (!v) {
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: the result frame is not valid JSON");
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: the result frame is not valid JSON");
 		return;
 	}
 	e->result = v;
-	cp_exec_finish(e, CP_OK, "%s", "");
+	codepod_exec_finish(e, CP_OK, "%s", "");
 	if (e->code != CP_OK) { /* finished earlier: keep no result */
 		json_decref(e->result);
 		e->result = NULL;
@@ -374,10 +374,10 @@ static void on_too_large(struct codepod_exec *e, const char *payload, size_t len
 	/* The runner sends Z only for a result over the limit: anything else
 	 * is not a Z frame the runner wrote. */
 	if (size < 0 || (unsigned long long)size <= e->pol.max_result_bytes) {
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: malformed result-size frame");
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: malformed result-size frame");
 		return;
 	}
-	cp_exec_finish(e, CP_E_RESULT_TOO_LARGE,
+	codepod_exec_finish(e, CP_E_RESULT_TOO_LARGE,
 	               "The result is %lld bytes, over the limit of %llu bytes "
 	               "(maxResultBytes). Return a summary, or save the full output "
 	               "to a workspace file and return its path.",
@@ -403,7 +403,7 @@ static void on_throw(struct codepod_exec *e, const char *payload, size_t len)
 	json_t *v = json_loadb(payload, len, JSON_ALLOW_NUL, NULL);
 	if (!json_is_object(v)) {
 		json_decref(v);
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: malformed error frame");
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: malformed error frame");
 		return;
 	}
 	json_decref(e->program_error);
@@ -412,7 +412,7 @@ static void on_throw(struct codepod_exec *e, const char *payload, size_t len)
 	json_object_set_new(e->program_error, "message", bounded_string(json_object_get(v, "message"), 8192));
 	json_object_set_new(e->program_error, "stack", bounded_string(json_object_get(v, "stack"), 16384));
 	json_decref(v);
-	cp_exec_finish(e, CP_E_SCRIPT_ERROR, "The program threw an uncaught error (see programError).");
+	codepod_exec_finish(e, CP_E_SCRIPT_ERROR, "The program threw an uncaught error (see programError).");
 }
 
 /* The program called process.exit(code): remembered to tell that exit
@@ -430,82 +430,82 @@ static void on_exit_said(struct codepod_exec *e, const char *payload, size_t len
 static void sink_raw(void *ud, const char *buf, size_t len)
 {
 	struct codepod_exec *e = ud;
-	cp_logwin_append(&e->logs, buf, len);
+	codepod_logwin_append(&e->logs, buf, len);
 	output(e, 0, buf, len);
 }
 
 static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 {
 	struct codepod_exec *e = ud;
-	if (kind == CP_FRAME_OUT || kind == CP_FRAME_ERR) {
-		cp_logwin_append(&e->logs, payload, len);
-		output(e, kind == CP_FRAME_ERR, payload, len);
+	if (kind == CODEPOD_FRAME_OUT || kind == CODEPOD_FRAME_ERR) {
+		codepod_logwin_append(&e->logs, payload, len);
+		output(e, kind == CODEPOD_FRAME_ERR, payload, len);
 		return;
 	}
-	if (e->state >= CP_ST_FINISHING)
+	if (e->state >= CODEPOD_ST_FINISHING)
 		return; /* nothing else counts after the end */
 	switch (kind) {
-	case CP_FRAME_READY: on_ready(e, payload, len); break;
-	case CP_FRAME_CALL:
-		if (e->state != CP_ST_RUNNING)
-			cp_exec_finish(e, CP_E_INTERNAL, "control channel: tool call before ready");
+	case CODEPOD_FRAME_READY: on_ready(e, payload, len); break;
+	case CODEPOD_FRAME_CALL:
+		if (e->state != CODEPOD_ST_RUNNING)
+			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: tool call before ready");
 		else
-			cp_calls_on_frame(e, payload, len);
+			codepod_calls_on_frame(e, payload, len);
 		break;
-	case CP_FRAME_RESULT: on_return(e, payload, len); break;
-	case CP_FRAME_TOO_BIG: on_too_large(e, payload, len); break;
-	case CP_FRAME_THREW: on_throw(e, payload, len); break;
-	case CP_FRAME_EXIT: on_exit_said(e, payload, len); break;
-	case CP_FRAME_NEVER_SETTLES:
-		cp_exec_finish(e, CP_E_NEVER_SETTLES,
+	case CODEPOD_FRAME_RESULT: on_return(e, payload, len); break;
+	case CODEPOD_FRAME_TOO_BIG: on_too_large(e, payload, len); break;
+	case CODEPOD_FRAME_THREW: on_throw(e, payload, len); break;
+	case CODEPOD_FRAME_EXIT: on_exit_said(e, payload, len); break;
+	case CODEPOD_FRAME_NEVER_SETTLES:
+		codepod_exec_finish(e, CP_E_NEVER_SETTLES,
 		               "The program awaits something that can never settle "
 		               "(no pending tool call, timer or I/O).");
 		break;
 	default:
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: unknown frame kind");
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: unknown frame kind");
 	}
 }
 
-static const struct cp_frame_sink frame_sink = { sink_raw, sink_frame };
+static const struct codepod_frame_sink frame_sink = { sink_raw, sink_frame };
 
 static void on_out(void *ud, const char *buf, size_t len)
 {
 	struct codepod_exec *e = ud;
 	struct cp_err err;
-	if (cp_frame_feed(e->frames, buf, len, &frame_sink, e, &err) < 0)
-		cp_exec_finish(e, CP_E_INTERNAL, "control channel: %s", err.msg);
+	if (codepod_frame_feed(e->frames, buf, len, &frame_sink, e, &err) < 0)
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: %s", err.msg);
 }
 
-static void on_exited(void *ud, const struct cp_proc_exit *ex)
+static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 {
 	struct codepod_exec *e = ud;
 	e->proc = NULL;
-	if (cp_frame_finish(e->frames, &frame_sink, e) && e->state < CP_ST_FINISHING)
-		cp_exec_finish(e, CP_E_PROCESS_EXITED, "The runner process ended in the middle of a control frame.");
-	if (e->state < CP_ST_FINISHING) {
+	if (codepod_frame_finish(e->frames, &frame_sink, e) && e->state < CODEPOD_ST_FINISHING)
+		codepod_exec_finish(e, CP_E_PROCESS_EXITED, "The runner process ended in the middle of a control frame.");
+	if (e->state < CODEPOD_ST_FINISHING) {
 		int oom = ex->oom || e->oom_seen;
 		if (ex->unavailable)
-			cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE, "The sandbox is unavailable: %s", ex->detail);
+			codepod_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE, "The sandbox is unavailable: %s", ex->detail);
 		else if (ex->oom && ex->detail[0]) /* also when the stream went with the container */
-			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			codepod_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process ran out of memory and was killed: %s.", ex->detail);
 		else if (ex->lost)
-			cp_exec_finish(e, cp_calls_any_in_flight(e) ? CP_E_OUTCOME_UNKNOWN : CP_E_PROCESS_EXITED,
+			codepod_exec_finish(e, codepod_calls_any_in_flight(e) ? CP_E_OUTCOME_UNKNOWN : CP_E_PROCESS_EXITED,
 			               "The connection to the runner process was lost: %s", ex->detail);
 		else if (oom)
-			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			codepod_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process ran out of memory (limit %llu MiB) and was killed.",
 			               (unsigned long long)e->pol.max_memory_mb);
 		else if (ex->signal && e->exit_said != 128 + ex->signal)
-			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			codepod_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process was killed by signal %d (%s) before the program returned.",
 			               ex->signal, strsignal(ex->signal));
 		else
-			cp_exec_finish(e, CP_E_PROCESS_EXITED,
+			codepod_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process exited with code %d before the program returned.",
 			               ex->signal ? 128 + ex->signal : ex->code);
 	}
-	if (e->state == CP_ST_DONE)
+	if (e->state == CODEPOD_ST_DONE)
 		maybe_release(e);
 	else
 		deliver(e);
@@ -518,7 +518,7 @@ static void on_exited(void *ud, const struct cp_proc_exit *ex)
 static void on_killed(void *ud)
 {
 	struct codepod_exec *e = ud;
-	if (e->state == CP_ST_FINISHING)
+	if (e->state == CODEPOD_ST_FINISHING)
 		uv_timer_start(&e->timer, on_deliver_timer, 0, 0);
 }
 
@@ -527,7 +527,7 @@ static void on_killed(void *ud)
 static void on_startup_timeout(uv_timer_t *t)
 {
 	struct codepod_exec *e = t->data;
-	cp_exec_finish(e, CP_E_STARTUP_TIMEOUT,
+	codepod_exec_finish(e, CP_E_STARTUP_TIMEOUT,
 	               "The sandbox and runner did not start within startupTimeoutMs (%llu ms).",
 	               (unsigned long long)e->pol.startup_timeout_ms);
 }
@@ -535,7 +535,7 @@ static void on_startup_timeout(uv_timer_t *t)
 static void on_deadline(uv_timer_t *t)
 {
 	struct codepod_exec *e = t->data;
-	cp_exec_finish(e, CP_E_TIMEOUT,
+	codepod_exec_finish(e, CP_E_TIMEOUT,
 	               "The program did not finish within timeoutMs (%llu ms), "
 	               "time spent waiting on tools included.",
 	               (unsigned long long)e->pol.timeout_ms);
@@ -609,29 +609,29 @@ static json_t *hello_tools(const json_t *tools)
 
 static int start_runner(struct codepod_exec *e, struct cp_err *err)
 {
-	struct cp_backend *b = e->cp->cfg.backend;
+	struct codepod_backend *b = e->cp->cfg.backend;
 	unsigned long mb = (unsigned long)e->pol.max_memory_mb;
 	/* A runner already waiting serves this execution (and only this one);
 	 * its tag is the one the hello must carry. */
-	if (!cp_prestart_take(e->cp->prestart, e->conversation, mb, e->id, &proc_cbs, e,
+	if (!codepod_prestart_take(e->cp->prestart, e->conversation, mb, e->id, &proc_cbs, e,
 	                      &e->proc, e->tag)) {
-		struct cp_runner_spec spec = { e->conversation, e->id, mb, e->tag, 0 };
-		int rc = cp_runner_spawn(b, &spec, &proc_cbs, e, &e->proc, err);
+		struct codepod_runner_spec spec = { e->conversation, e->id, mb, e->tag, 0 };
+		int rc = codepod_runner_spawn(b, &spec, &proc_cbs, e, &e->proc, err);
 		if (rc)
 			return rc;
 	} else {
 		e->prestarted = 1;
 	}
 	e->prestart_noted = 1;
-	cp_prestart_exec_started(e->cp->prestart, e->conversation, mb);
+	codepod_prestart_exec_started(e->cp->prestart, e->conversation, mb);
 	json_t *hello = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
 	                          "k", "hello", "nonce", e->nonce, "tag", e->tag,
 	                          "src", e->src, e->src_len,
 	                          "file", "script.ts", "tools", hello_tools(e->tools), "lim",
 	                          "maxToolInputBytes", (json_int_t)e->pol.max_tool_input_bytes,
 	                          "maxResultBytes", (json_int_t)e->pol.max_result_bytes,
-	                          "maxDepth", CP_MAX_JSON_DEPTH);
-	cp_exec_send(e, hello);
+	                          "maxDepth", CODEPOD_MAX_JSON_DEPTH);
+	codepod_exec_send(e, hello);
 	return 0;
 }
 
@@ -666,7 +666,7 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	memcpy(e->src, json_string_value(js), e->src_len + 1);
 	e->pol = e->cp->cfg.defaults;
-	int rc = cp_policy_apply(&e->pol, json_object_get(request, "policy"), &e->cp->cfg.ceiling, err);
+	int rc = codepod_policy_apply(&e->pol, json_object_get(request, "policy"), &e->cp->cfg.ceiling, err);
 	if (rc)
 		return rc;
 	rc = parse_tools(json_object_get(request, "tools"), &e->tools, err);
@@ -680,8 +680,8 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 		    json_object_set_nocheck(e->tool_index, json_string_value(json_object_get(t, "name")), t))
 			return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}
-	json_t *pol = cp_policy_to_json(&e->pol);
-	rc = cp_digest(e->src, e->src_len, e->tools, pol, e->digest, err);
+	json_t *pol = codepod_policy_to_json(&e->pol);
+	rc = codepod_digest(e->src, e->src_len, e->tools, pol, e->digest, err);
 	json_decref(pol);
 	if (rc)
 		return rc;
@@ -692,10 +692,10 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 		return rc;
 	size_t max_frame = e->pol.max_result_bytes > e->pol.max_tool_input_bytes
 	                           ? e->pol.max_result_bytes : e->pol.max_tool_input_bytes;
-	e->frames = cp_frame_parser_new(e->nonce, max_frame + FRAME_SLACK);
+	e->frames = codepod_frame_parser_new(e->nonce, max_frame + FRAME_SLACK);
 	if (!e->frames)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	return cp_logwin_init(&e->logs, e->pol.max_result_bytes, err);
+	return codepod_logwin_init(&e->logs, e->pol.max_result_bytes, err);
 }
 
 int codepod_submit(struct codepod *cp, const json_t *request,
@@ -711,7 +711,7 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 	e->host = host;
 	e->ud = ud;
 	e->exit_said = -1;
-	e->t_submit_ms = cp_exec_now_ms();
+	e->t_submit_ms = codepod_exec_now_ms();
 	int rc = exec_init(e, request, err);
 	if (rc) {
 		exec_free(e);
@@ -724,7 +724,7 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 	cp_log(CP_LOG_INFO, "exec.start", "id", json_string(e->id),
 	       "sourceBytes", json_integer((json_int_t)e->src_len), "digest", json_string(e->digest), NULL);
 	if (e->src_len > e->pol.max_source_bytes) {
-		cp_exec_finish(e, CP_E_SOURCE_TOO_LARGE,
+		codepod_exec_finish(e, CP_E_SOURCE_TOO_LARGE,
 		               "The program is %zu bytes, over the limit of %llu bytes (maxSourceBytes).",
 		               e->src_len, (unsigned long long)e->pol.max_source_bytes);
 		return 0;
@@ -732,7 +732,7 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 	uv_timer_start(&e->timer, on_startup_timeout, e->pol.startup_timeout_ms, 0);
 	struct cp_err serr;
 	if (start_runner(e, &serr)) {
-		cp_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
+		codepod_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,
 		               "The sandbox could not start the runner: %s", serr.msg);
 	}
 	return 0;
@@ -740,12 +740,12 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 
 void codepod_stop(struct codepod_exec *e)
 {
-	cp_exec_finish(e, CP_E_CANCELLED, "The execution was stopped by the backend.");
+	codepod_exec_finish(e, CP_E_CANCELLED, "The execution was stopped by the backend.");
 }
 
 void codepod_cancel(struct codepod_exec *e, const char *message)
 {
-	cp_exec_finish(e, CP_E_CANCELLED, "%s", message);
+	codepod_exec_finish(e, CP_E_CANCELLED, "%s", message);
 }
 
 uv_loop_t *codepod_loop(const struct codepod *cp)
@@ -755,10 +755,10 @@ uv_loop_t *codepod_loop(const struct codepod *cp)
 
 void codepod_abandon(struct codepod_exec *e)
 {
-	if (cp_calls_any_in_flight(e))
-		cp_exec_finish(e, CP_E_OUTCOME_UNKNOWN,
+	if (codepod_calls_any_in_flight(e))
+		codepod_exec_finish(e, CP_E_OUTCOME_UNKNOWN,
 		               "The backend went away while a tool call was in flight; "
 		               "its outcome is unknown, so the program's result is not trusted.");
 	else
-		cp_exec_finish(e, CP_E_CANCELLED, "The backend went away; the execution was stopped.");
+		codepod_exec_finish(e, CP_E_CANCELLED, "The backend went away; the execution was stopped.");
 }

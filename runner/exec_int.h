@@ -3,12 +3,12 @@
  * exec.c (lifecycle and the control channel), calls.c (tool-call
  * bookkeeping, queueing and limits), outcome.c (the outcome JSON).
  *
- * Ownership: a struct cp_exec owns every pointer in it. It is freed only from
+ * Ownership: a struct codepod_exec owns every pointer in it. It is freed only from
  * the close callback of its timer, after done() was delivered and the runner
  * process has exited, so no callback can reach freed memory.
  */
-#ifndef CP_EXEC_INT_H
-#define CP_EXEC_INT_H
+#ifndef CODEPOD_EXEC_INT_H
+#define CODEPOD_EXEC_INT_H
 
 #include <stdint.h>
 
@@ -21,14 +21,14 @@
  * change (debug, exec.state) and asserts it is one of:
  *   STARTING -> RUNNING     the runner's Y frame
  *   STARTING -> FINISHING   ended before it ran (refused, failed, stopped)
- *   RUNNING -> FINISHING    ended (cp_exec_finish, once)
+ *   RUNNING -> FINISHING    ended (codepod_exec_finish, once)
  *   FINISHING -> DONE       done() delivered (once)
  */
-enum cp_exec_state {
-	CP_ST_STARTING,  /* waiting for the runner's Y frame */
-	CP_ST_RUNNING,   /* the program runs; its deadline is armed */
-	CP_ST_FINISHING, /* ended; waiting for the process tree to go */
-	CP_ST_DONE       /* done() delivered */
+enum codepod_exec_state {
+	CODEPOD_ST_STARTING,  /* waiting for the runner's Y frame */
+	CODEPOD_ST_RUNNING,   /* the program runs; its deadline is armed */
+	CODEPOD_ST_FINISHING, /* ended; waiting for the process tree to go */
+	CODEPOD_ST_DONE       /* done() delivered */
 };
 
 /*
@@ -41,19 +41,19 @@ enum cp_exec_state {
  *   IN_FLIGHT -> DENIED         answered with an output over the limits
  *   QUEUED | IN_FLIGHT -> CANCELLED   the execution ended first
  */
-enum cp_call_state {
-	CP_CALL_QUEUED,
-	CP_CALL_IN_FLIGHT,
-	CP_CALL_OK,
-	CP_CALL_ERROR,
-	CP_CALL_DENIED,
-	CP_CALL_CANCELLED
+enum codepod_call_state {
+	CODEPOD_CALL_QUEUED,
+	CODEPOD_CALL_IN_FLIGHT,
+	CODEPOD_CALL_OK,
+	CODEPOD_CALL_ERROR,
+	CODEPOD_CALL_DENIED,
+	CODEPOD_CALL_CANCELLED
 };
 
-struct cp_call {
+struct codepod_call {
 	char *tool;              /* as the program named it (bounded) */
 	json_t *input;           /* held while queued, NULL after dispatch */
-	enum cp_call_state state; /* call_set_state only */
+	enum codepod_call_state state; /* call_set_state only */
 	uint64_t t_start_ms, t_end_ms;
 	const char *broker_reason; /* static; set when the broker, not the tool, failed */
 	long http_status;          /* with broker_reason "http_status" */
@@ -62,7 +62,7 @@ struct cp_call {
 struct codepod {
 	struct codepod_config cfg;
 	unsigned running;
-	struct cp_prestart *prestart; /* NULL: every runner starts on demand */
+	struct codepod_prestart *prestart; /* NULL: every runner starts on demand */
 };
 
 struct codepod_exec {
@@ -75,26 +75,26 @@ struct codepod_exec {
 	size_t src_len;
 	json_t *tools;           /* the request's tools array (own copy) */
 	json_t *tool_index;      /* tool name -> its object in tools (a lookup per call) */
-	struct cp_policy pol;
+	struct codepod_policy pol;
 	char digest[65];
 	char nonce[33];
 	char tag[33];            /* marks the execution's processes (sandbox.h) */
 
-	enum cp_exec_state state; /* exec_set_state only; CP_ST_DONE: done() was called */
-	struct cp_proc *proc;    /* NULL once exited() came */
+	enum codepod_exec_state state; /* exec_set_state only; CODEPOD_ST_DONE: done() was called */
+	struct codepod_proc *proc;    /* NULL once exited() came */
 	int prestarted;          /* the runner was waiting when this began */
 	int prestart_noted;      /* the pool was told it started: tell it the end */
 	uv_timer_t timer;        /* startup, then deadline, then grace */
 	uint64_t t_submit_ms, t_ready_ms, t_end_ms;
 
-	struct cp_frame_parser *frames;
-	struct cp_logwin logs;
+	struct codepod_frame_parser *frames;
+	struct codepod_logwin logs;
 	char err_tail[64];       /* last bytes of stderr: OOM notes across chunks */
 	size_t err_tail_len;
 	int oom_seen;
 	int exit_said;           /* code of the runner's X frame, -1: none */
 
-	struct cp_call *calls;   /* index = call number - 1; at most maxBridgeRequests */
+	struct codepod_call *calls;   /* index = call number - 1; at most maxBridgeRequests */
 	size_t ncalls, calls_cap;
 	size_t *queue;           /* FIFO of call indexes waiting for a slot */
 	size_t q_head, q_len, q_cap;
@@ -111,23 +111,23 @@ struct codepod_exec {
 };
 
 /* exec.c */
-void cp_exec_finish(struct codepod_exec *e, enum cp_code code,
+void codepod_exec_finish(struct codepod_exec *e, enum cp_code code,
                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Writes one message line to the runner (one backend write: a second would
  * wake the runner twice); a failed write finishes the execution. */
-int cp_exec_send(struct codepod_exec *e, json_t *msg /* steals */);
+int codepod_exec_send(struct codepod_exec *e, json_t *msg /* steals */);
 /* The same for text already encoded: @text ends with its '\n'. */
-int cp_exec_send_line(struct codepod_exec *e, const char *text, size_t len);
-uint64_t cp_exec_now_ms(void);
+int codepod_exec_send_line(struct codepod_exec *e, const char *text, size_t len);
+uint64_t codepod_exec_now_ms(void);
 
 /* calls.c */
-void cp_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len);
-void cp_calls_cancel_all(struct codepod_exec *e);
-int cp_calls_any_in_flight(const struct codepod_exec *e);
-void cp_calls_free(struct codepod_exec *e);
-const char *cp_call_state_name(enum cp_call_state s);
+void codepod_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len);
+void codepod_calls_cancel_all(struct codepod_exec *e);
+int codepod_calls_any_in_flight(const struct codepod_exec *e);
+void codepod_calls_free(struct codepod_exec *e);
+const char *codepod_call_state_name(enum codepod_call_state s);
 
 /* outcome.c: a new reference */
-json_t *cp_outcome_build(const struct codepod_exec *e);
+json_t *codepod_outcome_build(const struct codepod_exec *e);
 
 #endif

@@ -13,17 +13,17 @@
 #define KEEP_BUF_MAX (1u << 20)
 
 /* Offsets inside "\x1ecp1 <32 hex> K <len>\n". */
-enum { OFF_NONCE = 5, OFF_SP1 = OFF_NONCE + CP_FRAME_NONCE_LEN, OFF_KIND, OFF_SP2, OFF_LEN };
+enum { OFF_NONCE = 5, OFF_SP1 = OFF_NONCE + CODEPOD_FRAME_NONCE_LEN, OFF_KIND, OFF_SP2, OFF_LEN };
 
 /* hdr_parse() results besides a positive header length. */
 enum { HDR_BAD = -1, HDR_MORE = 0 };
 
-struct cp_frame_parser {
-	char nonce[CP_FRAME_NONCE_LEN];
+struct codepod_frame_parser {
+	char nonce[CODEPOD_FRAME_NONCE_LEN];
 	size_t max_payload;
 	int err; /* sticky negative cp_code, 0 if none */
 
-	char hold[CP_FRAME_HDR_MAX]; /* a header prefix split across feeds */
+	char hold[CODEPOD_FRAME_HDR_MAX]; /* a header prefix split across feeds */
 	size_t hold_len;
 
 	int in_payload;
@@ -45,7 +45,7 @@ static int valid_nonce(const char *nonce)
 
 	if (!nonce)
 		return 0;
-	for (i = 0; i < CP_FRAME_NONCE_LEN; i++)
+	for (i = 0; i < CODEPOD_FRAME_NONCE_LEN; i++)
 		if (!is_lhex(nonce[i]))
 			return 0;
 	return 1;
@@ -54,9 +54,9 @@ static int valid_nonce(const char *nonce)
 static int valid_kind(char k)
 {
 	static const char kinds[] = {
-#define CP_FRAME_KIND(letter, name, final) letter,
+#define CODEPOD_FRAME_KIND(letter, name, final) letter,
 #include "runner/frame_kinds.def"
-#undef CP_FRAME_KIND
+#undef CODEPOD_FRAME_KIND
 	};
 
 	return memchr(kinds, k, sizeof kinds) != NULL;
@@ -80,7 +80,7 @@ static int ct_equal(const char *a, const char *b, size_t n)
  * therefore never 0x1E after the first, which lets a failed hold be emitted
  * as raw in one piece. Returns the header length, HDR_MORE or HDR_BAD.
  */
-static int hdr_parse(const struct cp_frame_parser *p, const char *h, size_t n,
+static int hdr_parse(const struct codepod_frame_parser *p, const char *h, size_t n,
                      char *kind, unsigned long long *len)
 {
 	static const char magic[] = "\x1e" "cp1 ";
@@ -99,7 +99,7 @@ static int hdr_parse(const struct cp_frame_parser *p, const char *h, size_t n,
 		if (!is_lhex(h[i]))
 			return HDR_BAD;
 	}
-	if (!ct_equal(h + OFF_NONCE, p->nonce, CP_FRAME_NONCE_LEN))
+	if (!ct_equal(h + OFF_NONCE, p->nonce, CODEPOD_FRAME_NONCE_LEN))
 		return HDR_BAD;
 	if (n <= OFF_SP1)
 		return HDR_MORE;
@@ -134,13 +134,13 @@ static int hdr_parse(const struct cp_frame_parser *p, const char *h, size_t n,
 	return (int)(i + 1);
 }
 
-static void emit_raw(const struct cp_frame_sink *sink, void *ud, const char *buf, size_t len)
+static void emit_raw(const struct codepod_frame_sink *sink, void *ud, const char *buf, size_t len)
 {
 	if (len > 0 && sink->raw)
 		sink->raw(ud, buf, len);
 }
 
-static void emit_frame(const struct cp_frame_sink *sink, void *ud, char kind,
+static void emit_frame(const struct codepod_frame_sink *sink, void *ud, char kind,
                        const char *payload, size_t len)
 {
 	if (sink->frame)
@@ -148,7 +148,7 @@ static void emit_frame(const struct cp_frame_sink *sink, void *ud, char kind,
 }
 
 /* Sets the sticky error and returns it. */
-static int fail(struct cp_frame_parser *p, int code)
+static int fail(struct codepod_frame_parser *p, int code)
 {
 	p->err = code;
 	p->in_payload = 0;
@@ -158,8 +158,8 @@ static int fail(struct cp_frame_parser *p, int code)
 }
 
 /* A complete header was read: deliver an empty frame now, or wait for the payload. */
-static int start_frame(struct cp_frame_parser *p, char kind, unsigned long long len,
-                       const struct cp_frame_sink *sink, void *ud, struct cp_err *err)
+static int start_frame(struct codepod_frame_parser *p, char kind, unsigned long long len,
+                       const struct codepod_frame_sink *sink, void *ud, struct cp_err *err)
 {
 	if (len > p->max_payload) {
 		fail(p, CP_E_TOO_BIG);
@@ -181,8 +181,8 @@ static int start_frame(struct cp_frame_parser *p, char kind, unsigned long long 
 }
 
 /* Consumes payload bytes from buf; returns how many, or a negative code. */
-static long take_payload(struct cp_frame_parser *p, const char *buf, size_t len,
-                         const struct cp_frame_sink *sink, void *ud, struct cp_err *err)
+static long take_payload(struct codepod_frame_parser *p, const char *buf, size_t len,
+                         const struct codepod_frame_sink *sink, void *ud, struct cp_err *err)
 {
 	size_t want = p->need - cp_buf_len(&p->pbuf);
 	size_t n = len < want ? len : want;
@@ -214,11 +214,11 @@ static long take_payload(struct cp_frame_parser *p, const char *buf, size_t len,
  * buf consumed (0 when the hold was not a header and went out as raw), or a
  * negative code.
  */
-static long resume_hold(struct cp_frame_parser *p, const char *buf, size_t len,
-                        const struct cp_frame_sink *sink, void *ud, struct cp_err *err)
+static long resume_hold(struct codepod_frame_parser *p, const char *buf, size_t len,
+                        const struct codepod_frame_sink *sink, void *ud, struct cp_err *err)
 {
-	char tmp[2 * CP_FRAME_HDR_MAX];
-	size_t add = CP_FRAME_HDR_MAX - p->hold_len;
+	char tmp[2 * CODEPOD_FRAME_HDR_MAX];
+	size_t add = CODEPOD_FRAME_HDR_MAX - p->hold_len;
 	unsigned long long flen = 0;
 	char kind = 0;
 	int r, rc;
@@ -228,7 +228,7 @@ static long resume_hold(struct cp_frame_parser *p, const char *buf, size_t len,
 	memcpy(tmp, p->hold, p->hold_len);
 	memcpy(tmp + p->hold_len, buf, add);
 	r = hdr_parse(p, tmp, p->hold_len + add, &kind, &flen);
-	if (r == HDR_MORE && p->hold_len + add < CP_FRAME_HDR_MAX) {
+	if (r == HDR_MORE && p->hold_len + add < CODEPOD_FRAME_HDR_MAX) {
 		memcpy(p->hold + p->hold_len, buf, add);
 		p->hold_len += add;
 		return (long)add;
@@ -249,8 +249,8 @@ static long resume_hold(struct cp_frame_parser *p, const char *buf, size_t len,
  * Scans buf for the next header; everything before it goes out as one raw
  * piece. Returns the bytes consumed, or a negative code.
  */
-static long scan(struct cp_frame_parser *p, const char *buf, size_t len,
-                 const struct cp_frame_sink *sink, void *ud, struct cp_err *err)
+static long scan(struct codepod_frame_parser *p, const char *buf, size_t len,
+                 const struct codepod_frame_sink *sink, void *ud, struct cp_err *err)
 {
 	size_t cur = 0;
 
@@ -266,9 +266,9 @@ static long scan(struct cp_frame_parser *p, const char *buf, size_t len,
 			return (long)len;
 		}
 		at = (size_t)(m - buf);
-		avail = len - at < CP_FRAME_HDR_MAX ? len - at : CP_FRAME_HDR_MAX;
+		avail = len - at < CODEPOD_FRAME_HDR_MAX ? len - at : CODEPOD_FRAME_HDR_MAX;
 		r = hdr_parse(p, m, avail, &kind, &flen);
-		if (r == HDR_BAD || (r == HDR_MORE && avail >= CP_FRAME_HDR_MAX)) {
+		if (r == HDR_BAD || (r == HDR_MORE && avail >= CODEPOD_FRAME_HDR_MAX)) {
 			cur = at + 1;
 			continue;
 		}
@@ -283,22 +283,22 @@ static long scan(struct cp_frame_parser *p, const char *buf, size_t len,
 	}
 }
 
-struct cp_frame_parser *cp_frame_parser_new(const char *nonce, size_t max_payload)
+struct codepod_frame_parser *codepod_frame_parser_new(const char *nonce, size_t max_payload)
 {
-	struct cp_frame_parser *p = NULL;
+	struct codepod_frame_parser *p = NULL;
 
 	if (!valid_nonce(nonce))
 		return NULL;
 	p = calloc(1, sizeof *p);
 	if (!p)
 		return NULL;
-	memcpy(p->nonce, nonce, CP_FRAME_NONCE_LEN);
+	memcpy(p->nonce, nonce, CODEPOD_FRAME_NONCE_LEN);
 	p->max_payload = max_payload;
 	cp_buf_init(&p->pbuf, 0); /* each frame sets its own limit */
 	return p;
 }
 
-void cp_frame_parser_free(struct cp_frame_parser *p)
+void codepod_frame_parser_free(struct codepod_frame_parser *p)
 {
 	if (!p)
 		return;
@@ -306,8 +306,8 @@ void cp_frame_parser_free(struct cp_frame_parser *p)
 	free(p);
 }
 
-int cp_frame_feed(struct cp_frame_parser *p, const char *buf, size_t len,
-                  const struct cp_frame_sink *sink, void *ud, struct cp_err *err)
+int codepod_frame_feed(struct codepod_frame_parser *p, const char *buf, size_t len,
+                  const struct codepod_frame_sink *sink, void *ud, struct cp_err *err)
 {
 	size_t pos = 0;
 
@@ -330,7 +330,7 @@ int cp_frame_feed(struct cp_frame_parser *p, const char *buf, size_t len,
 	return 0;
 }
 
-int cp_frame_finish(struct cp_frame_parser *p, const struct cp_frame_sink *sink, void *ud)
+int codepod_frame_finish(struct codepod_frame_parser *p, const struct codepod_frame_sink *sink, void *ud)
 {
 	int cut = 0;
 
@@ -349,7 +349,7 @@ int cp_frame_finish(struct cp_frame_parser *p, const struct cp_frame_sink *sink,
 	return cut;
 }
 
-int cp_frame_header(char *out, size_t cap, const char *nonce, char kind, size_t len)
+int codepod_frame_header(char *out, size_t cap, const char *nonce, char kind, size_t len)
 {
 	int n;
 

@@ -5,7 +5,7 @@
 
 #include "base/utf8.h"
 
-int cp_logwin_init(struct cp_logwin *w, size_t cap, struct cp_err *err)
+int codepod_logwin_init(struct codepod_logwin *w, size_t cap, struct cp_err *err)
 {
 	(void)err;
 	memset(w, 0, sizeof *w);
@@ -15,7 +15,7 @@ int cp_logwin_init(struct cp_logwin *w, size_t cap, struct cp_err *err)
 }
 
 /* Copies buf into the ring at offset `at`, wrapping at cap (len <= cap). */
-static void ring_put(struct cp_logwin *w, size_t at, const char *buf, size_t len)
+static void ring_put(struct codepod_logwin *w, size_t at, const char *buf, size_t len)
 {
 	char *ring = cp_buf_ptr(&w->ring);
 	size_t first = w->cap - at;
@@ -26,7 +26,7 @@ static void ring_put(struct cp_logwin *w, size_t at, const char *buf, size_t len
 	memcpy(ring, buf + first, len - first);
 }
 
-void cp_logwin_append(struct cp_logwin *w, const char *buf, size_t len)
+void codepod_logwin_append(struct codepod_logwin *w, const char *buf, size_t len)
 {
 	size_t end, have = cp_buf_len(&w->ring);
 
@@ -67,7 +67,7 @@ void cp_logwin_append(struct cp_logwin *w, const char *buf, size_t len)
 	w->len += len;
 }
 
-char *cp_logwin_take(const struct cp_logwin *w, size_t *len_out)
+char *codepod_logwin_take(const struct codepod_logwin *w, size_t *len_out)
 {
 	const char *src = NULL;
 	char *tmp = NULL, *out = NULL;
@@ -95,7 +95,7 @@ char *cp_logwin_take(const struct cp_logwin *w, size_t *len_out)
 	return out;
 }
 
-void cp_logwin_free(struct cp_logwin *w)
+void codepod_logwin_free(struct codepod_logwin *w)
 {
 	cp_buf_free(&w->ring);
 	memset(w, 0, sizeof *w);

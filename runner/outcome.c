@@ -10,12 +10,12 @@ static json_t *calls_json(const struct codepod_exec *e)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; a && i < e->ncalls; i++) {
-		const struct cp_call *c = &e->calls[i];
+		const struct codepod_call *c = &e->calls[i];
 		uint64_t end = c->t_end_ms ? c->t_end_ms : e->t_end_ms;
 		char id[24];
 		snprintf(id, sizeof id, "%zu", i + 1);
 		json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "id", id, "tool", c->tool,
-		                      "status", cp_call_state_name(c->state),
+		                      "status", codepod_call_state_name(c->state),
 		                      "ms", (json_int_t)(end >= c->t_start_ms ? end - c->t_start_ms : 0));
 		if (o && c->broker_reason) {
 			json_object_set_new(o, "broker", json_true());
@@ -37,10 +37,10 @@ static json_t *usage_json(const struct codepod_exec *e, const char *sandbox)
 	                 "sandbox", sandbox, "digest", e->digest);
 }
 
-json_t *cp_outcome_build(const struct codepod_exec *e)
+json_t *codepod_outcome_build(const struct codepod_exec *e)
 {
 	size_t logs_len = 0;
-	char *logs = cp_logwin_take(&e->logs, &logs_len);
+	char *logs = codepod_logwin_take(&e->logs, &logs_len);
 	if (!logs)
 		return NULL;
 	json_t *o = json_pack("{s:s,s:s,s:s%,s:b,s:o,s:o}", "executionId", e->id,

@@ -8,7 +8,7 @@ struct field {
 	size_t offset;
 };
 
-#define F(json, member) { json, offsetof(struct cp_policy, member) }
+#define F(json, member) { json, offsetof(struct codepod_policy, member) }
 static const struct field fields[] = {
 	F("timeoutMs", timeout_ms),
 	F("startupTimeoutMs", startup_timeout_ms),
@@ -23,12 +23,12 @@ static const struct field fields[] = {
 #undef F
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
-static uint64_t *slot(struct cp_policy *p, size_t i)
+static uint64_t *slot(struct codepod_policy *p, size_t i)
 {
 	return (uint64_t *)(void *)((char *)p + fields[i].offset);
 }
 
-void cp_policy_defaults(struct cp_policy *p)
+void codepod_policy_defaults(struct codepod_policy *p)
 {
 	p->timeout_ms = 30000;
 	p->startup_timeout_ms = 120000;
@@ -41,7 +41,7 @@ void cp_policy_defaults(struct cp_policy *p)
 	p->max_memory_mb = 512;
 }
 
-void cp_policy_ceiling_defaults(struct cp_policy *p)
+void codepod_policy_ceiling_defaults(struct codepod_policy *p)
 {
 	p->timeout_ms = 15 * 60 * 1000;
 	p->startup_timeout_ms = 15 * 60 * 1000;
@@ -54,8 +54,8 @@ void cp_policy_ceiling_defaults(struct cp_policy *p)
 	p->max_memory_mb = 8192;
 }
 
-int cp_policy_apply(struct cp_policy *out, const json_t *obj,
-                    const struct cp_policy *ceiling, struct cp_err *err)
+int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
+                    const struct codepod_policy *ceiling, struct cp_err *err)
 {
 	if (!obj || json_is_null(obj))
 		return 0;
@@ -74,7 +74,7 @@ int cp_policy_apply(struct cp_policy *out, const json_t *obj,
 			                  "maxBridgeRequests, maxInFlightBridgeRequests, "
 			                  "maxToolInputBytes, maxToolOutputBytes, maxMemoryMb)", key);
 	}
-	struct cp_policy c = *ceiling;
+	struct codepod_policy c = *ceiling;
 	for (size_t i = 0; i < NFIELDS; i++) {
 		const json_t *v = json_object_get(obj, fields[i].name);
 		if (!v)
@@ -94,32 +94,32 @@ int cp_policy_apply(struct cp_policy *out, const json_t *obj,
 	return 0;
 }
 
-json_t *cp_policy_to_json(const struct cp_policy *p)
+json_t *codepod_policy_to_json(const struct codepod_policy *p)
 {
 	json_t *o = json_object();
 	if (!o)
 		return NULL;
-	struct cp_policy copy = *p;
+	struct codepod_policy copy = *p;
 	for (size_t i = 0; i < NFIELDS; i++)
 		json_object_set_new(o, fields[i].name,
 		                    json_integer((json_int_t)*slot(&copy, i)));
 	return o;
 }
 
-int cp_policy_deployment(struct cp_policy *defaults, struct cp_policy *ceiling,
+int codepod_policy_deployment(struct codepod_policy *defaults, struct codepod_policy *ceiling,
                          const json_t *def, const json_t *ceil, struct cp_err *err)
 {
-	struct cp_policy built_in, c, d;
-	cp_policy_ceiling_defaults(&built_in);
-	cp_policy_defaults(&d);
+	struct codepod_policy built_in, c, d;
+	codepod_policy_ceiling_defaults(&built_in);
+	codepod_policy_defaults(&d);
 	c = built_in;
-	int rc = cp_policy_apply(&c, ceil, &built_in, err);
+	int rc = codepod_policy_apply(&c, ceil, &built_in, err);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < NFIELDS; i++) /* a lowered ceiling lowers its default */
 		if (*slot(&d, i) > *slot(&c, i))
 			*slot(&d, i) = *slot(&c, i);
-	rc = cp_policy_apply(&d, def, &c, err);
+	rc = codepod_policy_apply(&d, def, &c, err);
 	if (rc)
 		return rc;
 	*defaults = d;

@@ -6,11 +6,11 @@
  * silently clamped), so a backend always knows which limits its program ran
  * under.
  *
- * Ownership: struct cp_policy is a plain value; cp_policy_to_json returns a
+ * Ownership: struct codepod_policy is a plain value; codepod_policy_to_json returns a
  * new reference the caller releases with json_decref.
  */
-#ifndef CP_POLICY_H
-#define CP_POLICY_H
+#ifndef CODEPOD_POLICY_H
+#define CODEPOD_POLICY_H
 
 #include <jansson.h>
 #include <stdint.h>
@@ -19,9 +19,9 @@
 
 /* JSON crossing the boundary (tool input, tool output, result) nests at most
  * this deep (docs/contract.md §3). */
-#define CP_MAX_JSON_DEPTH 32
+#define CODEPOD_MAX_JSON_DEPTH 32
 
-struct cp_policy {
+struct codepod_policy {
 	uint64_t timeout_ms;            /* program deadline, tools included */
 	uint64_t startup_timeout_ms;    /* sandbox + runner start */
 	uint64_t max_source_bytes;
@@ -34,35 +34,35 @@ struct cp_policy {
 };
 
 /* The defaults of docs/contract.md §3 (memory: 512 MiB). */
-void cp_policy_defaults(struct cp_policy *p);
+void codepod_policy_defaults(struct codepod_policy *p);
 
 /* The built-in deployment ceiling. */
-void cp_policy_ceiling_defaults(struct cp_policy *p);
+void codepod_policy_ceiling_defaults(struct codepod_policy *p);
 
 /*
- * cp_policy_apply - overlay the fields of a request's "policy" object.
+ * codepod_policy_apply - overlay the fields of a request's "policy" object.
  * @out: starts as the base (usually defaults); fields present in @obj replace it.
  * @obj: the policy object (borrowed; NULL means no overrides). An unknown
  *       field (a misspelling such as "timeoutMS"), a field that is not a
  *       positive integer, or one over @ceiling fails with
  *       CP_E_INVALID_REQUEST naming the field.
  */
-int cp_policy_apply(struct cp_policy *out, const json_t *obj,
-                    const struct cp_policy *ceiling, struct cp_err *err);
+int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
+                    const struct codepod_policy *ceiling, struct cp_err *err);
 
 /*
- * cp_policy_deployment - a deployment's defaults and ceiling (serve/run
+ * codepod_policy_deployment - a deployment's defaults and ceiling (serve/run
  * --policy-defaults and --policy-ceiling): @ceil (NULL: none) lowers the
  * built-in ceiling field by field (a value over it is refused: transports and
  * buffers are sized for it), a default over the resulting ceiling comes down
  * to it, then @def (NULL: none) sets defaults within that ceiling. Unknown
- * keys and non-positive values are refused as in cp_policy_apply. On error
+ * keys and non-positive values are refused as in codepod_policy_apply. On error
  * nothing is written.
  */
-int cp_policy_deployment(struct cp_policy *defaults, struct cp_policy *ceiling,
+int codepod_policy_deployment(struct codepod_policy *defaults, struct codepod_policy *ceiling,
                          const json_t *def, const json_t *ceil, struct cp_err *err);
 
 /* The policy as a JSON object with the contract's field names (new ref). */
-json_t *cp_policy_to_json(const struct cp_policy *p);
+json_t *codepod_policy_to_json(const struct codepod_policy *p);
 
 #endif

@@ -16,11 +16,11 @@
 
 /* A runner's spawn request: argv pointing into @heap and *@boot, which the
  * caller frees. 0 or CP_E_NOMEM. */
-static int runner_req(const struct cp_runner_spec *spec, char heap[48], char **boot,
-                      const char *argv[6], struct cp_spawn_req *req)
+static int runner_req(const struct codepod_runner_spec *spec, char heap[48], char **boot,
+                      const char *argv[6], struct codepod_spawn_req *req)
 {
 	snprintf(heap, 48, "--max-old-space-size=%lu", spec->memory_mb);
-	*boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
+	*boot = strndup((const char *)codepod_boot_js, codepod_boot_js_len);
 	if (!*boot)
 		return CP_E_NOMEM;
 	argv[0] = "node";
@@ -29,21 +29,21 @@ static int runner_req(const struct cp_runner_spec *spec, char heap[48], char **b
 	argv[3] = "-e";
 	argv[4] = *boot;
 	argv[5] = NULL;
-	*req = (struct cp_spawn_req){ .conversation = spec->conversation, .exec_id = spec->exec_id,
-	                              .argv = argv, .input = (const char *)cp_runner_input,
-	                              .input_len = cp_runner_input_len,
+	*req = (struct codepod_spawn_req){ .conversation = spec->conversation, .exec_id = spec->exec_id,
+	                              .argv = argv, .input = (const char *)codepod_runner_input,
+	                              .input_len = codepod_runner_input_len,
 	                              .memory_mb = spec->memory_mb, .tag = spec->tag,
 	                              .standby = spec->standby };
 	return 0;
 }
 
-int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
-                    const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+int codepod_runner_spawn(struct codepod_backend *b, const struct codepod_runner_spec *spec,
+                    const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
                     struct cp_err *err)
 {
 	char heap[48], *boot = NULL;
 	const char *argv[6];
-	struct cp_spawn_req req;
+	struct codepod_spawn_req req;
 	if (runner_req(spec, heap, &boot, argv, &req))
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	int rc = b->ops->spawn(b, &req, cbs, ud, out, err);
@@ -51,16 +51,16 @@ int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
 	return rc;
 }
 
-void cp_runner_default(struct cp_backend *b)
+void codepod_runner_default(struct codepod_backend *b)
 {
 	if (!b->ops->default_runner)
 		return;
-	struct cp_policy pol;
-	cp_policy_defaults(&pol);
-	struct cp_runner_spec spec = { NULL, NULL, (unsigned long)pol.max_memory_mb, NULL, 1 };
+	struct codepod_policy pol;
+	codepod_policy_defaults(&pol);
+	struct codepod_runner_spec spec = { NULL, NULL, (unsigned long)pol.max_memory_mb, NULL, 1 };
 	char heap[48], *boot = NULL;
 	const char *argv[6];
-	struct cp_spawn_req req;
+	struct codepod_spawn_req req;
 	if (runner_req(&spec, heap, &boot, argv, &req))
 		return; /* no runner ahead of time: each is started when needed */
 	b->ops->default_runner(b, &req);
@@ -102,19 +102,19 @@ struct ps_conv {
 };
 
 struct ps_runner {
-	struct cp_prestart *ps;
+	struct codepod_prestart *ps;
 	enum ps_state state;        /* ps_set_state only */
 	struct ps_conv *conv;       /* while waiting */
-	struct cp_proc *proc;
+	struct codepod_proc *proc;
 	unsigned long memory_mb;
 	char tag[33];
-	const struct cp_proc_cbs *cbs; /* the taker's, once taken */
+	const struct codepod_proc_cbs *cbs; /* the taker's, once taken */
 	void *ud;
 };
 
-struct cp_prestart {
+struct codepod_prestart {
 	uv_loop_t *loop;
-	struct cp_backend *b;
+	struct codepod_backend *b;
 	unsigned max_waiting;
 	uint64_t idle_ms;
 	struct ps_conv *convs;
@@ -160,7 +160,7 @@ static void on_timer_closed(uv_handle_t *h)
 	free(h->data);
 }
 
-static void maybe_free(struct cp_prestart *ps)
+static void maybe_free(struct codepod_prestart *ps)
 {
 	if (!ps->freed || ps->alive || uv_is_closing((uv_handle_t *)&ps->timer))
 		return;
@@ -173,7 +173,7 @@ static void maybe_free(struct cp_prestart *ps)
 	uv_close((uv_handle_t *)&ps->timer, on_timer_closed);
 }
 
-static struct ps_conv *conv_find(struct cp_prestart *ps, const char *key)
+static struct ps_conv *conv_find(struct codepod_prestart *ps, const char *key)
 {
 	for (struct ps_conv *c = ps->convs; c; c = c->next)
 		if (strcmp(c->key, key) == 0)
@@ -181,7 +181,7 @@ static struct ps_conv *conv_find(struct cp_prestart *ps, const char *key)
 	return NULL;
 }
 
-static void conv_forget_if_unused(struct cp_prestart *ps, struct ps_conv *c)
+static void conv_forget_if_unused(struct codepod_prestart *ps, struct ps_conv *c)
 {
 	if (c->running || c->waiting)
 		return;
@@ -199,7 +199,7 @@ static void conv_forget_if_unused(struct cp_prestart *ps, struct ps_conv *c)
  * frees it. */
 static void drop_waiting(struct ps_runner *r, const char *why)
 {
-	struct cp_prestart *ps = r->ps;
+	struct codepod_prestart *ps = r->ps;
 	struct ps_conv *c = r->conv;
 	c->waiting = NULL;
 	r->conv = NULL;
@@ -232,12 +232,12 @@ static void on_err(void *ud, const char *buf, size_t len)
 		drop_waiting(r, "output while waiting");
 }
 
-static void rearm(struct cp_prestart *ps);
+static void rearm(struct codepod_prestart *ps);
 
-static void on_exited(void *ud, const struct cp_proc_exit *ex)
+static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 {
 	struct ps_runner *r = ud;
-	struct cp_prestart *ps = r->ps;
+	struct codepod_prestart *ps = r->ps;
 	if (r->state == PS_TAKEN) {
 		r->cbs->exited(r->ud, ex);
 	} else if (r->state == PS_WAITING) {
@@ -264,7 +264,7 @@ static void on_killed(void *ud)
 		r->cbs->killed(r->ud);
 }
 
-static const struct cp_proc_cbs runner_cbs = { on_out, on_err, on_exited, on_killed };
+static const struct codepod_proc_cbs runner_cbs = { on_out, on_err, on_exited, on_killed };
 
 static int make_tag(char out[33])
 {
@@ -281,7 +281,7 @@ static int make_tag(char out[33])
  * before @for_conv's (a burst of new conversations must not start runners
  * only to kill them again). */
 #define EVICT_AFTER_MS 1000
-static int make_room(struct cp_prestart *ps, const struct ps_conv *for_conv)
+static int make_room(struct codepod_prestart *ps, const struct ps_conv *for_conv)
 {
 	while (ps->waiting >= ps->max_waiting) {
 		struct ps_conv *oldest = NULL;
@@ -296,7 +296,7 @@ static int make_room(struct cp_prestart *ps, const struct ps_conv *for_conv)
 	return 1;
 }
 
-static void start_waiting(struct cp_prestart *ps, struct ps_conv *c)
+static void start_waiting(struct codepod_prestart *ps, struct ps_conv *c)
 {
 	c->want = 0;
 	if (ps->stopped || c->waiting || (ps->b->shared_sandbox && c->running) || !make_room(ps, c))
@@ -308,9 +308,9 @@ static void start_waiting(struct cp_prestart *ps, struct ps_conv *c)
 	}
 	r->ps = ps;
 	r->memory_mb = c->memory_mb;
-	struct cp_runner_spec spec = { c->key, "prestart", c->memory_mb, r->tag, 1 };
+	struct codepod_runner_spec spec = { c->key, "prestart", c->memory_mb, r->tag, 1 };
 	struct cp_err err;
-	if (cp_runner_spawn(ps->b, &spec, &runner_cbs, r, &r->proc, &err)) {
+	if (codepod_runner_spawn(ps->b, &spec, &runner_cbs, r, &r->proc, &err)) {
 		cp_log(CP_LOG_DEBUG, "prestart.not_started", "detail", json_string(err.msg), NULL);
 		free(r);
 		return;
@@ -328,7 +328,7 @@ static void start_waiting(struct cp_prestart *ps, struct ps_conv *c)
 
 static void on_timer(uv_timer_t *t)
 {
-	struct cp_prestart *ps = t->data;
+	struct codepod_prestart *ps = t->data;
 	uint64_t now = now_ms();
 	struct ps_conv *next;
 	for (struct ps_conv *c = ps->convs; c; c = next) {
@@ -354,7 +354,7 @@ static void on_timer(uv_timer_t *t)
 }
 
 /* The timer: now when a start is wanted, else at the earliest expiry. */
-static void rearm(struct cp_prestart *ps)
+static void rearm(struct codepod_prestart *ps)
 {
 	uint64_t due = UINT64_MAX, now = now_ms();
 	for (struct ps_conv *c = ps->convs; c; c = c->next) {
@@ -368,13 +368,13 @@ static void rearm(struct cp_prestart *ps)
 		uv_timer_start(&ps->timer, on_timer, due > now ? due - now : 0, 0);
 }
 
-int cp_prestart_new(uv_loop_t *loop, struct cp_backend *b, unsigned max_waiting,
-                    unsigned idle_s, struct cp_prestart **out, struct cp_err *err)
+int codepod_prestart_new(uv_loop_t *loop, struct codepod_backend *b, unsigned max_waiting,
+                    unsigned idle_s, struct codepod_prestart **out, struct cp_err *err)
 {
 	*out = NULL;
 	if (max_waiting == 0)
 		return 0;
-	struct cp_prestart *ps = calloc(1, sizeof *ps);
+	struct codepod_prestart *ps = calloc(1, sizeof *ps);
 	if (!ps)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	ps->loop = loop;
@@ -387,10 +387,10 @@ int cp_prestart_new(uv_loop_t *loop, struct cp_backend *b, unsigned max_waiting,
 	return 0;
 }
 
-int cp_prestart_take(struct cp_prestart *ps, const char *conversation,
+int codepod_prestart_take(struct codepod_prestart *ps, const char *conversation,
                      unsigned long memory_mb, const char *exec_id,
-                     const struct cp_proc_cbs *cbs, void *ud,
-                     struct cp_proc **proc, char tag[33])
+                     const struct codepod_proc_cbs *cbs, void *ud,
+                     struct codepod_proc **proc, char tag[33])
 {
 	if (!ps || ps->stopped)
 		return 0;
@@ -411,7 +411,7 @@ int cp_prestart_take(struct cp_prestart *ps, const char *conversation,
 	return 1;
 }
 
-void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
+void codepod_prestart_exec_started(struct codepod_prestart *ps, const char *conversation,
                               unsigned long memory_mb)
 {
 	if (!ps || ps->stopped)
@@ -435,7 +435,7 @@ void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
 }
 
 
-void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation)
+void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conversation)
 {
 	if (!ps || ps->stopped)
 		return;
@@ -449,19 +449,19 @@ void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation)
 	rearm(ps);
 }
 
-void cp_prestart_note_ts(struct cp_prestart *ps, const char *conversation, int ts)
+void codepod_prestart_note_ts(struct codepod_prestart *ps, const char *conversation, int ts)
 {
 	struct ps_conv *c = ps && !ps->stopped ? conv_find(ps, conversation) : NULL;
 	if (c)
 		c->ts = ts;
 }
 
-unsigned cp_prestart_waiting(const struct cp_prestart *ps)
+unsigned codepod_prestart_waiting(const struct codepod_prestart *ps)
 {
 	return ps ? ps->waiting : 0;
 }
 
-void cp_prestart_stop(struct cp_prestart *ps)
+void codepod_prestart_stop(struct codepod_prestart *ps)
 {
 	if (!ps || ps->stopped)
 		return;
@@ -476,11 +476,11 @@ void cp_prestart_stop(struct cp_prestart *ps)
 	}
 }
 
-void cp_prestart_free(struct cp_prestart *ps)
+void codepod_prestart_free(struct codepod_prestart *ps)
 {
 	if (!ps)
 		return;
-	cp_prestart_stop(ps);
+	codepod_prestart_stop(ps);
 	ps->freed = 1;
 	maybe_free(ps);
 }

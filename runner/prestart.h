@@ -4,7 +4,7 @@
  * waiting for its program (Node booted, boot.js has read runner.js, which
  * is blocked reading the hello from stdin), so the conversation's next
  * execution pays no Node start. Every runner, waiting or not, is started by
- * cp_runner_spawn() through the backend's ordinary spawn (the same sandbox
+ * codepod_runner_spawn() through the backend's ordinary spawn (the same sandbox
  * set-up as any execution) and serves exactly one execution (docs/contract.md §2.11).
  *
  * Bounds: at most max_waiting runners wait in all; past that, the one of
@@ -17,7 +17,7 @@
  * that wrote anything while waiting, or exited, is never handed out.
  *
  * When: on a backend whose executions of one conversation share one process
- * namespace (cp_backend.shared_sandbox: a pod), a runner is started only once
+ * namespace (codepod_backend.shared_sandbox: a pod), a runner is started only once
  * no execution of its conversation is running (after the last one's kill),
  * so no program can ever see or tamper with the runner of a later one. On
  * other backends (bubblewrap: a PID namespace per runner) it is started when
@@ -28,24 +28,24 @@
  * Loop context: the loop thread only. Callbacks of a taken runner go to the
  * taker's cbs/ud, with the sandbox.h rules (exited() once, later).
  *
- * Ownership: the pool belongs to the engine (runner/exec.c). cp_prestart_stop
+ * Ownership: the pool belongs to the engine (runner/exec.c). codepod_prestart_stop
  * kills the waiting runners and starts no more; the memory goes with
- * cp_prestart_free once no runner it started is alive (taken ones included).
+ * codepod_prestart_free once no runner it started is alive (taken ones included).
  */
-#ifndef CP_PRESTART_H
-#define CP_PRESTART_H
+#ifndef CODEPOD_PRESTART_H
+#define CODEPOD_PRESTART_H
 
 #include <uv.h>
 
 #include "runner/sandbox.h"
 
-#define CP_PRESTART_DEFAULT_MAX 8
-#define CP_PRESTART_DEFAULT_IDLE_S 120
+#define CODEPOD_PRESTART_DEFAULT_MAX 8
+#define CODEPOD_PRESTART_DEFAULT_IDLE_S 120
 
-struct cp_prestart;
+struct codepod_prestart;
 
 /* What a runner is started with (strings borrowed for the call). */
-struct cp_runner_spec {
+struct codepod_runner_spec {
 	const char *conversation;
 	const char *exec_id;      /* for the backend's logs */
 	unsigned long memory_mb;  /* --max-old-space-size and the process ceiling */
@@ -54,42 +54,42 @@ struct cp_runner_spec {
 };
 
 /*
- * cp_runner_spawn - start one runner now: `node ... -e BOOT` through
+ * codepod_runner_spawn - start one runner now: `node ... -e BOOT` through
  * b->ops->spawn, its stdin starting with "<len>\n<runner.js>" (the request's
- * input: cp_runner_input). The caller writes the hello. Errors as
+ * input: codepod_runner_input). The caller writes the hello. Errors as
  * b->ops->spawn. The runner a spawn request describes is the engine's: a
  * backend gets it whole, argv and input, and needs to know nothing of it.
  */
-int cp_runner_spawn(struct cp_backend *b, const struct cp_runner_spec *spec,
-                    const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+int codepod_runner_spawn(struct codepod_backend *b, const struct codepod_runner_spec *spec,
+                    const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
                     struct cp_err *err);
 
 /* Tell @b (b->ops->default_runner, if it has one) the runner an execution
  * of the built-in default policy gets: what a backend may start ahead of
  * time on its own (a warm pod's standby runner). Once, before any spawn. */
-void cp_runner_default(struct cp_backend *b);
+void codepod_runner_default(struct codepod_backend *b);
 
-/* max_waiting 0: no pool (cp_prestart_new sets *out NULL and returns 0). */
-int cp_prestart_new(uv_loop_t *loop, struct cp_backend *b, unsigned max_waiting,
-                    unsigned idle_s, struct cp_prestart **out, struct cp_err *err);
+/* max_waiting 0: no pool (codepod_prestart_new sets *out NULL and returns 0). */
+int codepod_prestart_new(uv_loop_t *loop, struct codepod_backend *b, unsigned max_waiting,
+                    unsigned idle_s, struct codepod_prestart **out, struct cp_err *err);
 
 /*
- * cp_prestart_take - the waiting runner of @conversation started with
+ * codepod_prestart_take - the waiting runner of @conversation started with
  * @memory_mb, if there is one: returns 1, sets *proc (a sandbox.h handle of
  * the pool's backend, its callbacks now @cbs/@ud, adopted by @exec_id) and
  * @tag (the tag it was started with: the hello must carry it). Returns 0 when none fits; NULL
  * @ps is allowed.
  */
-int cp_prestart_take(struct cp_prestart *ps, const char *conversation,
+int codepod_prestart_take(struct codepod_prestart *ps, const char *conversation,
                      unsigned long memory_mb, const char *exec_id,
-                     const struct cp_proc_cbs *cbs, void *ud,
-                     struct cp_proc **proc, char tag[33]);
+                     const struct codepod_proc_cbs *cbs, void *ud,
+                     struct codepod_proc **proc, char tag[33]);
 
 /* An execution of @conversation started (its runner running or taken) /
  * ended (its outcome delivered, its process gone). Calls pair up. */
-void cp_prestart_exec_started(struct cp_prestart *ps, const char *conversation,
+void codepod_prestart_exec_started(struct codepod_prestart *ps, const char *conversation,
                               unsigned long memory_mb);
-void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation);
+void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conversation);
 
 /* The runner of @conversation's running execution said whether its program
  * needed the type stripper (its Y frame): the conversation's next waiting
@@ -98,15 +98,15 @@ void cp_prestart_exec_ended(struct cp_prestart *ps, const char *conversation);
  * does not pay the stripper's start on its critical path; a plain
  * JavaScript one's runner is not (the warm stripper costs memory, `make
  * bench` shows how much). Follows the latest program. NULL @ps is ignored. */
-void cp_prestart_note_ts(struct cp_prestart *ps, const char *conversation, int ts);
+void codepod_prestart_note_ts(struct codepod_prestart *ps, const char *conversation, int ts);
 
 /* Runners waiting right now (for metrics and tests). */
-unsigned cp_prestart_waiting(const struct cp_prestart *ps);
+unsigned codepod_prestart_waiting(const struct codepod_prestart *ps);
 
 /* Kill the waiting runners; start no more. Safe twice and on NULL. */
-void cp_prestart_stop(struct cp_prestart *ps);
+void codepod_prestart_stop(struct codepod_prestart *ps);
 
 /* Stop, and free once no runner of the pool is alive. NULL is ignored. */
-void cp_prestart_free(struct cp_prestart *ps);
+void codepod_prestart_free(struct codepod_prestart *ps);
 
 #endif

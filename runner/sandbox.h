@@ -19,17 +19,17 @@
  * given to callbacks are borrowed for the call. write() copies what it is
  * given.
  */
-#ifndef CP_SANDBOX_H
-#define CP_SANDBOX_H
+#ifndef CODEPOD_SANDBOX_H
+#define CODEPOD_SANDBOX_H
 
 #include <stddef.h>
 
 #include "base/err.h"
 
-struct cp_proc;
-struct cp_backend;
+struct codepod_proc;
+struct codepod_backend;
 
-struct cp_proc_exit {
+struct codepod_proc_exit {
 	int code;         /* exit code, or -1 when killed by a signal */
 	int signal;       /* terminating signal, or 0 */
 	int oom;          /* the sandbox reports an out-of-memory kill (detail, if
@@ -39,11 +39,11 @@ struct cp_proc_exit {
 	char detail[CP_ERR_MSG_MAX]; /* reason for unavailable/lost, e.g. "ImagePullBackOff" */
 };
 
-struct cp_proc_cbs {
+struct codepod_proc_cbs {
 	void (*out)(void *ud, const char *buf, size_t len);
 	void (*err)(void *ud, const char *buf, size_t len);
 	/* Once, after the process ended and its stdout/stderr were drained. */
-	void (*exited)(void *ud, const struct cp_proc_exit *ex);
+	void (*exited)(void *ud, const struct codepod_proc_exit *ex);
 	/* May be NULL; a backend may never call it. After kill(): every process
 	 * of the execution has been sent SIGKILL (none of them runs again) and
 	 * everything they wrote before that has been given to out()/err(), so
@@ -53,7 +53,7 @@ struct cp_proc_cbs {
 	void (*killed)(void *ud);
 };
 
-struct cp_spawn_req {
+struct codepod_spawn_req {
 	const char *conversation;  /* scope key: selects the workspace / pod */
 	const char *exec_id;       /* for logs only */
 	const char *const *argv;   /* node and its arguments, NULL-terminated;
@@ -77,31 +77,31 @@ struct cp_spawn_req {
 
 /* One counter a backend reports for /metrics: counters of one name come
  * next to each other, each with its own label. */
-struct cp_backend_stat {
+struct codepod_backend_stat {
 	const char *name;  /* e.g. "codepod_pods_total" (static storage) */
 	const char *help;  /* one line (static storage) */
 	const char *label; /* e.g. "how=\"found\"" (static storage) */
 	unsigned long value;
 };
 
-struct cp_backend_ops {
-	int (*spawn)(struct cp_backend *b, const struct cp_spawn_req *req,
-	             const struct cp_proc_cbs *cbs, void *ud,
-	             struct cp_proc **out, struct cp_err *err);
+struct codepod_backend_ops {
+	int (*spawn)(struct codepod_backend *b, const struct codepod_spawn_req *req,
+	             const struct codepod_proc_cbs *cbs, void *ud,
+	             struct codepod_proc **out, struct cp_err *err);
 	/* Queue bytes for the process's stdin (copied). */
-	int (*write)(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err);
+	int (*write)(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err);
 	/* Kill the process and every process it started; exited() still follows,
 	 * never from inside this call (killed() may). */
-	void (*kill)(struct cp_proc *p);
+	void (*kill)(struct codepod_proc *p);
 	/* The runner's PID inside the sandbox and its start time in clock ticks
 	 * since boot (0 when unknown), once known (may be NULL: the local
 	 * backend kills through bubblewrap and needs neither). */
-	void (*note_pid)(struct cp_proc *p, long pid, unsigned long long start);
+	void (*note_pid)(struct codepod_proc *p, long pid, unsigned long long start);
 	/* A standby runner now serves execution @exec_id (borrowed for the
 	 * call; may be NULL: nothing to do). */
-	void (*adopt)(struct cp_proc *p, const char *exec_id);
+	void (*adopt)(struct codepod_proc *p, const char *exec_id);
 	/* Fills at most @max counters, returns how many (may be NULL: none). */
-	size_t (*stats)(const struct cp_backend *b, struct cp_backend_stat *out, size_t max);
+	size_t (*stats)(const struct codepod_backend *b, struct codepod_backend_stat *out, size_t max);
 	/* The runner the engine starts for an execution of the built-in
 	 * default policy, told once before its first spawn (conversation,
 	 * exec_id and tag NULL; standby 1). A backend that starts runners of
@@ -109,13 +109,13 @@ struct cp_backend_ops {
 	 * and may hand it to a later spawn of a runner with the same
 	 * memory_mb: the engine's argv and input depend on nothing else. May
 	 * be NULL: none does. */
-	void (*default_runner)(struct cp_backend *b, const struct cp_spawn_req *req);
+	void (*default_runner)(struct codepod_backend *b, const struct codepod_spawn_req *req);
 	/* Start releasing the backend; handles must all have exited first. */
-	void (*destroy)(struct cp_backend *b);
+	void (*destroy)(struct codepod_backend *b);
 };
 
-struct cp_backend {
-	const struct cp_backend_ops *ops;
+struct codepod_backend {
+	const struct codepod_backend_ops *ops;
 	const char *name; /* "local" or "kubernetes": usage.sandbox */
 	int shared_sandbox; /* 1: the runners of one conversation share one
 	                       process namespace (a pod), so one can see and

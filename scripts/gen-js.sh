@@ -24,13 +24,13 @@ die() {
 
 kinds() {
 	awk -v def="$1" '
-		/^CP_FRAME_KIND/ {
-			if ($0 !~ /^CP_FRAME_KIND\(\x27[A-Z]\x27, [A-Z_]+, [01]\)$/) {
-				printf "%s:%d: not CP_FRAME_KIND(\x27L\x27, NAME, FINAL): %s\n", def, NR, $0 > "/dev/stderr"
+		/^CODEPOD_FRAME_KIND/ {
+			if ($0 !~ /^CODEPOD_FRAME_KIND\(\x27[A-Z]\x27, [A-Z_]+, [01]\)$/) {
+				printf "%s:%d: not CODEPOD_FRAME_KIND(\x27L\x27, NAME, FINAL): %s\n", def, NR, $0 > "/dev/stderr"
 				bad = 1; exit 1
 			}
 			line = $0
-			gsub(/^CP_FRAME_KIND\(\x27|\x27|\)$/, "", line)
+			gsub(/^CODEPOD_FRAME_KIND\(\x27|\x27|\)$/, "", line)
 			split(line, f, ", ")
 			if ((f[1] in letters) || (f[2] in names)) {
 				printf "%s:%d: kind %s or name %s given twice\n", def, NR, f[1], f[2] > "/dev/stderr"
@@ -43,7 +43,7 @@ kinds() {
 		}
 		END {
 			if (bad) exit 1
-			if (all == "") { printf "%s: no CP_FRAME_KIND line\n", def > "/dev/stderr"; exit 1 }
+			if (all == "") { printf "%s: no CODEPOD_FRAME_KIND line\n", def > "/dev/stderr"; exit 1 }
 			printf "// The runner'\''s frame kinds, generated from runner/frame_kinds.def.\n%s", out
 			printf "const FRAME_KINDS = \x27%s\x27;\nconst FINAL_KINDS = \x27%s\x27;\n", all, final
 		}' "$1"

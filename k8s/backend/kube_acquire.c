@@ -149,10 +149,10 @@ static void fail(struct kube_conv *c, const char *fmt, ...)
 	cp_log(CP_LOG_WARN, "kube.unavailable", "pod", json_string(c->name),
 	       "reason", json_string(detail), NULL);
 	kube_conv_release(c);
-	struct cp_proc *w = c->waiters;
+	struct codepod_proc *w = c->waiters;
 	c->waiters = NULL;
 	while (w) {
-		struct cp_proc *next = w->next_wait;
+		struct codepod_proc *next = w->next_wait;
 		w->next_wait = NULL;
 		kube_proc_unavailable(w, detail);
 		w = next;
@@ -170,10 +170,10 @@ static void ready(struct kube_conv *c, const json_t *pod)
 	conv_set_state(c, KUBE_CONV_READY);
 	c->attempts = 0;
 	cp_log(CP_LOG_DEBUG, "kube.ready", "pod", json_string(c->pod), NULL);
-	struct cp_proc *w = c->waiters;
+	struct codepod_proc *w = c->waiters;
 	c->waiters = NULL;
 	while (w) {
-		struct cp_proc *next = w->next_wait;
+		struct codepod_proc *next = w->next_wait;
 		w->next_wait = NULL;
 		kube_proc_pod_ready(w);
 		w = next;

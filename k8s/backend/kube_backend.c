@@ -23,9 +23,9 @@
  * it takes), started like a runner: boot.js on the command line, the
  * program on stdin. */
 
-static void start_exec(struct cp_proc *p);
-static void kube_kill(struct cp_proc *p);
-static int start_killer(struct cp_proc *p);
+static void start_exec(struct codepod_proc *p);
+static void kube_kill(struct codepod_proc *p);
+static int start_killer(struct codepod_proc *p);
 
 static const char *const proc_state_names[] = {
 	[KUBE_PROC_WAIT_POD] = "wait_pod", [KUBE_PROC_WAIT_CREDS] = "wait_creds",
@@ -50,7 +50,7 @@ static const unsigned char proc_legal[N_PROC_STATES][N_PROC_STATES] = {
 _Static_assert(KUBE_PROC_WAIT_POD == 0, "a new handle is KUBE_PROC_WAIT_POD");
 
 /* The one place p->state changes. */
-static void proc_set_state(struct cp_proc *p, enum kube_proc_state to)
+static void proc_set_state(struct codepod_proc *p, enum kube_proc_state to)
 {
 	enum kube_proc_state from = p->state;
 	CP_ASSERT(from < N_PROC_STATES && to < N_PROC_STATES);
@@ -61,7 +61,7 @@ static void proc_set_state(struct cp_proc *p, enum kube_proc_state to)
 	p->state = to;
 }
 
-static void proc_free(struct cp_proc *p)
+static void proc_free(struct codepod_proc *p)
 {
 	struct kube *k = p->k;
 	for (size_t i = 0; p->argv && p->argv[i]; i++)
@@ -81,14 +81,14 @@ static void on_timer_closed(uv_handle_t *h)
 }
 
 /* Freed once the exit went out and the killer is done. */
-static void maybe_release(struct cp_proc *p)
+static void maybe_release(struct codepod_proc *p)
 {
 	if (p->state == KUBE_PROC_DONE && !p->killer && !p->ex && !p->sup &&
 	    !uv_is_closing((uv_handle_t *)&p->timer))
 		uv_close((uv_handle_t *)&p->timer, on_timer_closed);
 }
 
-void kube_proc_report(struct cp_proc *p)
+void kube_proc_report(struct codepod_proc *p)
 {
 	if (p->state == KUBE_PROC_DONE)
 		return;
@@ -104,13 +104,13 @@ static void on_report_timer(uv_timer_t *t)
 }
 
 /* Reports from the loop, never from inside the engine's own call. */
-static void report_soon(struct cp_proc *p)
+static void report_soon(struct codepod_proc *p)
 {
 	uv_timer_stop(&p->timer);
 	uv_timer_start(&p->timer, on_report_timer, 0, 0);
 }
 
-void kube_proc_unavailable(struct cp_proc *p, const char *detail)
+void kube_proc_unavailable(struct codepod_proc *p, const char *detail)
 {
 	p->exit.unavailable = 1;
 	p->exit.code = -1;
@@ -122,7 +122,7 @@ void kube_proc_unavailable(struct cp_proc *p, const char *detail)
 
 static void on_out(void *ud, const char *buf, size_t len)
 {
-	struct cp_proc *p = ud;
+	struct codepod_proc *p = ud;
 	p->got_output = 1;
 	cp_buf_free(&p->sent);
 	if (p->state != KUBE_PROC_DONE)
@@ -131,7 +131,7 @@ static void on_out(void *ud, const char *buf, size_t len)
 
 static void on_err(void *ud, const char *buf, size_t len)
 {
-	struct cp_proc *p = ud;
+	struct codepod_proc *p = ud;
 	p->got_output = 1;
 	if (p->state != KUBE_PROC_DONE)
 		p->cbs->err(p->ud, buf, len);
@@ -139,7 +139,7 @@ static void on_err(void *ud, const char *buf, size_t len)
 
 /* The pod vanished under a cached conversation before anything ran: find or
  * make a pod again and replay what was written. */
-static int try_again(struct cp_proc *p, const struct k8s_exec_exit *x)
+static int try_again(struct codepod_proc *p, const struct k8s_exec_exit *x)
 {
 	if (p->killed || p->got_output || p->retried || !x->ex.unavailable)
 		return 0;
@@ -154,7 +154,7 @@ static int try_again(struct cp_proc *p, const struct k8s_exec_exit *x)
 
 static void on_exited(void *ud, const struct k8s_exec_exit *x)
 {
-	struct cp_proc *p = ud;
+	struct codepod_proc *p = ud;
 	p->ex = NULL;
 	if (p->counted && p->conv->running > 0 && --p->conv->running == 0)
 		kube_touch_done(p->conv);
@@ -185,7 +185,7 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
 
 /* The pod is in use while an execution runs in it (standby runners aside). */
-static void count_running(struct cp_proc *p)
+static void count_running(struct codepod_proc *p)
 {
 	p->counted = 1;
 	p->conv->running++;
@@ -194,35 +194,35 @@ static void count_running(struct cp_proc *p)
 
 /* ---- through the pod's supervisor (kube_super.h) ---- */
 
-static void chan_exited(void *ud, const struct cp_proc_exit *ex);
+static void chan_exited(void *ud, const struct codepod_proc_exit *ex);
 
 /* The supervisor has sent SIGKILL to everything of the execution and
  * forwarded its stderr up to then (D): the engine may deliver. */
 static void chan_killed(void *ud)
 {
-	struct cp_proc *p = ud;
+	struct codepod_proc *p = ud;
 	if (p->killed && p->state != KUBE_PROC_DONE && p->cbs->killed)
 		p->cbs->killed(p->ud);
 }
 
-static const struct cp_proc_cbs chan_cbs = { on_out, on_err, chan_exited, chan_killed };
+static const struct codepod_proc_cbs chan_cbs = { on_out, on_err, chan_exited, chan_killed };
 
-static void start_direct(struct cp_proc *p);
+static void start_direct(struct codepod_proc *p);
 
 /* Wait for the supervisor to come up, in the order the executions came. */
-static void wait_super(struct cp_proc *p)
+static void wait_super(struct codepod_proc *p)
 {
 	proc_set_state(p, KUBE_PROC_WAIT_SUPER);
 	p->next_wait = NULL;
-	struct cp_proc **pp = &p->conv->super_waiters;
+	struct codepod_proc **pp = &p->conv->super_waiters;
 	while (*pp)
 		pp = &(*pp)->next_wait;
 	*pp = p;
 }
 
-static struct cp_proc *take_super_waiters(struct kube_conv *c)
+static struct codepod_proc *take_super_waiters(struct kube_conv *c)
 {
-	struct cp_proc *w = c->super_waiters;
+	struct codepod_proc *w = c->super_waiters;
 	c->super_waiters = NULL;
 	return w;
 }
@@ -238,13 +238,13 @@ static void super_fallback(struct kube_conv *c, const char *why)
 		       "detail", json_string(why), "message",
 		       json_string("one exec per script in this pod from now on"), NULL);
 	}
-	for (struct cp_proc *w = take_super_waiters(c), *next; w; w = next) {
+	for (struct codepod_proc *w = take_super_waiters(c), *next; w; w = next) {
 		next = w->next_wait;
 		start_exec(w);
 	}
 }
 
-static void super_open(struct cp_proc *p)
+static void super_open(struct codepod_proc *p)
 {
 	struct kube_conv *c = p->conv;
 	struct cp_err err;
@@ -281,7 +281,7 @@ static void on_super_ready(void *ud, struct kube_super *s)
 	struct kube_conv *c = ud;
 	if (c->super != s)
 		return;
-	for (struct cp_proc *w = take_super_waiters(c), *next; w; w = next) {
+	for (struct codepod_proc *w = take_super_waiters(c), *next; w; w = next) {
 		next = w->next_wait;
 		super_open(w);
 	}
@@ -299,7 +299,7 @@ static void on_super_gone(void *ud, struct kube_super *s, const char *detail)
 			 * next execution starts another supervisor. */
 			cp_log(CP_LOG_INFO, "kube.supervisor_idle_loss", "pod", json_string(c->pod),
 			       "detail", json_string(detail), NULL);
-			for (struct cp_proc *w = take_super_waiters(c), *next; w; w = next) {
+			for (struct codepod_proc *w = take_super_waiters(c), *next; w; w = next) {
 				next = w->next_wait;
 				start_exec(w);
 			}
@@ -318,7 +318,7 @@ const struct kube_super_cbs *kube_supervisor_cbs(void)
 	return &super_cbs;
 }
 
-const struct cp_proc_cbs *kube_chan_cbs(void)
+const struct codepod_proc_cbs *kube_chan_cbs(void)
 {
 	return &chan_cbs;
 }
@@ -331,8 +331,8 @@ void kube_supervisor_drop(struct kube_conv *c)
 	if (s)
 		kube_super_close(s);
 	/* Those waiting for it wait for the conversation's next pod instead. */
-	struct cp_proc *w = take_super_waiters(c);
-	for (struct cp_proc *next; w; w = next) {
+	struct codepod_proc *w = take_super_waiters(c);
+	for (struct codepod_proc *next; w; w = next) {
 		next = w->next_wait;
 		proc_set_state(w, KUBE_PROC_WAIT_POD);
 		w->next_wait = c->waiters;
@@ -343,9 +343,9 @@ void kube_supervisor_drop(struct kube_conv *c)
 }
 
 /* A channel's process exited, or the stream under it went. */
-static void chan_exited(void *ud, const struct cp_proc_exit *ex)
+static void chan_exited(void *ud, const struct codepod_proc_exit *ex)
 {
-	struct cp_proc *p = ud;
+	struct codepod_proc *p = ud;
 	/* still the conversation's pod (not one that replaced it meanwhile) */
 	int same_pod = p->sup && p->conv->pod && strcmp(p->conv->pod, kube_super_pod(p->sup)) == 0;
 	p->sup = NULL;
@@ -386,7 +386,7 @@ static void chan_exited(void *ud, const struct cp_proc_exit *ex)
 	kube_proc_report(p);
 }
 
-static void start_exec_now(struct cp_proc *p)
+static void start_exec_now(struct codepod_proc *p)
 {
 	struct kube_conv *c = p->conv;
 	if (p->k->supervise && !c->super_off) {
@@ -413,7 +413,7 @@ static void start_exec_now(struct cp_proc *p)
 }
 
 /* One exec for this runner. */
-static void start_direct(struct cp_proc *p)
+static void start_direct(struct codepod_proc *p)
 {
 	struct kube_conv *c = p->conv;
 	struct cp_err err;
@@ -436,7 +436,7 @@ static void start_direct(struct cp_proc *p)
 
 static void on_creds(void *arg, const struct k8s_cred *cred, const struct cp_err *err)
 {
-	struct cp_proc *p = arg;
+	struct codepod_proc *p = arg;
 	if (err) {
 		if (p->killed)
 			report_soon(p);
@@ -454,7 +454,7 @@ static void on_creds(void *arg, const struct k8s_cred *cred, const struct cp_err
 }
 
 /* Exec needs the current token (rotated files, exec plugins). */
-static void start_exec(struct cp_proc *p)
+static void start_exec(struct codepod_proc *p)
 {
 	struct k8s_cred now;
 	struct cp_err err;
@@ -466,7 +466,7 @@ static void start_exec(struct cp_proc *p)
 		on_creds(p, &now, NULL);
 }
 
-void kube_proc_pod_ready(struct cp_proc *p)
+void kube_proc_pod_ready(struct codepod_proc *p)
 {
 	if (p->killed) {
 		report_soon(p);
@@ -486,13 +486,13 @@ static void on_killer_out(void *ud, const char *buf, size_t len)
 
 static void on_kill_grace(uv_timer_t *t)
 {
-	struct cp_proc *p = t->data;
+	struct codepod_proc *p = t->data;
 	if (p->ex)
 		k8s_exec_abort(p->ex);
 	if (p->sup) {
 		/* The supervisor never said the channel ended: give up on it. */
 		kube_super_detach(p->sup, p->chan);
-		struct cp_proc_exit ex;
+		struct codepod_proc_exit ex;
 		memset(&ex, 0, sizeof ex);
 		ex.code = -1;
 		ex.signal = 9;
@@ -502,7 +502,7 @@ static void on_kill_grace(uv_timer_t *t)
 
 static void on_killer_exited(void *ud, const struct k8s_exec_exit *x)
 {
-	struct cp_proc *p = ud;
+	struct codepod_proc *p = ud;
 	p->killer = NULL;
 	if (x->ex.code != 0)
 		cp_log(CP_LOG_WARN, "kube.kill_failed", "id", json_string(p->exec_id),
@@ -518,12 +518,12 @@ static void on_killer_exited(void *ud, const struct k8s_exec_exit *x)
 static const struct k8s_exec_cbs killer_cbs = { on_killer_out, on_killer_out, NULL, on_killer_exited };
 
 /* The killer exec for @p's processes; 0 when it started. */
-static int start_killer(struct cp_proc *p)
+static int start_killer(struct codepod_proc *p)
 {
 	char pid[24], start[24];
 	snprintf(pid, sizeof pid, "%ld", p->pid);
 	snprintf(start, sizeof start, "%llu", p->start);
-	const char *argv[] = { "node", "-e", (const char *)cp_boot_js, pid, p->tag, start, NULL };
+	const char *argv[] = { "node", "-e", (const char *)codepod_boot_js, pid, p->tag, start, NULL };
 	struct cp_err err;
 	if (k8s_exec_start(p->k->execs, p->k->ns, p->conv->pod, K8S_CONTAINER, argv,
 	                   &killer_cbs, p, &p->killer, &err)) {
@@ -532,14 +532,14 @@ static int start_killer(struct cp_proc *p)
 		return -1;
 	}
 	char len[32];
-	int n = snprintf(len, sizeof len, "%lu\n", cp_killer_js_len);
+	int n = snprintf(len, sizeof len, "%lu\n", kube_killer_js_len);
 	if (k8s_exec_write(p->killer, len, (size_t)n, &err) < 0 ||
-	    k8s_exec_write(p->killer, cp_killer_js, cp_killer_js_len, &err) < 0)
+	    k8s_exec_write(p->killer, kube_killer_js, kube_killer_js_len, &err) < 0)
 		k8s_exec_abort(p->killer); /* on_killer_exited() tells */
 	return 0;
 }
 
-static void kube_kill(struct cp_proc *p)
+static void kube_kill(struct codepod_proc *p)
 {
 	/* (while kube_oom.c reads the pod, the runner is already dead) */
 	if (p->killed || p->state == KUBE_PROC_DONE || p->oom_pod)
@@ -547,7 +547,7 @@ static void kube_kill(struct cp_proc *p)
 	p->killed = 1;
 	switch (p->state) {
 	case KUBE_PROC_WAIT_POD:
-		for (struct cp_proc **pp = &p->conv->waiters; *pp; pp = &(*pp)->next_wait) {
+		for (struct codepod_proc **pp = &p->conv->waiters; *pp; pp = &(*pp)->next_wait) {
 			if (*pp == p) {
 				*pp = p->next_wait;
 				break;
@@ -565,7 +565,7 @@ static void kube_kill(struct cp_proc *p)
 		k8s_creds_cancel(&p->cw); /* on_creds reports */
 		return;
 	case KUBE_PROC_WAIT_SUPER:
-		for (struct cp_proc **pp = &p->conv->super_waiters; *pp; pp = &(*pp)->next_wait) {
+		for (struct codepod_proc **pp = &p->conv->super_waiters; *pp; pp = &(*pp)->next_wait) {
 			if (*pp == p) {
 				*pp = p->next_wait;
 				break;
@@ -594,7 +594,7 @@ static void kube_kill(struct cp_proc *p)
 	uv_timer_start(&p->timer, on_kill_grace, KILL_GRACE_MS, 0);
 }
 
-static void kube_adopt(struct cp_proc *p, const char *exec_id)
+static void kube_adopt(struct codepod_proc *p, const char *exec_id)
 {
 	if (!p->standby)
 		return;
@@ -608,13 +608,13 @@ static void kube_adopt(struct cp_proc *p, const char *exec_id)
 		count_running(p);
 }
 
-static void kube_note_pid(struct cp_proc *p, long pid, unsigned long long start)
+static void kube_note_pid(struct codepod_proc *p, long pid, unsigned long long start)
 {
 	p->pid = pid;
 	p->start = start;
 }
 
-static int kube_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
+static int kube_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err)
 {
 	if (p->state == KUBE_PROC_DONE || p->killed)
 		return 0;
@@ -648,8 +648,8 @@ static char **copy_argv(const char *const *argv)
 	return out;
 }
 
-static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
-                      const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+static int kube_spawn(struct codepod_backend *b, const struct codepod_spawn_req *req,
+                      const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
                       struct cp_err *err)
 {
 	struct kube *k = (struct kube *)b;
@@ -660,7 +660,7 @@ static int kube_spawn(struct cp_backend *b, const struct cp_spawn_req *req,
 	 * start an acquisition nor keep a failing one alive. */
 	if (req->standby && c->state != KUBE_CONV_READY)
 		return cp_err_set(err, CP_E_STATE, "the conversation has no pod now");
-	struct cp_proc *p = calloc(1, sizeof *p);
+	struct codepod_proc *p = calloc(1, sizeof *p);
 	if (!p)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	p->k = k;
@@ -708,7 +708,7 @@ static void free_argv(char **argv)
 }
 
 /* What a warm pod's standby runner is started with (kube_warm.c). */
-static void kube_default_runner(struct cp_backend *b, const struct cp_spawn_req *req)
+static void kube_default_runner(struct codepod_backend *b, const struct codepod_spawn_req *req)
 {
 	struct kube *k = (struct kube *)b;
 	char **argv = copy_argv(req->argv);
@@ -761,7 +761,7 @@ void kube_maybe_free(struct kube *k)
 	uv_close((uv_handle_t *)&k->clear_timer, on_tick_closed);
 }
 
-static void kube_destroy(struct cp_backend *b)
+static void kube_destroy(struct codepod_backend *b)
 {
 	struct kube *k = (struct kube *)b;
 	k->closing = 1;
@@ -776,7 +776,7 @@ static void kube_destroy(struct cp_backend *b)
 	kube_maybe_free(k);
 }
 
-static size_t kube_stats(const struct cp_backend *b, struct cp_backend_stat *out, size_t max)
+static size_t kube_stats(const struct codepod_backend *b, struct codepod_backend_stat *out, size_t max)
 {
 	static const char pods[] = "codepod_pods_total";
 	static const char pods_help[] = "Sandbox pods, by how they were acquired or ended.";
@@ -784,7 +784,7 @@ static size_t kube_stats(const struct cp_backend *b, struct cp_backend_stat *out
 	static const char sup_help[] = "Pod supervisors started, and those that failed "
 	                               "(their pod falls back to one exec per script).";
 	const struct kube_backend_stats *st = &((const struct kube *)(const void *)b)->stats;
-	const struct cp_backend_stat all[] = {
+	const struct codepod_backend_stat all[] = {
 		{ pods, pods_help, "how=\"found\"", st->found },
 		{ pods, pods_help, "how=\"claimed\"", st->claimed },
 		{ pods, pods_help, "how=\"created\"", st->created },
@@ -799,13 +799,13 @@ static size_t kube_stats(const struct cp_backend *b, struct cp_backend_stat *out
 	return n;
 }
 
-static const struct cp_backend_ops kube_ops = {
+static const struct codepod_backend_ops kube_ops = {
 	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
 	.note_pid = kube_note_pid, .adopt = kube_adopt, .stats = kube_stats,
 	.default_runner = kube_default_runner, .destroy = kube_destroy,
 };
 
-int kube_backend_new(const struct kube_backend_config *cfg, struct cp_backend **out,
+int kube_backend_new(const struct kube_backend_config *cfg, struct codepod_backend **out,
                     struct cp_err *err)
 {
 	struct kube *k = calloc(1, sizeof *k);

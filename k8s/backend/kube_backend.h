@@ -41,7 +41,7 @@ struct kube_backend_config {
 	int no_supervisor;          /* 1: one exec per script (kube_super.h) */
 };
 
-int kube_backend_new(const struct kube_backend_config *c, struct cp_backend **out,
+int kube_backend_new(const struct kube_backend_config *c, struct codepod_backend **out,
                     struct cp_err *err);
 
 /* Where the command's options lead: the kubeconfig files (a KUBECONFIG-style
@@ -58,9 +58,9 @@ struct kube_backend_options {
 	int no_supervisor;
 };
 int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options *o,
-                             struct cp_backend **out, struct cp_err *err);
+                             struct codepod_backend **out, struct cp_err *err);
 
-/* Counters for logs and metrics (cp_backend_ops.stats). */
+/* Counters for logs and metrics (codepod_backend_ops.stats). */
 struct kube_backend_stats {
 	unsigned long found, claimed, created, replaced, reaped, warm_created;
 	unsigned long supervisors_started, supervisor_fallbacks;

@@ -5,7 +5,7 @@
  *
  * Ownership: struct kube owns its conversations; a conversation owns its
  * strings and the REST call or watch it has in progress. A process handle
- * (struct cp_proc) is owned by the backend and freed after its exited()
+ * (struct codepod_proc) is owned by the backend and freed after its exited()
  * report went out and its killer exec (if any) ended.
  */
 #ifndef K8S_KUBE_INT_H
@@ -24,8 +24,8 @@
 #include "k8s/api/watch.h"
 
 /* The killer exec's program (k8s/backend/killer.js, built), for boot.js. */
-extern const unsigned char cp_killer_js[];
-extern const unsigned long cp_killer_js_len;
+extern const unsigned char kube_killer_js[];
+extern const unsigned long kube_killer_js_len;
 
 /*
  * A conversation's pod: IDLE (none known), ACQUIRING (finding, claiming or
@@ -48,7 +48,7 @@ struct kube_conv {
 	char dead_uid[64];             /* a pod judged a dead end and being deleted:
 	                                * never judged again, only waited out */
 	enum kube_conv_state state;    /* conv_set_state only */
-	struct cp_proc *waiters;       /* executions waiting for the pod */
+	struct codepod_proc *waiters;       /* executions waiting for the pod */
 	unsigned running;              /* executions running in the pod */
 	int attempts;                  /* acquisitions since the last success */
 	unsigned gen;                  /* bumped when in-flight steps go stale */
@@ -61,12 +61,12 @@ struct kube_conv {
 	struct kube_super *super;          /* the pod's supervisor (kube_super.h) */
 	int super_off;                 /* it failed in this pod: one exec per script */
 	int super_lost_work;           /* its stream ended under an execution */
-	struct cp_proc *super_waiters; /* executions waiting for it to be ready */
+	struct codepod_proc *super_waiters; /* executions waiting for it to be ready */
 	struct kube_standby *standby;      /* a warm pod's runner, inherited (kube_warm.c) */
 };
 
 struct kube {
-	struct cp_backend base;
+	struct codepod_backend base;
 	uv_loop_t *loop;
 	struct k8s_client *api;
 	struct k8s_exec_client *execs;
@@ -117,11 +117,11 @@ struct kube {
  */
 enum kube_proc_state { KUBE_PROC_WAIT_POD, KUBE_PROC_WAIT_CREDS, KUBE_PROC_WAIT_SUPER, KUBE_PROC_EXEC, KUBE_PROC_DONE };
 
-struct cp_proc {
-	struct cp_proc *next_wait;
+struct codepod_proc {
+	struct codepod_proc *next_wait;
 	struct kube *k;
 	struct kube_conv *conv;
-	const struct cp_proc_cbs *cbs;
+	const struct codepod_proc_cbs *cbs;
 	void *ud;
 	char **argv;
 	char *exec_id;
@@ -153,7 +153,7 @@ struct cp_proc {
 	unsigned long memory_mb;       /* of the spawn request */
 	size_t input_len;              /* its input: the first bytes of sent */
 	int counted;                   /* counted in conv->running */
-	struct cp_proc_exit exit;
+	struct codepod_proc_exit exit;
 };
 
 /* kube_backend.c: frees the backend once closing and quiet */
@@ -172,7 +172,7 @@ void kube_now_rfc3339(char out[32]);
 /* kube_backend.c: the conversation's supervisor goes with its pod */
 void kube_supervisor_drop(struct kube_conv *c);
 const struct kube_super_cbs *kube_supervisor_cbs(void);  /* a conversation's, ud = kube_conv */
-const struct cp_proc_cbs *kube_chan_cbs(void);  /* an execution's, ud = cp_proc */
+const struct codepod_proc_cbs *kube_chan_cbs(void);  /* an execution's, ud = codepod_proc */
 
 /* kube_warm.c: warm pods with their supervisor and a standby runner */
 void kube_warm_created(struct kube *k, const char *pod);
@@ -182,21 +182,21 @@ int kube_warm_is_up(struct kube *k, const char *pod);
 void kube_warm_claimed(struct kube_conv *c, const char *pod);    /* before acquire_claimed */
 /* 1: @p now runs on the inherited standby runner; 0: not usable (killed);
  * -1: taken, but writing to it failed. */
-int kube_warm_take(struct cp_proc *p);
+int kube_warm_take(struct codepod_proc *p);
 void kube_warm_stop(struct kube *k);
 
 /* kube_backend.c: a conversation's pod is ready, or will not be */
-void kube_proc_pod_ready(struct cp_proc *p);
-void kube_proc_unavailable(struct cp_proc *p, const char *detail);
+void kube_proc_pod_ready(struct codepod_proc *p);
+void kube_proc_unavailable(struct codepod_proc *p, const char *detail);
 /* kube_backend.c: hand p->exit to the engine (once; from the loop) */
-void kube_proc_report(struct cp_proc *p);
+void kube_proc_report(struct codepod_proc *p);
 
 /* kube_oom.c: the runner died of a SIGKILL codepod did not send: read the
  * pod's container status (non-blocking GETs, for up to ~1.5 s) and then
  * call kube_proc_report(p), with p->exit.oom and p->exit.detail set when
  * the container was OOMKilled. Returns 0 when started; -1 when it could not
  * start, and then the caller reports. Uses p->timer meanwhile. */
-int kube_oom_check(struct cp_proc *p);
+int kube_oom_check(struct codepod_proc *p);
 
 /* kube_pool.c */
 void kube_pool_start(struct kube *k);

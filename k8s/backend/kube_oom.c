@@ -21,7 +21,7 @@
 #define OOM_RETRY_MS 500     /* between them */
 #define OOM_GET_TIMEOUT_MS 2000
 
-static void say_oom(struct cp_proc *p, const char *limit)
+static void say_oom(struct codepod_proc *p, const char *limit)
 {
 	p->exit.oom = 1;
 	snprintf(p->exit.detail, sizeof p->exit.detail,
@@ -29,14 +29,14 @@ static void say_oom(struct cp_proc *p, const char *limit)
 	         limit ? " (memory limit " : "", limit ? limit : "", limit ? ")" : "");
 }
 
-static void get_pod(struct cp_proc *p);
+static void get_pod(struct codepod_proc *p);
 
 static void on_retry(uv_timer_t *t)
 {
 	get_pod(t->data);
 }
 
-static void done(struct cp_proc *p)
+static void done(struct codepod_proc *p)
 {
 	free(p->oom_pod);
 	p->oom_pod = NULL;
@@ -46,7 +46,7 @@ static void done(struct cp_proc *p)
 static void on_pod(void *arg, json_t *obj, const struct k8s_status *st, const struct cp_err *err)
 {
 	(void)st;
-	struct cp_proc *p = arg;
+	struct codepod_proc *p = arg;
 	const char *limit = NULL;
 	int verdict = err ? -1 : k8s_pod_oom_killed(obj, (long long)p->exec_wall, &limit);
 	if (verdict == 1) {
@@ -73,7 +73,7 @@ static void on_pod(void *arg, json_t *obj, const struct k8s_status *st, const st
 	uv_timer_start(&p->timer, on_retry, OOM_RETRY_MS, 0);
 }
 
-static void get_pod(struct cp_proc *p)
+static void get_pod(struct codepod_proc *p)
 {
 	struct k8s_rest_opts o = { .timeout_ms = OOM_GET_TIMEOUT_MS, .max_attempts = 1 };
 	struct k8s_rest_cb cb = { on_pod, p };
@@ -82,7 +82,7 @@ static void get_pod(struct cp_proc *p)
 		done(p);
 }
 
-int kube_oom_check(struct cp_proc *p)
+int kube_oom_check(struct codepod_proc *p)
 {
 	if (p->k->closing || !p->conv->pod)
 		return -1;

@@ -41,7 +41,7 @@ static int load_config(const struct kube_backend_options *o, struct k8s_config *
 }
 
 int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options *o,
-                             struct cp_backend **out, struct cp_err *err)
+                             struct codepod_backend **out, struct cp_err *err)
 {
 	struct k8s_config cfg;
 	memset(&cfg, 0, sizeof cfg);

@@ -15,7 +15,7 @@
 struct kchan {
 	struct kchan *next;
 	uint32_t id;
-	const struct cp_proc_cbs *cbs;
+	const struct codepod_proc_cbs *cbs;
 	void *ud;
 };
 
@@ -82,7 +82,7 @@ static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t le
 			break; /* detached meanwhile */
 		unlink_chan(s, ch);
 		{
-			struct cp_proc_exit ex;
+			struct codepod_proc_exit ex;
 			memset(&ex, 0, sizeof ex);
 			if (kind == 'F') {
 				ex.code = -1;
@@ -96,7 +96,7 @@ static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t le
 				ex.signal = sig > 0 && sig < 128 ? (int)sig : 0;
 				ex.code = json_is_integer(code) && !ex.signal ? (int)json_integer_value(code) : -1;
 			}
-			const struct cp_proc_cbs *cbs = ch->cbs;
+			const struct codepod_proc_cbs *cbs = ch->cbs;
 			void *cud = ch->ud;
 			free(ch);
 			cbs->exited(cud, &ex);
@@ -149,12 +149,12 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 	while (s->chans) {
 		struct kchan *ch = s->chans;
 		s->chans = ch->next;
-		struct cp_proc_exit ex;
+		struct codepod_proc_exit ex;
 		memset(&ex, 0, sizeof ex);
 		ex.code = -1;
 		ex.lost = 1;
 		snprintf(ex.detail, sizeof ex.detail, "%s", detail);
-		const struct cp_proc_cbs *cbs = ch->cbs;
+		const struct codepod_proc_cbs *cbs = ch->cbs;
 		void *cud = ch->ud;
 		free(ch);
 		cbs->exited(cud, &ex);
@@ -173,7 +173,7 @@ int kube_super_new(struct k8s_exec_client *execs, const char *ns, const char *po
                struct kube_super **out, struct cp_err *err)
 {
 	struct kube_super *s = calloc(1, sizeof *s);
-	char *boot = strndup((const char *)cp_boot_js, cp_boot_js_len);
+	char *boot = strndup((const char *)codepod_boot_js, codepod_boot_js_len);
 	if (!s || !boot || !(s->pod = strdup(pod))) {
 		free(boot);
 		if (s)
@@ -199,10 +199,10 @@ int kube_super_new(struct k8s_exec_client *execs, const char *ns, const char *po
 		return rc;
 	}
 	char len[32];
-	int n = snprintf(len, sizeof len, "%lu\n", cp_supervisor_js_len);
+	int n = snprintf(len, sizeof len, "%lu\n", kube_supervisor_js_len);
 	struct cp_err werr;
 	if (k8s_exec_write(s->ex, len, (size_t)n, &werr) < 0 ||
-	    k8s_exec_write(s->ex, cp_supervisor_js, cp_supervisor_js_len, &werr) < 0)
+	    k8s_exec_write(s->ex, kube_supervisor_js, kube_supervisor_js_len, &werr) < 0)
 		k8s_exec_abort(s->ex); /* exited() -> gone() */
 	*out = s;
 	return 0;
@@ -237,7 +237,7 @@ static int send_frame(struct kube_super *s, char kind, uint32_t chan, const char
 }
 
 int kube_super_open(struct kube_super *s, const char *const *argv, const char *tag,
-                const struct cp_proc_cbs *cbs, void *ud, uint32_t *chan,
+                const struct codepod_proc_cbs *cbs, void *ud, uint32_t *chan,
                 struct cp_err *err)
 {
 	if (!kube_super_is_ready(s))
@@ -296,7 +296,7 @@ void kube_super_kill(struct kube_super *s, uint32_t chan, const char *tag)
 		send_frame(s, 'K', chan, body, (size_t)n, &err);
 }
 
-void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct cp_proc_cbs *cbs, void *ud)
+void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct codepod_proc_cbs *cbs, void *ud)
 {
 	struct kchan *ch = find(s, chan);
 	if (ch) {

@@ -41,8 +41,8 @@
 #include "k8s/api/pod_exec.h"
 #include "runner/sandbox.h"
 
-extern const unsigned char cp_supervisor_js[];
-extern const unsigned long cp_supervisor_js_len;
+extern const unsigned char kube_supervisor_js[];
+extern const unsigned long kube_supervisor_js_len;
 
 struct kube_super;
 
@@ -75,7 +75,7 @@ const char *kube_super_pod(const struct kube_super *s);
  * and the exit come through @cbs/@ud (exited() once: code/signal from the
  * supervisor, `lost` when the stream went first). */
 int kube_super_open(struct kube_super *s, const char *const *argv, const char *tag,
-                const struct cp_proc_cbs *cbs, void *ud, uint32_t *chan,
+                const struct codepod_proc_cbs *cbs, void *ud, uint32_t *chan,
                 struct cp_err *err);
 
 /* Bytes for the channel's stdin (copied). */
@@ -87,7 +87,7 @@ int kube_super_write(struct kube_super *s, uint32_t chan, const char *buf, size_
 void kube_super_kill(struct kube_super *s, uint32_t chan, const char *tag);
 
 /* The channel's callbacks are now @cbs/@ud (a standby runner taken). */
-void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct cp_proc_cbs *cbs, void *ud);
+void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct codepod_proc_cbs *cbs, void *ud);
 
 /* ready()/gone() now go to @cbs/@ud (a warm pod claimed). */
 void kube_super_set_owner(struct kube_super *s, const struct kube_super_cbs *cbs, void *ud);

@@ -5,7 +5,7 @@
  * runner.js loaded, waiting for its hello). A conversation that claims the
  * pod inherits both: its first execution takes the standby runner when it
  * asks for the same runner (the engine's default runner, told through
- * cp_backend_ops.default_runner: the same memory_mb), so the first
+ * codepod_backend_ops.default_runner: the same memory_mb), so the first
  * execution pays neither an exec nor a Node start. Nothing has run in a warm
  * pod, so its standby runner is as fresh as one started on demand; one that
  * wrote anything, or is not the runner asked for, is killed and not used.
@@ -61,7 +61,7 @@ static void sb_out(void *ud, const char *buf, size_t len)
 	sb_drop(sb);
 }
 
-static void sb_exited(void *ud, const struct cp_proc_exit *ex)
+static void sb_exited(void *ud, const struct codepod_proc_exit *ex)
 {
 	(void)ex;
 	struct kube_standby *sb = ud;
@@ -69,7 +69,7 @@ static void sb_exited(void *ud, const struct cp_proc_exit *ex)
 	free(sb);
 }
 
-static const struct cp_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited, NULL };
+static const struct codepod_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited, NULL };
 
 static void warm_free(struct kube_warm_pod *w)
 {
@@ -219,7 +219,7 @@ void kube_warm_claimed(struct kube_conv *c, const char *pod)
 	       "standby", json_boolean(c->standby != NULL), NULL);
 }
 
-int kube_warm_take(struct cp_proc *p)
+int kube_warm_take(struct codepod_proc *p)
 {
 	struct kube_conv *c = p->conv;
 	struct kube_standby *sb = c->standby;

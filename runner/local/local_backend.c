@@ -25,7 +25,7 @@
 #define MAX_ARGS 256
 
 struct local {
-	struct cp_backend base;
+	struct codepod_backend base;
 	uv_loop_t *loop;
 	char *state_dir;
 	char *ws_root;
@@ -38,9 +38,9 @@ struct local {
 	int closing;      /* destroy was asked: free once live reaches 0 */
 };
 
-struct cp_proc {
+struct codepod_proc {
 	struct local *b;
-	const struct cp_proc_cbs *cbs;
+	const struct codepod_proc_cbs *cbs;
 	void *ud;
 	uv_process_t proc;
 	uv_pipe_t in, out, err;
@@ -49,7 +49,7 @@ struct cp_proc {
 	int exited, out_eof, err_eof, reported;
 	int killed_told; /* cbs->killed() was called */
 	int handles_open;
-	struct cp_proc_exit ex;
+	struct codepod_proc_exit ex;
 };
 
 struct write_req {
@@ -134,13 +134,13 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 	return rc ? rc : own_workspace(b, conversation, out, uid, gid, err);
 }
 
-static void report_if_done(struct cp_proc *p);
+static void report_if_done(struct codepod_proc *p);
 
 static void local_free(struct local *b);
 
 static void on_handle_closed(uv_handle_t *h)
 {
-	struct cp_proc *p = h->data;
+	struct codepod_proc *p = h->data;
 	if (--p->handles_open == 0) {
 		struct local *b = p->b;
 		free(p);
@@ -149,7 +149,7 @@ static void on_handle_closed(uv_handle_t *h)
 	}
 }
 
-static void close_all(struct cp_proc *p)
+static void close_all(struct codepod_proc *p)
 {
 	uv_handle_t *hs[] = { (uv_handle_t *)&p->proc, (uv_handle_t *)&p->in,
 	                      (uv_handle_t *)&p->out, (uv_handle_t *)&p->err,
@@ -159,7 +159,7 @@ static void close_all(struct cp_proc *p)
 			uv_close(hs[i], on_handle_closed);
 }
 
-static void report_if_done(struct cp_proc *p)
+static void report_if_done(struct codepod_proc *p)
 {
 	if (p->reported || !p->exited || !p->out_eof || !p->err_eof)
 		return;
@@ -171,13 +171,13 @@ static void report_if_done(struct cp_proc *p)
 
 static void on_drain_timeout(uv_timer_t *t)
 {
-	struct cp_proc *p = t->data;
+	struct codepod_proc *p = t->data;
 	cp_log(CP_LOG_WARN, "local.drain_timeout", "pid", json_integer(p->pid), NULL);
 	p->out_eof = p->err_eof = 1;
 	report_if_done(p);
 }
 
-static void kill_tree(struct cp_proc *p)
+static void kill_tree(struct codepod_proc *p)
 {
 	/* bubblewrap's own process is the group leader (setsid by
 	 * UV_PROCESS_DETACHED); with --die-with-parent its PID-namespace init
@@ -191,7 +191,7 @@ static void kill_tree(struct cp_proc *p)
 
 static void on_exit_cb(uv_process_t *h, int64_t status, int sig)
 {
-	struct cp_proc *p = h->data;
+	struct codepod_proc *p = h->data;
 	p->exited = 1;
 	/* bubblewrap's init reports a child killed by signal N as exit status
 	 * 128 + N, as a shell does. (A program calling process.exit(137) is
@@ -217,7 +217,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-	struct cp_proc *p = s->data;
+	struct codepod_proc *p = s->data;
 	int is_out = s == (uv_stream_t *)&p->out;
 	if (n > 0) {
 		if (!p->reported)
@@ -234,7 +234,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	report_if_done(p);
 }
 
-static int build_argv(struct local *b, const struct cp_spawn_req *req, const char *ws,
+static int build_argv(struct local *b, const struct codepod_spawn_req *req, const char *ws,
                       uid_t uid, gid_t gid, struct local_sandbox_buf *buf, const char **argv,
                       struct cp_err *err)
 {
@@ -259,7 +259,7 @@ static int build_argv(struct local *b, const struct cp_spawn_req *req, const cha
 /* The address-space ceiling is set on ourselves around the fork, because
  * uv_spawn has no pre-exec hook; the child inherits it. Only the soft limit
  * moves, and it is restored right after. */
-static int spawn_limited(struct cp_proc *p, uv_process_options_t *opt, unsigned long mb)
+static int spawn_limited(struct codepod_proc *p, uv_process_options_t *opt, unsigned long mb)
 {
 	struct rlimit old, lim;
 	int have = getrlimit(RLIMIT_DATA, &old) == 0;
@@ -275,11 +275,11 @@ static int spawn_limited(struct cp_proc *p, uv_process_options_t *opt, unsigned 
 	return rc;
 }
 
-static int local_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err);
-static void local_kill(struct cp_proc *p);
+static int local_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err);
+static void local_kill(struct codepod_proc *p);
 
-static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
-                       const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_req *req,
+                       const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
                        struct cp_err *err)
 {
 	struct local *b = (struct local *)base;
@@ -304,7 +304,7 @@ static int local_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	static char tmp_env[] = "TMPDIR=/tmp";
 	static char lang_env[] = "LANG=C.UTF-8";
 	char *env[] = { path_env, home, tmp_env, lang_env, NULL };
-	struct cp_proc *p = calloc(1, sizeof *p);
+	struct codepod_proc *p = calloc(1, sizeof *p);
 	if (!p) {
 		if (sfd >= 0)
 			close(sfd);
@@ -362,7 +362,7 @@ static void on_written(uv_write_t *req, int status)
 	free(req);
 }
 
-static int local_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
+static int local_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err)
 {
 	if (p->exited || len == 0)
 		return 0;
@@ -464,7 +464,7 @@ static int kill_from(pid_t pid, int depth, int *budget)
 /* What the processes wrote to stderr before the kill: the final frame on
  * stdout does not order it (two pipes), so it is read now rather than when
  * the loop gets to it. 0 when the pipe was emptied. */
-static int drain_err(struct cp_proc *p)
+static int drain_err(struct codepod_proc *p)
 {
 	static char buf[65536]; /* loop thread only */
 	uv_os_fd_t fd;
@@ -488,7 +488,7 @@ static int drain_err(struct cp_proc *p)
  * group (bubblewrap and its PID-namespace init, or a plain runner's group),
  * then every process below; with its stderr drained, the engine is told
  * (killed()) and may deliver before the kernel has reaped them. */
-static void local_kill(struct cp_proc *p)
+static void local_kill(struct codepod_proc *p)
 {
 	int tell = p->pid > 0 && !p->exited && !p->killed_told && p->cbs->killed;
 	pid_t root = p->pid, tops[KIDS_MAX];
@@ -525,7 +525,7 @@ static void local_free(struct local *b)
 
 /* May be called from inside a process's exited() chain: the memory goes
  * once the last process handle has closed. */
-static void local_destroy(struct cp_backend *base)
+static void local_destroy(struct codepod_backend *base)
 {
 	struct local *b = (struct local *)base;
 	b->closing = 1;
@@ -533,7 +533,7 @@ static void local_destroy(struct cp_backend *base)
 		local_free(b);
 }
 
-static const struct cp_backend_ops local_ops = {
+static const struct codepod_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
 	.note_pid = NULL, .destroy = local_destroy,
 };
@@ -562,7 +562,7 @@ static int sandbox_ready(struct local *b, const struct local_config *cfg, struct
 	return local_sandbox_probe(&b->sb, &run, b->node, err);
 }
 
-int local_new(const struct local_config *cfg, struct cp_backend **out,
+int local_new(const struct local_config *cfg, struct codepod_backend **out,
                  struct cp_err *err)
 {
 	int rc = mkdir_p(cfg->state_dir, err);

@@ -30,7 +30,7 @@ struct local_config {
 	const char *const *hide; /* host files programs must not read: NULL-terminated, or NULL */
 };
 
-int local_new(const struct local_config *cfg, struct cp_backend **out,
+int local_new(const struct local_config *cfg, struct codepod_backend **out,
                  struct cp_err *err);
 
 /*

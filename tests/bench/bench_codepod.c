@@ -44,7 +44,7 @@
 
 struct bench {
 	uv_loop_t loop;
-	struct cp_backend *backend;
+	struct codepod_backend *backend;
 	struct codepod *cp;
 	int isolate;
 	int prestart_gap_ms;  /* > 0: runners are started ahead, runs this far apart */
@@ -122,8 +122,8 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 	}
 	struct codepod_config cfg = { .loop = &b->loop, .backend = b->backend,
 	                              .prestart_max = b->prestart_gap_ms > 0 ? 1 : 0 };
-	cp_policy_defaults(&cfg.defaults);
-	cp_policy_ceiling_defaults(&cfg.ceiling);
+	codepod_policy_defaults(&cfg.defaults);
+	codepod_policy_ceiling_defaults(&cfg.ceiling);
 	if (codepod_new(&cfg, &b->cp, &err)) {
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
@@ -238,7 +238,7 @@ static void bare_out(void *ud, const char *buf, size_t len)
 	(void)len;
 }
 
-static void bare_exited(void *ud, const struct cp_proc_exit *ex)
+static void bare_exited(void *ud, const struct codepod_proc_exit *ex)
 {
 	struct one_run *r = ud;
 	r->t1 = now_ms();
@@ -252,17 +252,17 @@ static void bare_exited(void *ud, const struct cp_proc_exit *ex)
 	}
 }
 
-static const struct cp_proc_cbs bare_cbs = { bare_out, bare_out, bare_exited, NULL };
+static const struct codepod_proc_cbs bare_cbs = { bare_out, bare_out, bare_exited, NULL };
 
 /* A bare `node -e 0` through the backend: the backend resolves "node" and,
  * when isolating, puts the same bwrap argv in front. */
 static double run_bare(struct bench *b)
 {
 	static const char *const argv[] = { "node", "-e", "0", NULL };
-	struct cp_spawn_req req = { .conversation = "bench", .exec_id = "bare", .argv = argv,
+	struct codepod_spawn_req req = { .conversation = "bench", .exec_id = "bare", .argv = argv,
 	                            .memory_mb = 512 };
 	struct one_run r = { .b = b };
-	struct cp_proc *p = NULL;
+	struct codepod_proc *p = NULL;
 	struct cp_err err;
 	r.t0 = now_ms();
 	if (b->backend->ops->spawn(b->backend, &req, &bare_cbs, &r, &p, &err)) {

@@ -26,14 +26,14 @@
 
 /* The engine on @loop over @backend, default policy and ceiling; abort()s
  * when it cannot be made. */
-static struct codepod *fake_engine_new(uv_loop_t *loop, struct cp_backend *backend)
+static struct codepod *fake_engine_new(uv_loop_t *loop, struct codepod_backend *backend)
 {
 	struct codepod_config cfg;
 	memset(&cfg, 0, sizeof cfg);
 	cfg.loop = loop;
 	cfg.backend = backend;
-	cp_policy_defaults(&cfg.defaults);
-	cp_policy_ceiling_defaults(&cfg.ceiling);
+	codepod_policy_defaults(&cfg.defaults);
+	codepod_policy_ceiling_defaults(&cfg.ceiling);
 	struct codepod *cp = NULL;
 	if (codepod_new(&cfg, &cp, NULL))
 		abort();
@@ -42,7 +42,7 @@ static struct codepod *fake_engine_new(uv_loop_t *loop, struct cp_backend *backe
 
 /* Frames @payload (@len bytes) as one record of @kind for the execution of
  * @nonce and hands it to @cbs->out. */
-static void fake_frame(const struct cp_proc_cbs *cbs, void *ud, const char *nonce, char kind,
+static void fake_frame(const struct codepod_proc_cbs *cbs, void *ud, const char *nonce, char kind,
                        const void *payload, size_t len)
 {
 	char hdr[96];

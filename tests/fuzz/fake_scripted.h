@@ -5,7 +5,7 @@
  * [kind][len high][len low][payload] (a record whose length runs past the
  * end takes the rest); each is framed with the execution's nonce.
  *
- * Header-only (static functions), like fake_runner.h. struct cp_proc is
+ * Header-only (static functions), like fake_runner.h. struct codepod_proc is
  * defined here: a target that includes this has no fake process of its own.
  *
  * Ownership: the script is borrowed (valid while executions run); each
@@ -26,16 +26,16 @@
 #include "fake_runner.h"
 
 struct fake_backend {
-	struct cp_backend base; /* first: the engine hands back &base */
+	struct codepod_backend base; /* first: the engine hands back &base */
 	uv_loop_t *loop;
 	const uint8_t *frames;
 	size_t nframes;
 	unsigned live;
 };
 
-struct cp_proc {
+struct codepod_proc {
 	struct fake_backend *b;
-	struct cp_proc_cbs cbs;
+	struct codepod_proc_cbs cbs;
 	void *ud;
 	uv_timer_t t;
 	int killed, sent;
@@ -44,7 +44,7 @@ struct cp_proc {
 
 static void fake_on_closed(uv_handle_t *h)
 {
-	struct cp_proc *p = h->data;
+	struct codepod_proc *p = h->data;
 	p->b->live--;
 	free(p);
 }
@@ -52,7 +52,7 @@ static void fake_on_closed(uv_handle_t *h)
 /* First run (after the hello): the script, then again at once to exit. */
 static void fake_on_timer(uv_timer_t *t)
 {
-	struct cp_proc *p = t->data;
+	struct codepod_proc *p = t->data;
 	if (!p->killed && !p->sent) {
 		p->sent = 1;
 		const uint8_t *d = p->b->frames;
@@ -68,7 +68,7 @@ static void fake_on_timer(uv_timer_t *t)
 		uv_timer_start(&p->t, fake_on_timer, 0, 0); /* then exit */
 		return;
 	}
-	struct cp_proc_exit ex;
+	struct codepod_proc_exit ex;
 	memset(&ex, 0, sizeof ex);
 	ex.code = p->killed ? -1 : 0;
 	ex.signal = p->killed ? 9 : 0;
@@ -77,13 +77,13 @@ static void fake_on_timer(uv_timer_t *t)
 	uv_close((uv_handle_t *)&p->t, fake_on_closed);
 }
 
-static int fake_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
-                      const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+static int fake_spawn(struct codepod_backend *base, const struct codepod_spawn_req *req,
+                      const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
                       struct cp_err *err)
 {
 	struct fake_backend *b = (struct fake_backend *)(void *)base;
 	(void)req;
-	struct cp_proc *p = calloc(1, sizeof *p);
+	struct codepod_proc *p = calloc(1, sizeof *p);
 	if (!p)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	p->b = b;
@@ -96,7 +96,7 @@ static int fake_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	return 0;
 }
 
-static int fake_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
+static int fake_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err)
 {
 	if (p->killed)
 		return cp_err_set(err, CP_E_STATE, "fake: the process is gone");
@@ -108,7 +108,7 @@ static int fake_write(struct cp_proc *p, const char *buf, size_t len, struct cp_
 	return 0;
 }
 
-static void fake_kill(struct cp_proc *p)
+static void fake_kill(struct codepod_proc *p)
 {
 	if (p->killed)
 		return;
@@ -117,7 +117,7 @@ static void fake_kill(struct cp_proc *p)
 	uv_timer_start(&p->t, fake_on_timer, 0, 0);
 }
 
-static void fake_note_pid(struct cp_proc *p, long pid, unsigned long long start)
+static void fake_note_pid(struct codepod_proc *p, long pid, unsigned long long start)
 {
 	(void)p;
 	(void)start;
@@ -125,12 +125,12 @@ static void fake_note_pid(struct cp_proc *p, long pid, unsigned long long start)
 		abort(); /* the engine passes on only a real pid */
 }
 
-static void fake_destroy(struct cp_backend *b)
+static void fake_destroy(struct codepod_backend *b)
 {
 	(void)b;
 }
 
-static const struct cp_backend_ops fake_ops = {
+static const struct codepod_backend_ops fake_ops = {
 	.spawn = fake_spawn, .write = fake_write, .kill = fake_kill,
 	.note_pid = fake_note_pid, .destroy = fake_destroy,
 };

@@ -4,7 +4,7 @@
  * are a cycle of chunk sizes (1..256); the rest is the stream. The stream is
  * parsed twice, whole and in chunks, and both must give the same record
  * (raw bytes merged, frames in order) and the same error. Raw output also
- * goes through a cp_logwin whose cp_logwin_take() must be valid UTF-8
+ * goes through a codepod_logwin whose codepod_logwin_take() must be valid UTF-8
  * (sanitizing it again changes nothing).
  */
 #include <stddef.h>
@@ -25,7 +25,7 @@ struct rec {
 	size_t len, cap;
 	int in_raw;
 	size_t max_payload;
-	struct cp_logwin *win;
+	struct codepod_logwin *win;
 };
 
 static void put(struct rec *r, const void *buf, size_t len)
@@ -58,7 +58,7 @@ static void on_raw(void *ud, const char *buf, size_t len)
 	r->in_raw = 1;
 	put(r, buf, len);
 	if (r->win)
-		cp_logwin_append(r->win, buf, len);
+		codepod_logwin_append(r->win, buf, len);
 }
 
 static void on_frame(void *ud, char kind, const char *payload, size_t len)
@@ -76,12 +76,12 @@ static void on_frame(void *ud, char kind, const char *payload, size_t len)
 	put(r, payload, len);
 }
 
-static const struct cp_frame_sink sink = { on_raw, on_frame };
+static const struct codepod_frame_sink sink = { on_raw, on_frame };
 
 static int parse(const uint8_t *s, size_t n, const size_t *chunks, size_t nchunks,
                  struct rec *r)
 {
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, r->max_payload);
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, r->max_payload);
 	size_t pos = 0, k = 0;
 	int rc = 0;
 
@@ -92,21 +92,21 @@ static int parse(const uint8_t *s, size_t n, const size_t *chunks, size_t nchunk
 
 		if (c > n - pos)
 			c = n - pos;
-		rc = cp_frame_feed(p, (const char *)s + pos, c, &sink, r, NULL);
+		rc = codepod_frame_feed(p, (const char *)s + pos, c, &sink, r, NULL);
 		pos += c;
 	}
 	if (rc == 0)
-		rc = cp_frame_finish(p, &sink, r) ? 1 : 0;
-	else if (cp_frame_feed(p, "x", 1, &sink, r, NULL) != rc)
+		rc = codepod_frame_finish(p, &sink, r) ? 1 : 0;
+	else if (codepod_frame_feed(p, "x", 1, &sink, r, NULL) != rc)
 		abort(); /* sticky */
-	cp_frame_parser_free(p);
+	codepod_frame_parser_free(p);
 	return rc;
 }
 
-static void check_window(const struct cp_logwin *w)
+static void check_window(const struct codepod_logwin *w)
 {
 	size_t n = 0, m = 0;
-	char *s = cp_logwin_take(w, &n);
+	char *s = codepod_logwin_take(w, &n);
 	char *again = NULL;
 
 	if (!s)
@@ -123,7 +123,7 @@ static void check_window(const struct cp_logwin *w)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct rec whole = { 0 }, split = { 0 };
-	struct cp_logwin win;
+	struct codepod_logwin win;
 	size_t chunks[8], i;
 	int rc1, rc2;
 
@@ -132,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (i = 0; i < 8; i++)
 		chunks[i] = (size_t)data[1 + i] + 1;
 	whole.max_payload = split.max_payload = (size_t)data[0] * 8;
-	if (cp_logwin_init(&win, (size_t)data[0] % 64, NULL) != 0)
+	if (codepod_logwin_init(&win, (size_t)data[0] % 64, NULL) != 0)
 		return 0;
 	split.win = &win;
 	rc1 = parse(data + 9, size - 9, NULL, 0, &whole);
@@ -141,7 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (whole.len && memcmp(whole.log, split.log, whole.len) != 0))
 		abort();
 	check_window(&win);
-	cp_logwin_free(&win);
+	codepod_logwin_free(&win);
 	free(whole.log);
 	free(split.log);
 	return 0;

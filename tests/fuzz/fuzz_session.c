@@ -58,14 +58,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 enum mode { M_RUNNER, M_UNAVAILABLE, M_EXIT };
 
 struct fake_backend {
-	struct cp_backend base; /* first: the engine hands back &base */
+	struct codepod_backend base; /* first: the engine hands back &base */
 	uv_loop_t *loop;
 	unsigned live;          /* handles not yet freed */
 };
 
-struct cp_proc {
+struct codepod_proc {
 	struct fake_backend *b;
-	struct cp_proc_cbs cbs;
+	struct codepod_proc_cbs cbs;
 	void *ud;
 	uv_timer_t t;
 	enum mode mode;
@@ -78,7 +78,7 @@ struct cp_proc {
 
 /* ---- the fake runner ---- */
 
-static void emit(struct cp_proc *p, char kind, const char *payload)
+static void emit(struct codepod_proc *p, char kind, const char *payload)
 {
 	if (p->killed)
 		return; /* a killed runner writes nothing more */
@@ -87,15 +87,15 @@ static void emit(struct cp_proc *p, char kind, const char *payload)
 
 static void on_proc_closed(uv_handle_t *h)
 {
-	struct cp_proc *p = h->data;
+	struct codepod_proc *p = h->data;
 	p->b->live--;
 	free(p);
 }
 
 static void on_exit_timer(uv_timer_t *t)
 {
-	struct cp_proc *p = t->data;
-	struct cp_proc_exit ex;
+	struct codepod_proc *p = t->data;
+	struct codepod_proc_exit ex;
 	memset(&ex, 0, sizeof ex);
 	if (p->mode == M_UNAVAILABLE) {
 		ex.code = -1;
@@ -115,7 +115,7 @@ static void on_exit_timer(uv_timer_t *t)
 
 static void on_emit_timer(uv_timer_t *t)
 {
-	struct cp_proc *p = t->data;
+	struct codepod_proc *p = t->data;
 	int stage = p->stage;
 	p->stage = 0;
 	if (stage == 1) {
@@ -144,7 +144,7 @@ static void on_emit_timer(uv_timer_t *t)
 	}
 }
 
-static void schedule(struct cp_proc *p, int stage)
+static void schedule(struct codepod_proc *p, int stage)
 {
 	if (p->killed)
 		return;
@@ -155,7 +155,7 @@ static void schedule(struct cp_proc *p, int stage)
 /* The hello (fake_hello took the nonce) names the tools; the first tool is
  * the one the runner calls (tool names may hold any character: the call is
  * built with jansson). Consumes @h. */
-static void on_hello(struct cp_proc *p, json_t *h)
+static void on_hello(struct codepod_proc *p, json_t *h)
 {
 	const char *tool = json_string_value(json_object_get(json_array_get(json_object_get(h, "tools"), 0), "n"));
 	/* Tool names are 1 to 128 bytes (the engine checks). */
@@ -166,7 +166,7 @@ static void on_hello(struct cp_proc *p, json_t *h)
 	schedule(p, 1);
 }
 
-static void on_answer(struct cp_proc *p, const char *buf, size_t len)
+static void on_answer(struct codepod_proc *p, const char *buf, size_t len)
 {
 	json_t *a = json_loadb(buf, len, JSON_ALLOW_NUL, NULL);
 	const char *k = json_string_value(json_object_get(a, "k"));
@@ -182,8 +182,8 @@ static void on_answer(struct cp_proc *p, const char *buf, size_t len)
 
 /* ---- the backend ---- */
 
-static int fake_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
-                      const struct cp_proc_cbs *cbs, void *ud, struct cp_proc **out,
+static int fake_spawn(struct codepod_backend *base, const struct codepod_spawn_req *req,
+                      const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
                       struct cp_err *err)
 {
 	struct fake_backend *b = (struct fake_backend *)(void *)base;
@@ -191,7 +191,7 @@ static int fake_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 		abort();
 	if (strncmp(req->conversation, "fail", 4) == 0)
 		return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE, "fake: no sandbox");
-	struct cp_proc *p = calloc(1, sizeof *p);
+	struct codepod_proc *p = calloc(1, sizeof *p);
 	if (!p)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	p->b = b;
@@ -210,7 +210,7 @@ static int fake_spawn(struct cp_backend *base, const struct cp_spawn_req *req,
 	return 0;
 }
 
-static int fake_write(struct cp_proc *p, const char *buf, size_t len, struct cp_err *err)
+static int fake_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err)
 {
 	if (p->killed)
 		return cp_err_set(err, CP_E_STATE, "fake: the process is gone");
@@ -224,7 +224,7 @@ static int fake_write(struct cp_proc *p, const char *buf, size_t len, struct cp_
 	return 0;
 }
 
-static void fake_kill(struct cp_proc *p)
+static void fake_kill(struct codepod_proc *p)
 {
 	if (p->killed)
 		return;
@@ -234,12 +234,12 @@ static void fake_kill(struct cp_proc *p)
 	uv_timer_start(&p->t, on_exit_timer, 0, 0);
 }
 
-static void fake_destroy(struct cp_backend *b)
+static void fake_destroy(struct codepod_backend *b)
 {
 	(void)b;
 }
 
-static const struct cp_backend_ops fake_ops = {
+static const struct codepod_backend_ops fake_ops = {
 	.spawn = fake_spawn, .write = fake_write, .kill = fake_kill, .destroy = fake_destroy,
 };
 

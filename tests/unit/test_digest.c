@@ -28,7 +28,7 @@ static void test_known_vector(void **state)
 	(void)state;
 	assert_non_null(tools);
 	assert_non_null(policy);
-	assert_int_equal(cp_digest("console.log(1)", 14, tools, policy, out, NULL), 0);
+	assert_int_equal(codepod_digest("console.log(1)", 14, tools, policy, out, NULL), 0);
 	assert_string_equal(out, "96dca13b79c5bbd51122e90bd2193681d685d8d7e41bec9273df2640bee4795a");
 	json_decref(tools);
 	json_decref(policy);
@@ -42,10 +42,10 @@ static void test_key_order_irrelevant(void **state)
 	char d1[65], d2[65], d3[65];
 
 	(void)state;
-	assert_int_equal(cp_digest("x", 1, t, p1, d1, NULL), 0);
-	assert_int_equal(cp_digest("x", 1, t, p2, d2, NULL), 0);
+	assert_int_equal(codepod_digest("x", 1, t, p1, d1, NULL), 0);
+	assert_int_equal(codepod_digest("x", 1, t, p2, d2, NULL), 0);
 	assert_string_equal(d1, d2);
-	assert_int_equal(cp_digest("y", 1, t, p2, d3, NULL), 0);
+	assert_int_equal(codepod_digest("y", 1, t, p2, d3, NULL), 0);
 	assert_string_not_equal(d1, d3);
 	json_decref(p1);
 	json_decref(p2);
@@ -58,7 +58,7 @@ static void test_null_values_and_empty_source(void **state)
 	struct cp_err err = { 0 };
 
 	(void)state;
-	assert_int_equal(cp_digest(NULL, 0, NULL, NULL, out, &err), 0);
+	assert_int_equal(codepod_digest(NULL, 0, NULL, NULL, out, &err), 0);
 	assert_string_equal(out, "0bfee6af23d50e41cd6802ed25c0beab3815caef1b8ad56baedfb7e4dcfa85be");
 }
 
@@ -68,9 +68,9 @@ static void test_source_with_nul(void **state)
 	char out[65];
 
 	(void)state;
-	assert_int_equal(cp_digest("a\0b", 3, t, p, out, NULL), 0);
+	assert_int_equal(codepod_digest("a\0b", 3, t, p, out, NULL), 0);
 	assert_string_equal(out, "cf3541dff0e03e68629e00b71bf81744200f31925e8d8cf014824ae6058ffeb7");
-	assert_int_equal(strlen(out), CP_DIGEST_HEX_LEN);
+	assert_int_equal(strlen(out), CODEPOD_DIGEST_HEX_LEN);
 	json_decref(t);
 	json_decref(p);
 }

@@ -67,7 +67,7 @@ static void on_frame(void *ud, char kind, const char *payload, size_t len)
 	rec_put(r, payload, len);
 }
 
-static const struct cp_frame_sink sink = { on_raw, on_frame };
+static const struct codepod_frame_sink sink = { on_raw, on_frame };
 
 static void rec_free(struct rec *r)
 {
@@ -78,8 +78,8 @@ static void rec_free(struct rec *r)
 /* Appends a frame (header + payload) to a growing buffer. */
 static void add_frame(struct rec *b, const char *nonce, char kind, const char *payload, size_t len)
 {
-	char h[CP_FRAME_HDR_MAX];
-	int n = cp_frame_header(h, sizeof h, nonce, kind, len);
+	char h[CODEPOD_FRAME_HDR_MAX];
+	int n = codepod_frame_header(h, sizeof h, nonce, kind, len);
 
 	assert_true(n > 0);
 	rec_put(b, h, (size_t)n);
@@ -95,7 +95,7 @@ static void add_str(struct rec *b, const char *s)
 static int run(const char *buf, size_t len, const size_t *sizes, size_t nsizes,
                size_t max_payload, struct rec *r, int *cut)
 {
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, max_payload);
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, max_payload);
 	size_t pos = 0, k = 0;
 	int rc = 0;
 
@@ -106,12 +106,12 @@ static int run(const char *buf, size_t len, const size_t *sizes, size_t nsizes,
 
 		if (n > len - pos)
 			n = len - pos;
-		rc = cp_frame_feed(p, buf + pos, n, &sink, r, NULL);
+		rc = codepod_frame_feed(p, buf + pos, n, &sink, r, NULL);
 		pos += n;
 	}
 	if (rc == 0)
-		*cut = cp_frame_finish(p, &sink, r);
-	cp_frame_parser_free(p);
+		*cut = codepod_frame_finish(p, &sink, r);
+	codepod_frame_parser_free(p);
 	if (!r->log)
 		rec_put(r, "", 0);
 	return rc;
@@ -130,33 +130,33 @@ static void expect(const char *buf, size_t len, const char *want, int want_cut)
 
 static void test_header_writer(void **state)
 {
-	char h[CP_FRAME_HDR_MAX];
+	char h[CODEPOD_FRAME_HDR_MAX];
 	char small[10];
 
 	(void)state;
 	/* 1 + "cp1 " + 32 + " O " + "12" + "\n" = 43 */
-	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'O', 12), 43);
+	assert_int_equal(codepod_frame_header(h, sizeof h, NONCE, 'O', 12), 43);
 	assert_memory_equal(h, "\x1e" "cp1 " NONCE " O 12\n", 44);
-	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'N', 0), 42);
-	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'Q', 0), -1);
-	assert_int_equal(cp_frame_header(h, sizeof h, "0123456789ABCDEF0123456789abcdef", 'O', 0), -1);
-	assert_int_equal(cp_frame_header(h, sizeof h, "0123", 'O', 0), -1);
-	assert_int_equal(cp_frame_header(small, sizeof small, NONCE, 'O', 0), -1);
-	assert_int_equal(cp_frame_header(h, 42, NONCE, 'N', 0), -1);
-	assert_int_equal(cp_frame_header(h, 43, NONCE, 'N', 0), 42);
+	assert_int_equal(codepod_frame_header(h, sizeof h, NONCE, 'N', 0), 42);
+	assert_int_equal(codepod_frame_header(h, sizeof h, NONCE, 'Q', 0), -1);
+	assert_int_equal(codepod_frame_header(h, sizeof h, "0123456789ABCDEF0123456789abcdef", 'O', 0), -1);
+	assert_int_equal(codepod_frame_header(h, sizeof h, "0123", 'O', 0), -1);
+	assert_int_equal(codepod_frame_header(small, sizeof small, NONCE, 'O', 0), -1);
+	assert_int_equal(codepod_frame_header(h, 42, NONCE, 'N', 0), -1);
+	assert_int_equal(codepod_frame_header(h, 43, NONCE, 'N', 0), 42);
 	/* The longest header: 20 digits, 61 bytes. */
-	assert_int_equal(cp_frame_header(h, sizeof h, NONCE, 'O', SIZE_MAX), 61);
+	assert_int_equal(codepod_frame_header(h, sizeof h, NONCE, 'O', SIZE_MAX), 61);
 }
 
 static void test_new_rejects_bad_nonce(void **state)
 {
 	(void)state;
-	assert_null(cp_frame_parser_new(NULL, 10));
-	assert_null(cp_frame_parser_new("", 10));
-	assert_null(cp_frame_parser_new("0123456789abcdef0123456789abcde", 10));
-	assert_null(cp_frame_parser_new("0123456789abcdef0123456789abcdeF", 10));
-	assert_null(cp_frame_parser_new("g123456789abcdef0123456789abcdef", 10));
-	cp_frame_parser_free(NULL);
+	assert_null(codepod_frame_parser_new(NULL, 10));
+	assert_null(codepod_frame_parser_new("", 10));
+	assert_null(codepod_frame_parser_new("0123456789abcdef0123456789abcde", 10));
+	assert_null(codepod_frame_parser_new("0123456789abcdef0123456789abcdeF", 10));
+	assert_null(codepod_frame_parser_new("g123456789abcdef0123456789abcdef", 10));
+	codepod_frame_parser_free(NULL);
 }
 
 static void test_simple_frames(void **state)
@@ -339,27 +339,27 @@ static void test_finish_partial_payload(void **state)
 
 static void test_finish_resets(void **state)
 {
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, 100);
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, 100);
 	struct rec r = { 0 };
-	char h[CP_FRAME_HDR_MAX];
-	int n = cp_frame_header(h, sizeof h, NONCE, 'O', 3);
+	char h[CODEPOD_FRAME_HDR_MAX];
+	int n = codepod_frame_header(h, sizeof h, NONCE, 'O', 3);
 
 	(void)state;
-	assert_int_equal(cp_frame_feed(p, h, (size_t)n, &sink, &r, NULL), 0);
-	assert_int_equal(cp_frame_feed(p, "a", 1, &sink, &r, NULL), 0);
-	assert_int_equal(cp_frame_finish(p, &sink, &r), 1);
-	assert_int_equal(cp_frame_finish(p, &sink, &r), 0);
-	assert_int_equal(cp_frame_feed(p, h, (size_t)n, &sink, &r, NULL), 0);
-	assert_int_equal(cp_frame_feed(p, "xyz", 3, &sink, &r, NULL), 0);
-	assert_int_equal(cp_frame_finish(p, &sink, &r), 0);
+	assert_int_equal(codepod_frame_feed(p, h, (size_t)n, &sink, &r, NULL), 0);
+	assert_int_equal(codepod_frame_feed(p, "a", 1, &sink, &r, NULL), 0);
+	assert_int_equal(codepod_frame_finish(p, &sink, &r), 1);
+	assert_int_equal(codepod_frame_finish(p, &sink, &r), 0);
+	assert_int_equal(codepod_frame_feed(p, h, (size_t)n, &sink, &r, NULL), 0);
+	assert_int_equal(codepod_frame_feed(p, "xyz", 3, &sink, &r, NULL), 0);
+	assert_int_equal(codepod_frame_finish(p, &sink, &r), 0);
 	assert_string_equal(r.log, "<raw>a<frame O 3>xyz");
 	rec_free(&r);
-	cp_frame_parser_free(p);
+	codepod_frame_parser_free(p);
 }
 
 static void test_too_big_sticky(void **state)
 {
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, 10);
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, 10);
 	struct rec b = { 0 }, r = { 0 };
 	struct cp_err err = { 0 };
 
@@ -368,15 +368,15 @@ static void test_too_big_sticky(void **state)
 	add_str(&b, "raw");
 	add_str(&b, "\x1e" "cp1 " NONCE " O 11\n");
 	add_str(&b, "after");
-	assert_int_equal(cp_frame_feed(p, b.log, b.len, &sink, &r, &err), CP_E_TOO_BIG);
+	assert_int_equal(codepod_frame_feed(p, b.log, b.len, &sink, &r, &err), CP_E_TOO_BIG);
 	assert_int_equal(err.code, CP_E_TOO_BIG);
 	assert_non_null(strstr(err.msg, "11"));
 	assert_string_equal(r.log, "<frame O 10>0123456789<raw>raw");
-	assert_int_equal(cp_frame_feed(p, "more", 4, &sink, &r, NULL), CP_E_TOO_BIG);
-	assert_int_equal(cp_frame_feed(p, "", 0, &sink, &r, NULL), CP_E_TOO_BIG);
-	assert_int_equal(cp_frame_finish(p, &sink, &r), 0);
+	assert_int_equal(codepod_frame_feed(p, "more", 4, &sink, &r, NULL), CP_E_TOO_BIG);
+	assert_int_equal(codepod_frame_feed(p, "", 0, &sink, &r, NULL), CP_E_TOO_BIG);
+	assert_int_equal(codepod_frame_finish(p, &sink, &r), 0);
 	assert_string_equal(r.log, "<frame O 10>0123456789<raw>raw");
-	cp_frame_parser_free(p);
+	codepod_frame_parser_free(p);
 	rec_free(&b);
 	rec_free(&r);
 }
@@ -384,32 +384,32 @@ static void test_too_big_sticky(void **state)
 static void test_too_big_split_header(void **state)
 {
 	const char *h = "\x1e" "cp1 " NONCE " O 18446744073709551615\n";
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, 1000);
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, 1000);
 	struct rec r = { 0 };
 	size_t i, n = strlen(h);
 	int rc = 0;
 
 	(void)state;
 	for (i = 0; i < n && rc == 0; i++)
-		rc = cp_frame_feed(p, h + i, 1, &sink, &r, NULL);
+		rc = codepod_frame_feed(p, h + i, 1, &sink, &r, NULL);
 	assert_int_equal(rc, CP_E_TOO_BIG);
 	assert_int_equal(i, n);
 	assert_null(r.log);
-	cp_frame_parser_free(p);
+	codepod_frame_parser_free(p);
 }
 
 static void test_null_sink_members(void **state)
 {
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, 100);
-	const struct cp_frame_sink none = { NULL, NULL };
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, 100);
+	const struct codepod_frame_sink none = { NULL, NULL };
 	struct rec b = { 0 };
 
 	(void)state;
 	add_str(&b, "raw");
 	add_frame(&b, NONCE, 'O', "abc", 3);
-	assert_int_equal(cp_frame_feed(p, b.log, b.len, &none, NULL, NULL), 0);
-	assert_int_equal(cp_frame_finish(p, &none, NULL), 0);
-	cp_frame_parser_free(p);
+	assert_int_equal(codepod_frame_feed(p, b.log, b.len, &none, NULL, NULL), 0);
+	assert_int_equal(codepod_frame_finish(p, &none, NULL), 0);
+	codepod_frame_parser_free(p);
 	rec_free(&b);
 }
 
@@ -498,7 +498,7 @@ static void test_splits_random(void **state)
 /* Raw output arrives in as few pieces as possible: one per feed here. */
 static void test_raw_not_per_byte(void **state)
 {
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, 100);
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, 100);
 	struct rec r = { 0 };
 	char buf[4096];
 	size_t i;
@@ -507,12 +507,12 @@ static void test_raw_not_per_byte(void **state)
 	for (i = 0; i < sizeof buf; i++)
 		buf[i] = i % 5 == 0 ? '\x1e' : (char)('a' + i % 26);
 	buf[sizeof buf - 1] = 'z';
-	assert_int_equal(cp_frame_feed(p, buf, sizeof buf, &sink, &r, NULL), 0);
+	assert_int_equal(codepod_frame_feed(p, buf, sizeof buf, &sink, &r, NULL), 0);
 	assert_int_equal(r.raw_calls, 1);
 	assert_int_equal(r.len, 5 + sizeof buf);
-	assert_int_equal(cp_frame_feed(p, buf, 100, &sink, &r, NULL), 0);
+	assert_int_equal(codepod_frame_feed(p, buf, 100, &sink, &r, NULL), 0);
 	assert_int_equal(r.raw_calls, 2);
-	cp_frame_parser_free(p);
+	codepod_frame_parser_free(p);
 	rec_free(&r);
 }
 
@@ -542,8 +542,8 @@ static void count_frame(void *ud, char kind, const char *payload, size_t len)
 /* 10 MB of 16 KiB O frames with raw garbage between them, fed in 64 KiB reads. */
 static void test_bulk_stream(void **state)
 {
-	const struct cp_frame_sink csink = { count_raw, count_frame };
-	struct cp_frame_parser *p = cp_frame_parser_new(NONCE, 16384);
+	const struct codepod_frame_sink csink = { count_raw, count_frame };
+	struct codepod_frame_parser *p = codepod_frame_parser_new(NONCE, 16384);
 	struct count c = { 0 };
 	char *stream = NULL, *payload = NULL;
 	size_t len = 0, cap = 11u << 20, pos, frames = 0, garbage = 0;
@@ -555,7 +555,7 @@ static void test_bulk_stream(void **state)
 	assert_non_null(payload);
 	memset(payload, 'p', 16384);
 	while (len + 16384 + 200 < 10u << 20) {
-		int n = cp_frame_header(stream + len, 64, NONCE, 'O', 16384);
+		int n = codepod_frame_header(stream + len, 64, NONCE, 'O', 16384);
 
 		len += (size_t)n;
 		memcpy(stream + len, payload, 16384);
@@ -570,14 +570,14 @@ static void test_bulk_stream(void **state)
 	for (pos = 0; pos < len; pos += 65536) {
 		size_t n = len - pos < 65536 ? len - pos : 65536;
 
-		assert_int_equal(cp_frame_feed(p, stream + pos, n, &csink, &c, NULL), 0);
+		assert_int_equal(codepod_frame_feed(p, stream + pos, n, &csink, &c, NULL), 0);
 	}
-	assert_int_equal(cp_frame_finish(p, &csink, &c), 0);
+	assert_int_equal(codepod_frame_finish(p, &csink, &c), 0);
 	assert_int_equal(c.frames, frames);
 	assert_int_equal(c.payload_bytes, frames * 16384);
 	assert_int_equal(c.raw_bytes, garbage);
 	assert_true(c.raw_calls <= frames / 3 + len / 65536 + 1);
-	cp_frame_parser_free(p);
+	codepod_frame_parser_free(p);
 	free(stream);
 	free(payload);
 }

@@ -89,10 +89,10 @@ static void test_utf8_worst_case_growth(void **state)
 	free(out);
 }
 
-static char *take(const struct cp_logwin *w)
+static char *take(const struct codepod_logwin *w)
 {
 	size_t n = 0;
-	char *s = cp_logwin_take(w, &n);
+	char *s = codepod_logwin_take(w, &n);
 
 	assert_non_null(s);
 	assert_int_equal(strlen(s), n);
@@ -108,29 +108,29 @@ static char *take(const struct cp_logwin *w)
 
 static void test_logwin_basic(void **state)
 {
-	struct cp_logwin w;
+	struct codepod_logwin w;
 
 	(void)state;
-	assert_int_equal(cp_logwin_init(&w, 8, NULL), 0);
+	assert_int_equal(codepod_logwin_init(&w, 8, NULL), 0);
 	TAKE_EQ(&w, "");
-	cp_logwin_append(&w, "abc", 3);
+	codepod_logwin_append(&w, "abc", 3);
 	TAKE_EQ(&w, "abc");
 	assert_int_equal(w.truncated, 0);
-	cp_logwin_append(&w, "defgh", 5);
+	codepod_logwin_append(&w, "defgh", 5);
 	TAKE_EQ(&w, "abcdefgh");
 	assert_int_equal(w.truncated, 0);
-	cp_logwin_append(&w, "ij", 2);
+	codepod_logwin_append(&w, "ij", 2);
 	TAKE_EQ(&w, "cdefghij");
 	assert_int_equal(w.truncated, 1);
 	assert_int_equal(w.total, 10);
-	cp_logwin_append(&w, "", 0);
+	codepod_logwin_append(&w, "", 0);
 	TAKE_EQ(&w, "cdefghij");
-	cp_logwin_append(&w, "0123456789XYZ", 13); /* longer than cap */
+	codepod_logwin_append(&w, "0123456789XYZ", 13); /* longer than cap */
 	TAKE_EQ(&w, "56789XYZ");
-	cp_logwin_append(&w, "k", 1);
+	codepod_logwin_append(&w, "k", 1);
 	TAKE_EQ(&w, "6789XYZk");
 	assert_int_equal(w.total, 24);
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 	assert_int_equal(cp_buf_cap(&w.ring), 0);
 	assert_int_equal(w.cap, 0);
 }
@@ -141,11 +141,11 @@ static void test_logwin_matches_tail(void **state)
 	char all[5000];
 	size_t total = 0;
 	unsigned seed = 7;
-	struct cp_logwin w;
+	struct codepod_logwin w;
 	int i;
 
 	(void)state;
-	assert_int_equal(cp_logwin_init(&w, 37, NULL), 0);
+	assert_int_equal(codepod_logwin_init(&w, 37, NULL), 0);
 	for (i = 0; i < 400; i++) {
 		char piece[60];
 		size_t n, k;
@@ -158,7 +158,7 @@ static void test_logwin_matches_tail(void **state)
 			break;
 		memcpy(all + total, piece, n);
 		total += n;
-		cp_logwin_append(&w, piece, n);
+		codepod_logwin_append(&w, piece, n);
 		{
 			size_t keep = total < 37 ? total : 37;
 			char *s = take(&w);
@@ -170,79 +170,79 @@ static void test_logwin_matches_tail(void **state)
 			free(s);
 		}
 	}
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 }
 
 static void test_logwin_zero_cap(void **state)
 {
-	struct cp_logwin w;
+	struct codepod_logwin w;
 
 	(void)state;
-	assert_int_equal(cp_logwin_init(&w, 0, NULL), 0);
+	assert_int_equal(codepod_logwin_init(&w, 0, NULL), 0);
 	TAKE_EQ(&w, "");
-	cp_logwin_append(&w, "abc", 3);
+	codepod_logwin_append(&w, "abc", 3);
 	TAKE_EQ(&w, "");
 	assert_int_equal(w.truncated, 1);
 	assert_int_equal(w.total, 3);
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 }
 
 static void test_logwin_cut_character_dropped(void **state)
 {
-	struct cp_logwin w;
+	struct codepod_logwin w;
 
 	(void)state;
 	/* "€" is E2 82 AC; keep the last 5 bytes of "x€abc": "\x82\xac" "abc". */
-	assert_int_equal(cp_logwin_init(&w, 5, NULL), 0);
-	cp_logwin_append(&w, "x\xe2\x82\xac" "abc", 7);
+	assert_int_equal(codepod_logwin_init(&w, 5, NULL), 0);
+	codepod_logwin_append(&w, "x\xe2\x82\xac" "abc", 7);
 	TAKE_EQ(&w, "abc");
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 	/* 4-byte emoji cut after its first byte: three continuation bytes dropped. */
-	assert_int_equal(cp_logwin_init(&w, 4, NULL), 0);
-	cp_logwin_append(&w, "\xf0\x9f\x98\x80" "z", 5);
+	assert_int_equal(codepod_logwin_init(&w, 4, NULL), 0);
+	codepod_logwin_append(&w, "\xf0\x9f\x98\x80" "z", 5);
 	TAKE_EQ(&w, "z");
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 	/* Not truncated: a leading continuation byte is invalid input, replaced. */
-	assert_int_equal(cp_logwin_init(&w, 8, NULL), 0);
-	cp_logwin_append(&w, "\x80" "ab", 3);
+	assert_int_equal(codepod_logwin_init(&w, 8, NULL), 0);
+	codepod_logwin_append(&w, "\x80" "ab", 3);
 	TAKE_EQ(&w, FFFD "ab");
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 	/* Truncated, more than 3 continuation bytes: only 3 are the cut's. */
-	assert_int_equal(cp_logwin_init(&w, 5, NULL), 0);
-	cp_logwin_append(&w, "zz\x80\x80\x80\x80" "a", 7);
+	assert_int_equal(codepod_logwin_init(&w, 5, NULL), 0);
+	codepod_logwin_append(&w, "zz\x80\x80\x80\x80" "a", 7);
 	TAKE_EQ(&w, FFFD "a");
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 	/* A character cut at the end (more may come) is replaced. */
-	assert_int_equal(cp_logwin_init(&w, 8, NULL), 0);
-	cp_logwin_append(&w, "ab\xe2\x82", 4);
+	assert_int_equal(codepod_logwin_init(&w, 8, NULL), 0);
+	codepod_logwin_append(&w, "ab\xe2\x82", 4);
 	TAKE_EQ(&w, "ab" FFFD);
-	cp_logwin_append(&w, "\xac", 1);
+	codepod_logwin_append(&w, "\xac", 1);
 	TAKE_EQ(&w, "ab\xe2\x82\xac");
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 }
 
 /* Wrapped ring with invalid bytes: result may exceed cap only by replacements. */
 static void test_logwin_wrapped_invalid(void **state)
 {
-	struct cp_logwin w;
+	struct codepod_logwin w;
 	char *s;
 	size_t n;
 
 	(void)state;
-	assert_int_equal(cp_logwin_init(&w, 6, NULL), 0);
-	cp_logwin_append(&w, "abcd", 4);
-	cp_logwin_append(&w, "\xff\xfe\x00\xc0", 4);
+	assert_int_equal(codepod_logwin_init(&w, 6, NULL), 0);
+	codepod_logwin_append(&w, "abcd", 4);
+	codepod_logwin_append(&w, "\xff\xfe\x00\xc0", 4);
 	assert_true(w.start + w.len > w.cap); /* wrapped */
-	s = cp_logwin_take(&w, &n);
+	s = codepod_logwin_take(&w, &n);
 	assert_non_null(s);
 	assert_int_equal(n, 2 + 4 * 3);
 	assert_memory_equal(s, "cd" FFFD FFFD FFFD FFFD, n);
 	assert_true(n <= 3 * w.cap);
 	free(s);
-	s = cp_logwin_take(&w, NULL);
+	s = codepod_logwin_take(&w, NULL);
 	assert_non_null(s);
 	free(s);
-	cp_logwin_free(&w);
+	codepod_logwin_free(&w);
 }
 
 int main(void)

@@ -1,6 +1,6 @@
 /*
  * test_outcome.c - the outcome JSON of docs/contract.md §4, built by
- * cp_outcome_build from a struct codepod_exec filled in by hand: status,
+ * codepod_outcome_build from a struct codepod_exec filled in by hand: status,
  * result, error with programError, calls, usage, logs and logsTruncated.
  * Every check compares the exact JSON text (compact, keys sorted).
  */
@@ -19,7 +19,7 @@
 #define DIGEST "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 struct fx {
-	struct cp_backend backend;
+	struct codepod_backend backend;
 	struct codepod cp;
 	struct codepod_exec e;
 	char id[16];
@@ -41,7 +41,7 @@ static int setup(void **state)
 	f->e.t_submit_ms = 1000;
 	f->e.t_ready_ms = 1250;
 	f->e.t_end_ms = 1900;
-	if (cp_logwin_init(&f->e.logs, 32, NULL))
+	if (codepod_logwin_init(&f->e.logs, 32, NULL))
 		return -1;
 	*state = f;
 	return 0;
@@ -50,7 +50,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	cp_logwin_free(&f->e.logs);
+	codepod_logwin_free(&f->e.logs);
 	json_decref(f->e.result);
 	json_decref(f->e.program_error);
 	free(f->e.calls);
@@ -70,7 +70,7 @@ static json_t *parse(const char *text)
 /* Builds the outcome and compares its sorted compact text with `want`. */
 static void expect_outcome(const struct codepod_exec *e, const char *want)
 {
-	json_t *o = cp_outcome_build(e);
+	json_t *o = codepod_outcome_build(e);
 	assert_non_null(o);
 	char *got = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	assert_non_null(got);
@@ -195,7 +195,7 @@ static void test_error_code_names(void **state)
 	snprintf(f->e.message, sizeof f->e.message, "m");
 	for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
 		f->e.code = codes[i].code;
-		json_t *o = cp_outcome_build(&f->e);
+		json_t *o = codepod_outcome_build(&f->e);
 		assert_non_null(o);
 		assert_string_equal(json_string_value(json_object_get(o, "status")), "failed");
 		assert_string_equal(json_string_value(json_object_get(json_object_get(o, "error"), "code")),
@@ -204,7 +204,7 @@ static void test_error_code_names(void **state)
 	}
 }
 
-static void add_call(struct fx *f, const char *tool, enum cp_call_state st,
+static void add_call(struct fx *f, const char *tool, enum codepod_call_state st,
                      uint64_t start, uint64_t end)
 {
 	size_t i = f->e.ncalls++;
@@ -223,10 +223,10 @@ static void test_calls(void **state)
 	struct fx *f = *state;
 	f->e.calls = calloc(4, sizeof *f->e.calls);
 	f->e.calls_cap = 4;
-	add_call(f, "listInvoices", CP_CALL_OK, 1300, 1340);
-	add_call(f, "my-tool", CP_CALL_ERROR, 1350, 1350);
-	add_call(f, "nope", CP_CALL_DENIED, 1400, 1401);
-	add_call(f, "slow", CP_CALL_CANCELLED, 1500, 0); /* never answered */
+	add_call(f, "listInvoices", CODEPOD_CALL_OK, 1300, 1340);
+	add_call(f, "my-tool", CODEPOD_CALL_ERROR, 1350, 1350);
+	add_call(f, "nope", CODEPOD_CALL_DENIED, 1400, 1401);
+	add_call(f, "slow", CODEPOD_CALL_CANCELLED, 1500, 0); /* never answered */
 	f->e.requests = 4;
 	expect_outcome(&f->e,
 	               "{\"calls\":["
@@ -238,7 +238,7 @@ static void test_calls(void **state)
 	               "\"status\":\"succeeded\"," USAGE(4, 250, 650) "}");
 }
 
-/* Calls still queued or in flight when the outcome is built (cp_exec_finish
+/* Calls still queued or in flight when the outcome is built (codepod_exec_finish
  * cancels them first, so this is defensive) read "cancelled"; an end before
  * the start reads 0 ms rather than wrapping around. */
 static void test_calls_unfinished_states(void **state)
@@ -246,9 +246,9 @@ static void test_calls_unfinished_states(void **state)
 	struct fx *f = *state;
 	f->e.calls = calloc(4, sizeof *f->e.calls);
 	f->e.calls_cap = 4;
-	add_call(f, "q", CP_CALL_QUEUED, 1800, 0);
-	add_call(f, "f", CP_CALL_IN_FLIGHT, 1850, 0);
-	add_call(f, "w", CP_CALL_OK, 1850, 1700);
+	add_call(f, "q", CODEPOD_CALL_QUEUED, 1800, 0);
+	add_call(f, "f", CODEPOD_CALL_IN_FLIGHT, 1850, 0);
+	add_call(f, "w", CODEPOD_CALL_OK, 1850, 1700);
 	f->e.requests = 7;
 	expect_outcome(&f->e,
 	               "{\"calls\":["
@@ -266,7 +266,7 @@ static void test_calls_omitted_over_the_limit(void **state)
 	struct fx *f = *state;
 	f->e.calls = calloc(4, sizeof *f->e.calls);
 	f->e.calls_cap = 4;
-	add_call(f, "a", CP_CALL_OK, 1300, 1301);
+	add_call(f, "a", CODEPOD_CALL_OK, 1300, 1301);
 	f->e.requests = 100000;
 	f->e.calls_omitted = 99999;
 	expect_outcome(&f->e,
@@ -285,7 +285,7 @@ static void test_usage_never_ready(void **state)
 	f->e.code = CP_E_SANDBOX_UNAVAILABLE;
 	snprintf(f->e.message, sizeof f->e.message, "The sandbox is unavailable: ImagePullBackOff");
 	f->backend.name = "kubernetes";
-	json_t *o = cp_outcome_build(&f->e);
+	json_t *o = codepod_outcome_build(&f->e);
 	assert_non_null(o);
 	char *got = json_dumps(json_object_get(o, "usage"), JSON_COMPACT | JSON_SORT_KEYS);
 	assert_string_equal(got, "{\"bridgeRequests\":0,\"digest\":\"" DIGEST "\",\"runMs\":0,"
@@ -301,7 +301,7 @@ static void test_usage_large_numbers(void **state)
 	f->e.t_ready_ms = 5000000007ULL;
 	f->e.t_end_ms = 5900000007ULL;
 	f->e.requests = 10000;
-	json_t *o = cp_outcome_build(&f->e);
+	json_t *o = codepod_outcome_build(&f->e);
 	assert_non_null(o);
 	char *got = json_dumps(json_object_get(o, "usage"), JSON_COMPACT | JSON_SORT_KEYS);
 	assert_string_equal(got, "{\"bridgeRequests\":10000,\"digest\":\"" DIGEST "\","
@@ -313,15 +313,15 @@ static void test_usage_large_numbers(void **state)
 static void test_logs_from_window(void **state)
 {
 	struct fx *f = *state;
-	cp_logwin_append(&f->e.logs, "hello\n", 6);
-	cp_logwin_append(&f->e.logs, "world \"q\"\n", 10);
+	codepod_logwin_append(&f->e.logs, "hello\n", 6);
+	codepod_logwin_append(&f->e.logs, "world \"q\"\n", 10);
 	expect_outcome(&f->e,
 	               "{\"calls\":[],\"executionId\":\"e1\",\"logs\":\"hello\\nworld \\\"q\\\"\\n\","
 	               "\"logsTruncated\":false,\"status\":\"succeeded\"," USAGE(0, 250, 650) "}");
 	/* Exactly the capacity: still not truncated. */
-	cp_logwin_append(&f->e.logs, "0123456789abcdef", 16);
+	codepod_logwin_append(&f->e.logs, "0123456789abcdef", 16);
 	assert_int_equal(f->e.logs.len, 32);
-	json_t *o = cp_outcome_build(&f->e);
+	json_t *o = codepod_outcome_build(&f->e);
 	assert_true(json_is_false(json_object_get(o, "logsTruncated")));
 	json_decref(o);
 }
@@ -334,7 +334,7 @@ static void test_logs_truncated(void **state)
 	for (int i = 0; i < 10; i++) {
 		char line[16];
 		int n = snprintf(line, sizeof line, "line %d\n", i);
-		cp_logwin_append(&f->e.logs, line, (size_t)n);
+		codepod_logwin_append(&f->e.logs, line, (size_t)n);
 	}
 	/* 70 bytes appended; the window keeps the last 32 ("e 5\n" + 4 lines). */
 	f->e.code = CP_E_PROCESS_EXITED;
@@ -351,8 +351,8 @@ static void test_logs_invalid_utf8(void **state)
 {
 	struct fx *f = *state;
 	static const char bad[] = "a\xff" "b\xc0\xaf" "c\0d\xed\xa0\x80" "e\xe2\x82";
-	cp_logwin_append(&f->e.logs, bad, sizeof bad - 1);
-	json_t *o = cp_outcome_build(&f->e);
+	codepod_logwin_append(&f->e.logs, bad, sizeof bad - 1);
+	json_t *o = codepod_outcome_build(&f->e);
 	assert_non_null(o);
 	const char *logs = json_string_value(json_object_get(o, "logs"));
 	assert_non_null(logs);
@@ -366,10 +366,10 @@ static void test_logs_invalid_utf8(void **state)
 	json_decref(o);
 
 	/* A 3-byte character cut by the start of the window. */
-	cp_logwin_free(&f->e.logs);
-	assert_int_equal(cp_logwin_init(&f->e.logs, 4, NULL), 0);
-	cp_logwin_append(&f->e.logs, "x\xe2\x82\xac" "ab", 6); /* x, euro sign, ab */
-	o = cp_outcome_build(&f->e);
+	codepod_logwin_free(&f->e.logs);
+	assert_int_equal(codepod_logwin_init(&f->e.logs, 4, NULL), 0);
+	codepod_logwin_append(&f->e.logs, "x\xe2\x82\xac" "ab", 6); /* x, euro sign, ab */
+	o = codepod_outcome_build(&f->e);
 	assert_non_null(o);
 	assert_string_equal(json_string_value(json_object_get(o, "logs")), "ab");
 	assert_true(json_is_true(json_object_get(o, "logsTruncated")));
@@ -382,7 +382,7 @@ static void test_top_level_keys(void **state)
 	struct fx *f = *state;
 	f->e.code = CP_E_CANCELLED;
 	snprintf(f->e.message, sizeof f->e.message, "stopped");
-	json_t *o = cp_outcome_build(&f->e);
+	json_t *o = codepod_outcome_build(&f->e);
 	assert_non_null(o);
 	static const char *const keys[] = { "executionId", "status", "logs", "logsTruncated",
 	                                    "error", "calls", "usage" };
@@ -399,7 +399,7 @@ static void test_outcome_outlives_exec_values(void **state)
 {
 	struct fx *f = *state;
 	f->e.result = parse("[1,2,3]");
-	json_t *o = cp_outcome_build(&f->e);
+	json_t *o = codepod_outcome_build(&f->e);
 	assert_non_null(o);
 	json_decref(f->e.result);
 	f->e.result = NULL;

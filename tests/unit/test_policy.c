@@ -24,7 +24,7 @@ struct row {
 	uint64_t ceil;
 };
 
-#define R(json, member, d, c) { json, offsetof(struct cp_policy, member), d, c }
+#define R(json, member, d, c) { json, offsetof(struct codepod_policy, member), d, c }
 static const struct row rows[] = {
 	R("timeoutMs", timeout_ms, 30000, 900000),
 	R("startupTimeoutMs", startup_timeout_ms, 120000, 900000),
@@ -39,7 +39,7 @@ static const struct row rows[] = {
 #undef R
 #define NROWS (sizeof rows / sizeof rows[0])
 
-static uint64_t get(const struct cp_policy *p, size_t i)
+static uint64_t get(const struct codepod_policy *p, size_t i)
 {
 	uint64_t v;
 	memcpy(&v, (const char *)p + rows[i].offset, sizeof v);
@@ -56,14 +56,14 @@ static json_t *parse(const char *text)
 }
 
 /* Applies `text` over the defaults with the built-in ceiling. */
-static int apply_text(struct cp_policy *p, const char *text, struct cp_err *err)
+static int apply_text(struct codepod_policy *p, const char *text, struct cp_err *err)
 {
-	struct cp_policy ceil;
-	cp_policy_defaults(p);
-	cp_policy_ceiling_defaults(&ceil);
+	struct codepod_policy ceil;
+	codepod_policy_defaults(p);
+	codepod_policy_ceiling_defaults(&ceil);
 	json_t *obj = text ? parse(text) : NULL;
 	cp_err_clear(err);
-	int rc = cp_policy_apply(p, obj, &ceil, err);
+	int rc = codepod_policy_apply(p, obj, &ceil, err);
 	json_decref(obj);
 	return rc;
 }
@@ -71,9 +71,9 @@ static int apply_text(struct cp_policy *p, const char *text, struct cp_err *err)
 static void test_defaults_match_design(void **state)
 {
 	(void)state;
-	struct cp_policy p;
+	struct codepod_policy p;
 	memset(&p, 0xAB, sizeof p);
-	cp_policy_defaults(&p);
+	codepod_policy_defaults(&p);
 	assert_int_equal(sizeof p, NROWS * sizeof(uint64_t)); /* no field untested */
 	for (size_t i = 0; i < NROWS; i++) {
 		if (get(&p, i) != rows[i].def)
@@ -94,10 +94,10 @@ static void test_defaults_match_design(void **state)
 static void test_ceiling_at_least_defaults(void **state)
 {
 	(void)state;
-	struct cp_policy d, c;
-	cp_policy_defaults(&d);
+	struct codepod_policy d, c;
+	codepod_policy_defaults(&d);
 	memset(&c, 0xAB, sizeof c);
-	cp_policy_ceiling_defaults(&c);
+	codepod_policy_ceiling_defaults(&c);
 	for (size_t i = 0; i < NROWS; i++) {
 		assert_true(get(&c, i) >= get(&d, i));
 		assert_int_equal(get(&c, i), rows[i].ceil);
@@ -107,9 +107,9 @@ static void test_ceiling_at_least_defaults(void **state)
 static void test_null_and_json_null_change_nothing(void **state)
 {
 	(void)state;
-	struct cp_policy p, d;
+	struct codepod_policy p, d;
 	struct cp_err err;
-	cp_policy_defaults(&d);
+	codepod_policy_defaults(&d);
 	assert_int_equal(apply_text(&p, NULL, &err), 0);
 	assert_memory_equal(&p, &d, sizeof p);
 	assert_int_equal(apply_text(&p, "null", &err), 0);
@@ -123,15 +123,15 @@ static void test_null_and_json_null_change_nothing(void **state)
 static void test_each_field_overrides_alone(void **state)
 {
 	(void)state;
-	struct cp_policy d;
-	cp_policy_defaults(&d);
+	struct codepod_policy d;
+	codepod_policy_defaults(&d);
 	for (size_t i = 0; i < NROWS; i++) {
 		const uint64_t vals[] = { 1, rows[i].def + 1, rows[i].ceil };
 		for (size_t k = 0; k < 3; k++) {
 			char text[128];
 			snprintf(text, sizeof text, "{\"%s\":%llu}", rows[i].name,
 			         (unsigned long long)vals[k]);
-			struct cp_policy p;
+			struct codepod_policy p;
 			struct cp_err err;
 			if (apply_text(&p, text, &err) != 0)
 				fail_msg("%s refused: %s", text, err.msg);
@@ -144,15 +144,15 @@ static void test_each_field_overrides_alone(void **state)
 static void test_several_fields_and_base_kept(void **state)
 {
 	(void)state;
-	struct cp_policy p, ceil;
+	struct codepod_policy p, ceil;
 	struct cp_err err;
-	cp_policy_ceiling_defaults(&ceil);
+	codepod_policy_ceiling_defaults(&ceil);
 	/* The base is whatever `out` holds, not the defaults. */
 	memset(&p, 0, sizeof p);
 	p.max_memory_mb = 77;
 	json_t *obj = parse("{\"timeoutMs\":10000,\"maxBridgeRequests\":50,"
 	                    "\"maxToolOutputBytes\":2048}");
-	assert_int_equal(cp_policy_apply(&p, obj, &ceil, &err), 0);
+	assert_int_equal(codepod_policy_apply(&p, obj, &ceil, &err), 0);
 	json_decref(obj);
 	assert_int_equal(p.timeout_ms, 10000);
 	assert_int_equal(p.max_bridge_requests, 50);
@@ -171,7 +171,7 @@ static void test_unknown_fields_refused(void **state)
 	static const char *const named[] = { "policy.timeoutMS", "policy.bogus", "policy.TimeoutMs",
 	                                     "policy. ", "policy.nested" };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		struct cp_policy p;
+		struct codepod_policy p;
 		struct cp_err err;
 		assert_int_equal(apply_text(&p, bad[i], &err), CP_E_INVALID_REQUEST);
 		if (i != 3)
@@ -183,12 +183,12 @@ static void test_unknown_fields_refused(void **state)
 static void test_deployment_ceiling_and_defaults(void **state)
 {
 	(void)state;
-	struct cp_policy d, c, built_in;
+	struct codepod_policy d, c, built_in;
 	struct cp_err err;
-	cp_policy_ceiling_defaults(&built_in);
+	codepod_policy_ceiling_defaults(&built_in);
 	json_t *ceil = parse("{\"timeoutMs\":1000,\"maxResultBytes\":65536}");
 	json_t *def = parse("{\"maxBridgeRequests\":7}");
-	assert_int_equal(cp_policy_deployment(&d, &c, def, ceil, &err), 0);
+	assert_int_equal(codepod_policy_deployment(&d, &c, def, ceil, &err), 0);
 	assert_int_equal(c.timeout_ms, 1000);
 	assert_int_equal(d.timeout_ms, 1000);       /* the 30000 default came down */
 	assert_int_equal(c.max_result_bytes, 65536);
@@ -198,20 +198,20 @@ static void test_deployment_ceiling_and_defaults(void **state)
 	json_decref(def);
 	/* A default over the deployment's ceiling, a ceiling over the built-in one. */
 	def = parse("{\"timeoutMs\":2000}");
-	assert_int_equal(cp_policy_deployment(&d, &c, def, ceil, &err), CP_E_INVALID_REQUEST);
+	assert_int_equal(codepod_policy_deployment(&d, &c, def, ceil, &err), CP_E_INVALID_REQUEST);
 	assert_non_null(strstr(err.msg, "ceiling of 1000"));
 	json_decref(def);
 	json_decref(ceil);
 	ceil = parse("{\"timeoutMs\":100000000}");
-	assert_int_equal(cp_policy_deployment(&d, &c, NULL, ceil, &err), CP_E_INVALID_REQUEST);
+	assert_int_equal(codepod_policy_deployment(&d, &c, NULL, ceil, &err), CP_E_INVALID_REQUEST);
 	json_decref(ceil);
-	assert_int_equal(cp_policy_deployment(&d, &c, NULL, NULL, &err), 0);
+	assert_int_equal(codepod_policy_deployment(&d, &c, NULL, NULL, &err), 0);
 	assert_memory_equal(&c, &built_in, sizeof c);
 }
 
 static void expect_refused(const char *text, const char *field, const char *also)
 {
-	struct cp_policy p;
+	struct codepod_policy p;
 	struct cp_err err;
 	int rc = apply_text(&p, text, &err);
 	if (rc != CP_E_INVALID_REQUEST)
@@ -273,21 +273,21 @@ static void test_over_ceiling_refused_names_ceiling(void **state)
 static void test_custom_ceiling(void **state)
 {
 	(void)state;
-	struct cp_policy p, ceil;
+	struct codepod_policy p, ceil;
 	struct cp_err err;
-	cp_policy_defaults(&p);
-	cp_policy_ceiling_defaults(&ceil);
+	codepod_policy_defaults(&p);
+	codepod_policy_ceiling_defaults(&ceil);
 	ceil.timeout_ms = 5000;
 	json_t *ok = parse("{\"timeoutMs\":5000}");
 	json_t *bad = parse("{\"timeoutMs\":5001}");
-	assert_int_equal(cp_policy_apply(&p, ok, &ceil, &err), 0);
+	assert_int_equal(codepod_policy_apply(&p, ok, &ceil, &err), 0);
 	assert_int_equal(p.timeout_ms, 5000);
-	assert_int_equal(cp_policy_apply(&p, bad, &ceil, &err), CP_E_INVALID_REQUEST);
+	assert_int_equal(codepod_policy_apply(&p, bad, &ceil, &err), CP_E_INVALID_REQUEST);
 	assert_non_null(strstr(err.msg, "policy.timeoutMs"));
 	assert_non_null(strstr(err.msg, "ceiling of 5000"));
 	assert_int_equal(p.timeout_ms, 5000);
 	/* NULL err is accepted. */
-	assert_int_equal(cp_policy_apply(&p, bad, &ceil, NULL), CP_E_INVALID_REQUEST);
+	assert_int_equal(codepod_policy_apply(&p, bad, &ceil, NULL), CP_E_INVALID_REQUEST);
 	json_decref(ok);
 	json_decref(bad);
 }
@@ -297,7 +297,7 @@ static void test_not_an_object_refused(void **state)
 	(void)state;
 	static const char *const bad[] = { "[]", "1", "\"timeoutMs\"", "true" };
 	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-		struct cp_policy p;
+		struct codepod_policy p;
 		struct cp_err err;
 		assert_int_equal(apply_text(&p, bad[k], &err), CP_E_INVALID_REQUEST);
 		assert_non_null(strstr(err.msg, "policy"));
@@ -307,9 +307,9 @@ static void test_not_an_object_refused(void **state)
 static void test_to_json_contract_names(void **state)
 {
 	(void)state;
-	struct cp_policy p;
-	cp_policy_defaults(&p);
-	json_t *o = cp_policy_to_json(&p);
+	struct codepod_policy p;
+	codepod_policy_defaults(&p);
+	json_t *o = codepod_policy_to_json(&p);
 	assert_non_null(o);
 	assert_true(json_is_object(o));
 	assert_int_equal(json_object_size(o), NROWS);
@@ -326,19 +326,19 @@ static void test_to_json_contract_names(void **state)
 static void test_to_json_round_trip(void **state)
 {
 	(void)state;
-	struct cp_policy src, back, ceil;
+	struct codepod_policy src, back, ceil;
 	struct cp_err err;
-	cp_policy_ceiling_defaults(&ceil);
+	codepod_policy_ceiling_defaults(&ceil);
 	for (size_t i = 0; i < NROWS; i++)
 		memcpy((char *)&src + rows[i].offset, &(uint64_t){ rows[i].ceil - i }, sizeof(uint64_t));
-	json_t *o = cp_policy_to_json(&src);
+	json_t *o = codepod_policy_to_json(&src);
 	assert_non_null(o);
 	memset(&back, 0, sizeof back);
-	assert_int_equal(cp_policy_apply(&back, o, &ceil, &err), 0);
+	assert_int_equal(codepod_policy_apply(&back, o, &ceil, &err), 0);
 	assert_memory_equal(&src, &back, sizeof src);
 	/* And the text form is stable. */
 	char *t1 = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-	json_t *o2 = cp_policy_to_json(&back);
+	json_t *o2 = codepod_policy_to_json(&back);
 	char *t2 = json_dumps(o2, JSON_COMPACT | JSON_SORT_KEYS);
 	assert_string_equal(t1, t2);
 	free(t1);
@@ -347,8 +347,8 @@ static void test_to_json_round_trip(void **state)
 	json_decref(o2);
 
 	/* The defaults round-trip too, and the exact text is the contract's. */
-	cp_policy_defaults(&src);
-	o = cp_policy_to_json(&src);
+	codepod_policy_defaults(&src);
+	o = codepod_policy_to_json(&src);
 	t1 = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	assert_string_equal(t1,
 	                    "{\"maxBridgeRequests\":256,\"maxInFlightBridgeRequests\":32,"

@@ -67,8 +67,8 @@ static void test_table_matches_schema_index(void **state)
  * is answered before anything would be submitted. */
 struct fixture {
 	uv_loop_t loop;
-	struct cp_backend backend;
-	struct cp_backend_ops ops;
+	struct codepod_backend backend;
+	struct codepod_backend_ops ops;
 	struct codepod *cp;
 	struct cp_idset *ids;
 	struct broker_session *s;
