@@ -110,12 +110,19 @@ static int export_bpf(scmp_filter_ctx ctx, unsigned char **out, size_t *len, str
 	return 0;
 }
 
-int local_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err)
+int local_seccomp_bpf_arch(uint32_t arch, unsigned char **out, size_t *len, struct cp_err *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
 		return cp_err_set(err, CP_E_UNSUPPORTED, "libseccomp cannot build a filter here");
 	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	/* Another architecture replaces the native one; libseccomp carries each
+	 * rule over by the syscall's name. */
+	if (rc == 0 && arch != SCMP_ARCH_NATIVE && arch != seccomp_arch_native()) {
+		rc = seccomp_arch_add(ctx, arch);
+		if (rc == 0)
+			rc = seccomp_arch_remove(ctx, SCMP_ARCH_NATIVE);
+	}
 	if (rc == 0)
 		rc = add_rules(ctx);
 	if (rc) {
@@ -125,4 +132,9 @@ int local_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err)
 	rc = export_bpf(ctx, out, len, err);
 	seccomp_release(ctx);
 	return rc;
+}
+
+int local_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err)
+{
+	return local_seccomp_bpf_arch(SCMP_ARCH_NATIVE, out, len, err);
 }

@@ -17,13 +17,15 @@
  * entry points on x86_64) kills the process: nothing legitimate uses them
  * and the rules above would not apply to them.
  *
- * Ownership: local_seccomp_bpf() returns a new buffer the caller frees with
- * free(). Context: any thread; blocks on nothing (a memfd round trip).
+ * Ownership: local_seccomp_bpf() and local_seccomp_bpf_arch() return a new
+ * buffer the caller frees with free(). Context: any thread; blocks on nothing
+ * (a memfd round trip).
  */
 #ifndef LOCAL_SYSCALL_FILTER_H
 #define LOCAL_SYSCALL_FILTER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -35,5 +37,16 @@
  * for this architecture, or CP_E_IO / CP_E_NOMEM.
  */
 int local_seccomp_bpf(unsigned char **out, size_t *len, struct cp_err *err);
+
+/**
+ * local_seccomp_bpf_arch() - the same filter built for another architecture,
+ * so that the filter a machine of that architecture runs can be checked as
+ * data on this one (tests/unit/test_syscall_filter.c).
+ * @arch: a libseccomp SCMP_ARCH_* token; SCMP_ARCH_NATIVE (0) is
+ *        local_seccomp_bpf(). A syscall of any other architecture kills.
+ *
+ * Return: as local_seccomp_bpf().
+ */
+int local_seccomp_bpf_arch(uint32_t arch, unsigned char **out, size_t *len, struct cp_err *err);
 
 #endif
