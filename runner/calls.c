@@ -17,6 +17,7 @@
 #include "base/jsondepth.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
+#include "base/state.h"
 
 #define MAX_TOOL_NAME 128
 
@@ -36,16 +37,15 @@ static const unsigned char call_legal[N_CALL_STATES][N_CALL_STATES] = {
 /* add_call zeroes a new call: it starts QUEUED. */
 _Static_assert(CODEPOD_CALL_QUEUED == 0, "a new call is CODEPOD_CALL_QUEUED");
 
+static const struct cp_state_machine call_machine = {
+	"exec.call_state", "id", call_state_names, &call_legal[0][0], N_CALL_STATES,
+};
+
 /* The one place a call's state changes (@idx: its index in e->calls). */
 static void call_set_state(struct codepod_exec *e, size_t idx, enum codepod_call_state to)
 {
 	struct codepod_call *c = &e->calls[idx];
-	enum codepod_call_state from = c->state;
-	CP_ASSERT(from < N_CALL_STATES && to < N_CALL_STATES);
-	cp_log(CP_LOG_DEBUG, "exec.call_state", "id", json_string(e->id),
-	       "call", json_integer((json_int_t)idx + 1), "from", json_string(call_state_names[from]),
-	       "to", json_string(call_state_names[to]), NULL);
-	CP_ASSERT(call_legal[from][to]);
+	cp_state_change(&call_machine, e->id, (int64_t)idx + 1, (unsigned)c->state, (unsigned)to);
 	c->state = to;
 }
 

@@ -16,6 +16,7 @@
 #include "base/jsondepth.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
+#include "base/state.h"
 #include "runner/prestart.h"
 
 /* How long a killed process tree may take to go before the outcome is
@@ -43,15 +44,14 @@ static const unsigned char exec_legal[N_EXEC_STATES][N_EXEC_STATES] = {
 /* A new execution is calloc'ed (codepod_submit): it starts STARTING. */
 _Static_assert(CODEPOD_ST_STARTING == 0, "a new execution is CODEPOD_ST_STARTING");
 
+static const struct cp_state_machine exec_machine = {
+	"exec.state", "id", exec_state_names, &exec_legal[0][0], N_EXEC_STATES,
+};
+
 /* The one place e->state changes. */
 static void exec_set_state(struct codepod_exec *e, enum codepod_exec_state to)
 {
-	enum codepod_exec_state from = e->state;
-	CP_ASSERT(from < N_EXEC_STATES && to < N_EXEC_STATES);
-	cp_log(CP_LOG_DEBUG, "exec.state", "id", json_string(e->id),
-	       "from", json_string(exec_state_names[from]), "to", json_string(exec_state_names[to]),
-	       NULL);
-	CP_ASSERT(exec_legal[from][to]);
+	cp_state_change(&exec_machine, e->id, -1, (unsigned)e->state, (unsigned)to);
 	e->state = to;
 }
 

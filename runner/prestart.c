@@ -11,6 +11,7 @@
 #include "runner/codepod.h"
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/state.h"
 #include "runner/policy.h"
 #include "runner/prestart.h"
 
@@ -139,14 +140,14 @@ static const unsigned char ps_legal[N_PS_STATES][N_PS_STATES] = {
 /* start_waiting calloc's a runner: it starts STARTING. */
 _Static_assert(PS_STARTING == 0, "a new runner is PS_STARTING");
 
+static const struct cp_state_machine ps_machine = {
+	"prestart.state", "id", ps_state_names, &ps_legal[0][0], N_PS_STATES,
+};
+
 /* The one place r->state changes. */
 static void ps_set_state(struct ps_runner *r, enum ps_state to)
 {
-	enum ps_state from = r->state;
-	CP_ASSERT(from < N_PS_STATES && to < N_PS_STATES);
-	cp_log(CP_LOG_DEBUG, "prestart.state", "from", json_string(ps_state_names[from]),
-	       "to", json_string(ps_state_names[to]), NULL);
-	CP_ASSERT(ps_legal[from][to]);
+	cp_state_change(&ps_machine, NULL, -1, (unsigned)r->state, (unsigned)to);
 	r->state = to;
 }
 

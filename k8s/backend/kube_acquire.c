@@ -15,6 +15,7 @@
 #include "k8s/backend/kube_int.h"
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/state.h"
 
 #define MAX_ATTEMPTS 4
 
@@ -43,15 +44,14 @@ static const unsigned char conv_legal[N_CONV_STATES][N_CONV_STATES] = {
 /* A new conversation is calloc'ed (kube_conv_get): it starts idle. */
 _Static_assert(KUBE_CONV_IDLE == 0, "a new conversation is KUBE_CONV_IDLE");
 
+static const struct cp_state_machine conv_machine = {
+	"kube.conv_state", "pod", conv_state_names, &conv_legal[0][0], N_CONV_STATES,
+};
+
 /* The one place c->state changes. */
 static void conv_set_state(struct kube_conv *c, enum kube_conv_state to)
 {
-	enum kube_conv_state from = c->state;
-	CP_ASSERT(from < N_CONV_STATES && to < N_CONV_STATES);
-	cp_log(CP_LOG_DEBUG, "kube.conv_state", "pod", json_string(c->name),
-	       "from", json_string(conv_state_names[from]), "to", json_string(conv_state_names[to]),
-	       NULL);
-	CP_ASSERT(conv_legal[from][to]);
+	cp_state_change(&conv_machine, c->name, -1, (unsigned)c->state, (unsigned)to);
 	c->state = to;
 }
 

@@ -12,6 +12,7 @@
 #include "k8s/backend/kube_int.h"
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/state.h"
 
 /* How long the killer exec and then the stream may take before the stream
  * is dropped and the execution reported anyway. */
@@ -49,15 +50,14 @@ static const unsigned char proc_legal[N_PROC_STATES][N_PROC_STATES] = {
 /* A new handle is calloc'ed: it starts waiting for the pod. */
 _Static_assert(KUBE_PROC_WAIT_POD == 0, "a new handle is KUBE_PROC_WAIT_POD");
 
+static const struct cp_state_machine proc_machine = {
+	"kube.proc_state", "id", proc_state_names, &proc_legal[0][0], N_PROC_STATES,
+};
+
 /* The one place p->state changes. */
 static void proc_set_state(struct codepod_proc *p, enum kube_proc_state to)
 {
-	enum kube_proc_state from = p->state;
-	CP_ASSERT(from < N_PROC_STATES && to < N_PROC_STATES);
-	cp_log(CP_LOG_DEBUG, "kube.proc_state", "id", json_string(p->exec_id),
-	       "from", json_string(proc_state_names[from]), "to", json_string(proc_state_names[to]),
-	       NULL);
-	CP_ASSERT(proc_legal[from][to]);
+	cp_state_change(&proc_machine, p->exec_id, -1, (unsigned)p->state, (unsigned)to);
 	p->state = to;
 }
 
