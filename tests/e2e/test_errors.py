@@ -4,7 +4,6 @@ import json
 import os
 import re
 import shutil
-import time
 import uuid
 
 from harness import (BACKEND, NODE_DIR, NO_ANSWER, Session, assert_failed, assert_ok,
@@ -188,11 +187,17 @@ def test_stop_cancels_the_execution_and_its_calls(session):
 
 def test_stop_a_busy_loop(session):
     session.serve({"ping": echo})
-    eid = session.execute("await tools.ping({});\nfor (;;) {}")
-    session.wait_call(eid, "ping")
-    time.sleep(0.3)  # let the program enter the loop (not a timing assertion)
+    eid = session.execute("await tools.ping({});\nconsole.log('looping');\nfor (;;) {}",
+                          stream=True)
+    # The line the program prints on its way into the loop, sent live while
+    # it runs: from then on it spins, and only the stop can end it.
+    session.wait_for(lambda m: m["type"] == "log" and m.get("id") == eid
+                     and "looping" in m["text"], 60, "the program entering its loop")
     session.stop(eid)
-    assert_failed(session.wait_result(eid), "CANCELLED")
+    res = session.wait_result(eid)
+    err = assert_failed(res, "CANCELLED")
+    assert "stopped by the backend" in err["message"], err
+    assert res["logs"] == "looping\n", res
 
 
 # OUTCOME_UNKNOWN --------------------------------------------------------------
@@ -243,10 +248,14 @@ def test_startup_allowance_exceeded_is_startup_timeout(session):
 
 @local_backend_only
 def test_startup_does_not_eat_the_program_deadline(tmp_path):
-    # A Node that takes 1.5 s to start (a wrapper that sleeps first, then runs
-    # the real one, hard-linked beside it so the sandbox sees it wherever the
-    # checkout is): the program's 300 ms deadline starts only once the runner
-    # is ready, so it returns in time.
+    # A Node whose start is held: a wrapper that, in the held conversation's
+    # workspace, waits for a file before it runs the real Node (hard-linked
+    # beside it, so the sandbox sees it wherever the checkout is; the sandbox
+    # sees that folder, read-only, so a file the test makes there shows). It
+    # is released once another execution, sent after it, has used up its own
+    # 300 ms deadline: had the held program's 300 ms been counted from its
+    # start, they would have run out first. They start once the runner is
+    # ready, so the program returns in time.
     root = tmp_path / "slow-node"
     (root / "bin").mkdir(parents=True)
     real = root / "bin" / "node.real"
@@ -254,13 +263,26 @@ def test_startup_does_not_eat_the_program_deadline(tmp_path):
         os.link(NODE_DIR / "node", real)
     except OSError:
         shutil.copy2(NODE_DIR / "node", real)
+    held, release = root / "held-workspace", root / "release"
     slow = root / "bin" / "node"
-    slow.write_text(f'#!/bin/sh\n[ "$1" = --version ] || sleep 1.5\nexec "{real}" "$@"\n')
+    slow.write_text(f'#!/bin/sh\n'
+                    f'if [ -e "{held}" ] && [ "$(pwd -P)" = "$(cat "{held}")" ]; then\n'
+                    f'  while [ ! -e "{release}" ]; do sleep 0.02; done\n'
+                    f'fi\n'
+                    f'exec "{real}" "$@"\n')
     slow.chmod(0o755)
-    s = Session(tmp_path / "state", args=["--node", str(slow)])
+    s = Session(tmp_path / "state", args=["--node", str(slow), "--prestart", "0"])
     try:
-        res = assert_ok(s.run("return 'in time';", policy={"timeoutMs": 300}))
+        # the held conversation's workspace, as a first execution sees it
+        ws = assert_ok(s.run("return process.cwd();", conversation="held"))["result"]
+        held.write_text(ws + "\n")
+        eid = s.execute("return 'in time';", conversation="held", policy={"timeoutMs": 300})
+        assert_failed(s.run("for (;;) {}", policy={"timeoutMs": 300}), "TIMEOUT")
+        release.touch()
+        res = assert_ok(s.wait_result(eid))
     finally:
         s.close()
     assert res["result"] == "in time"
-    assert res["usage"]["startupMs"] >= 1000, res["usage"]  # the slow start was seen
+    # the held start was seen: it began before the other execution's 300 ms
+    # and ended after them
+    assert res["usage"]["startupMs"] >= 300, res["usage"]

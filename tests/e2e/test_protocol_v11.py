@@ -103,13 +103,20 @@ def test_stream_sends_logs_in_order_before_the_result(session):
     js = ("for (let i = 0; i < 5; i++) {\n"
           "  console.log('line ' + i);\n"
           "  if (i == 2) console.error('warn ' + i);\n"
-          "  await new Promise((r) => setTimeout(r, 150));\n"
           "}\n"
           "await tools.mark({});\n"
           "console.log('after');\n"
           "return 'done';")
-    session.serve({"mark": lambda inp: 1})
-    eid = session.execute(js, stream=True)
+    eid = session.execute(js, tools=["mark"], stream=True)
+    call = session.wait_call(eid, "mark")
+    # The program waits for this call's answer: what came so far was sent
+    # while it ran, all of it before the call (the output printed before a
+    # call is flushed ahead of it).
+    live = [m for m in messages_of(session, eid) if m["type"] == "log"]
+    assert live, "no live output before the tool call"
+    assert not [m for m in messages_of(session, eid) if m["type"] == "result"]
+    assert "".join(m["text"] for m in live) == "line 0\nline 1\nline 2\nwarn 2\nline 3\nline 4\n", live
+    session.answer(call, 1)
     res = assert_ok(session.wait_result(eid))
     msgs = messages_of(session, eid)
     types = [m["type"] for m in msgs]
@@ -126,9 +133,12 @@ def test_stream_sends_logs_in_order_before_the_result(session):
     call_at = types.index("tool_call")
     before = "".join(m["text"] for m in msgs[:call_at] if m["type"] == "log")
     assert "line 4" in before and "after" not in before
-    # The program ran 750 ms in five steps: the output came while it ran
-    # (several messages), coalesced (fewer than the eight writes).
-    assert 2 <= len(logs) < 8, [m["text"] for m in logs]
+    # Several messages: what came before the call, and the output after it,
+    # sent once the answer let the program go on. (Coalescing within one
+    # flush is tests/unit/test_hub.c's: here the pieces codepod reads, and so
+    # the number of messages, depend on the pipe.)
+    assert logs[:len(live)] == live
+    assert "".join(m["text"] for m in logs[len(live):]) == "after\n", logs
     assert res["logs"] == "line 0\nline 1\nline 2\nwarn 2\nline 3\nline 4\nafter\n"
 
 

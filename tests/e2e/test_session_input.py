@@ -177,6 +177,15 @@ def test_stop_for_unknown_execution(session):
 
 
 def test_blank_lines_are_harmless(session):
+    """Empty lines (and a lone CR) are skipped (broker/SESSION.md: "empty
+    lines skipped"): no `error`, nothing else changes."""
     eid, call = start_witness(session)
-    session.send_raw(b"\n\n   \n")
+    session.send_raw(b"\n\n\r\n")
+    # codepod answers its input in order: once the error for this stop is
+    # here, one for the empty lines would have come before it.
+    session.send({"type": "stop", "id": "after-empty-lines"})
+    session.wait_error("after-empty-lines")
+    with session.cond:
+        errors = [m for m in session.messages if m["type"] == "error"]
+    assert [m.get("id") for m in errors] == ["after-empty-lines"], errors
     finish_witness(session, eid, call)

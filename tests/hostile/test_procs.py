@@ -113,11 +113,24 @@ def test_a_stopped_runner_times_out(hs):
 
 def test_a_busy_worker_does_not_outlive_the_program(hs):
     marker = f"hostile-worker-{uuid.uuid4().hex}"
-    res = assert_ok(hs.run(f"""const {{ Worker }} = require('node:worker_threads');
-new Worker('for (;;) {{}}', {{ eval: true, argv: ['{marker}'] }});
-await new Promise((r) => setTimeout(r, 200));
-return 'returned';"""))
+    # The runner takes the marker as its title (its command line shows it),
+    # starts a Worker that spins for ever, and waits on a call once the
+    # Worker spins: the runner is seen then, and must be gone once the
+    # result is out (a Worker is a thread: only its process can go).
+    s = hs.session
+    eid = s.execute(f"""const {{ Worker }} = require('node:worker_threads');
+process.title = '{marker}';
+const w = new Worker("require('node:worker_threads').parentPort.postMessage('up'); for (;;) {{}}",
+                     {{ eval: true }});
+await new Promise((r) => w.once('message', r));
+await tools.hold({{}});
+return 'returned';""", tools=["hold"])
+    call = s.wait_call(eid, "hold", timeout=120)
+    assert processes_with_marker(marker), "the runner does not show its title"
+    s.answer(call, 1)
+    res = assert_ok(s.wait_result(eid, timeout=120))
     assert res["result"] == "returned"
+    assert gone(marker), f"the runner outlived its program: {processes_with_marker(marker)}"
     res = hs.run("""const { Worker } = require('node:worker_threads');
 new Worker('for (;;) {}', { eval: true });
 for (;;) {}""", policy={"timeoutMs": 2000}, timeout=120)
