@@ -28,22 +28,28 @@ def not_ready(s):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_drain_finishes_short_ones_and_cancels_the_rest(serve, sig):
-    s = serve("--drain-seconds", "3")
+    s = serve("--drain-seconds", "5")
     p = Pump(s.connect(), {"up": lambda i: 1})
     q = Pump(s.connect(), {"up": lambda i: 1})
-    p.execute("short", UP + "await new Promise((r) => setTimeout(r, 1000)); return 'finished';",
-              tools=["up"])
+    # "short" and "other" end with a call the test answers once the drain
+    # has begun: they finish within it by that answer (the 5 s only catch a
+    # hang); "long" never ends by itself.
+    p.execute("short", UP + "return await tools.finish({});", tools=["up", "finish"])
     p.execute("long", UP + "await new Promise((r) => setTimeout(r, 60000)); return 'never';",
               tools=["up"])
-    q.execute("other", UP + "await new Promise((r) => setTimeout(r, 1500)); return 'also';",
-              tools=["up"])
+    q.execute("other", UP + "return await tools.finish({});", tools=["up", "finish"])
     running(p, "short", "long")
     running(q, "other")
+    finish = {eid: pump.wait(lambda m, eid=eid: m["type"] == "tool_call" and m["id"] == eid
+                             and m["tool"] == "finish", what=f"{eid}'s last call")
+              for pump, eid in ((p, "short"), (q, "other"))}
     s.proc.send_signal(sig)
     not_ready(s)
     p.execute("late", "return 1")
     late = p.result("late")
     assert late["type"] == "error" and late["error"]["code"] == "SHUTTING_DOWN"
+    for pump, eid, out in ((p, "short", "finished"), (q, "other", "also")):
+        pump.send({"type": "tool_result", "id": eid, "call": finish[eid]["call"], "output": out})
     assert p.result("short", timeout=10)["result"] == "finished"
     assert q.result("other", timeout=10)["result"] == "also"
     long = p.result("long", timeout=15)

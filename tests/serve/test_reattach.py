@@ -41,7 +41,7 @@ def test_reattach_within_grace_answers_the_call_and_gets_the_result(serve):
                     "return a.v + 1;", tools=["lookup"])
     first = p.wait(lambda m: m["type"] == "tool_call" and m["id"] == "r1")
     drop(p)
-    time.sleep(0.5)
+    s.wait_logs("exec.detached", lambda ls: [e for e in ls if e.get("id") == "r1"])
     status, body = get_execution(s, "r1")
     assert status == 202 and body == {"executionId": "r1", "status": "running"}
     schemas.check("execution_status.schema.json", body)
@@ -139,17 +139,27 @@ def test_attach_takes_over_from_a_session_still_open(serve):
 
 def test_a_dropped_post_caller_leaves_the_outcome_for_get(serve, broker):
     import socket
+    import threading
     s = serve()
-    b = broker(lambda call, headers: (200, json.dumps({"output": call["input"]["n"] * 2}).encode()))
-    req = execute("p1", "await new Promise((r) => setTimeout(r, 800));\n"
-                        "return await tools.echo({ n: 21 });", b.url)
+    called, gone = threading.Event(), threading.Event()
+
+    def answer(call, headers):
+        # The program is in its call: the caller goes away now, and the call
+        # is answered only once codepod has seen it go.
+        called.set()
+        assert gone.wait(60)
+        return 200, json.dumps({"output": call["input"]["n"] * 2}).encode()
+    b = broker(answer)
+    req = execute("p1", "return await tools.echo({ n: 21 });", b.url)
     body = json.dumps(req).encode()
     sock = socket.create_connection((s.host, s.port))
     sock.sendall(b"POST /v1/executions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
                  + s.token.encode() + b"\r\nContent-Type: application/json\r\n"
                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    time.sleep(0.3)
+    assert called.wait(60), "the broker never got the call"
     sock.close()  # the caller goes away before the answer
+    s.wait_logs("exec.caller_gone", lambda ls: ls)
+    gone.set()
     deadline = time.monotonic() + 30
     while True:
         status, out = get_execution(s, "p1")

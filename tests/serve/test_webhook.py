@@ -153,8 +153,17 @@ def test_unreachable_broker(serve):
 
 
 def test_hanging_broker_times_out_and_others_carry_on(serve, broker):
-    s = serve("--webhook-timeout-ms", "1000")
-    hang = broker(lambda c, h: None)
+    # The other execution starts once the hanging call is in flight and must
+    # be done while it still hangs: its outcome comes before the hung one's,
+    # which only the webhook timeout can end (10 s: that bound only catches
+    # a server that waits for the hung call).
+    s = serve("--webhook-timeout-ms", "10000")
+    in_flight = threading.Event()
+
+    def hang_up(c, h):
+        in_flight.set()
+        return None
+    hang = broker(hang_up)
     good = broker(echo)
     res = {}
 
@@ -164,9 +173,11 @@ def test_hanging_broker_times_out_and_others_carry_on(serve, broker):
 
     t = threading.Thread(target=slow)
     t.start()
+    assert in_flight.wait(60), "the hanging broker never got its call"
     status, out = post(s, execute("w5", "return (await tools.echo({ k: 5 })).got.k", good.url))
     assert status == 200 and out["result"] == 5
-    t.join(30)
+    assert "slow" not in res, "the other execution ended only after the hung call"
+    t.join(60)
     status, out = res["slow"]
     assert status == 200 and out["result"] == CANT_REACH, out
     assert out["calls"][0]["reason"] == "timeout"

@@ -10,6 +10,29 @@ import schemas
 
 N_CALLS = 40
 BIG = 900000
+IN_FLIGHT = 32
+
+
+def tcp(local, remote):
+    """(tx_queue, rx_queue, timer) of the loopback TCP socket from port
+    `local` to port `remote` (/proc/net/tcp), or None."""
+    want = (f"0100007F:{local:04X}", f"0100007F:{remote:04X}")
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            col = line.split()
+            if (col[1], col[2]) == want:
+                tx, rx = col[4].split(":")
+                return int(tx, 16), int(rx, 16), int(col[5].split(":")[0], 16)
+    return None
+
+
+def stalled(server_port, client_port):
+    """codepod's end of the connection holds bytes the client's full receive
+    window does not take: the kernel probes the zero window (timer 4)."""
+    srv, cli = tcp(server_port, client_port), tcp(client_port, server_port)
+    if srv and cli and srv[2] == 4 and srv[0] > 0:
+        return srv[0], cli[1]
+    return None
 
 
 def test_messages_arrive_whole_and_in_order_after_the_client_stalls(serve):
@@ -21,11 +44,18 @@ def test_messages_arrive_whole_and_in_order_after_the_client_stalls(serve):
     ws.send_text(json.dumps({
         "type": "execute", "id": "stall", "conversation": "stall", "js": js,
         "tools": [{"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}],
-        "policy": {"maxToolInputBytes": 1000000, "maxInFlightBridgeRequests": 32,
+        "policy": {"maxToolInputBytes": 1000000, "maxInFlightBridgeRequests": IN_FLIGHT,
                    "timeoutMs": 120000}}))
     # 32 tool calls of ~900 KB go out at once: far more than the loopback
     # socket holds, so most of them queue while this client does not read.
-    time.sleep(2)
+    # It reads once the socket is full: codepod's side probes a zero window
+    # with less in the kernel, both ends, than the calls in flight.
+    port = ws.sock.getsockname()[1]
+    deadline = time.monotonic() + 60  # only catches a hang
+    while not (held := stalled(s.port, port)):
+        assert time.monotonic() < deadline, f"the socket never filled: {tcp(s.port, port)}"
+        time.sleep(0.05)
+    assert sum(held) < IN_FLIGHT * BIG // 2, f"the kernel holds most of the calls: {held}"
     ws.sock.settimeout(120)  # only catches a hang
     calls, result = [], None
     while result is None:
