@@ -57,6 +57,41 @@ def test_delay_and_hang_and_reset(fake):
     assert fake.request("GET", PODS)[0] == 200
 
 
+def test_hold_keeps_a_request_until_released(fake):
+    import threading
+
+    def get_in_thread():
+        got = {}
+        t = threading.Thread(target=lambda: got.update(r=fake.request("GET", PODS, timeout=60)))
+        t.start()
+        return t, got
+
+    def wait_held(name):
+        deadline = time.monotonic() + 30  # only catches a hang
+        while fake.ctl("faults", method="GET")["held"].get(name) != 1:
+            assert time.monotonic() < deadline, f"no request reached the hold {name}"
+            time.sleep(0.02)
+
+    fake.ctl("faults", {"type": "hold", "name": "h1", "method": "GET", "path": "/pods$"})
+    t, got = get_in_thread()
+    wait_held("h1")
+    assert "r" not in got  # held: not answered
+    fake.ctl("release", {"name": "h1"})
+    t.join(30)
+    assert got["r"][0] == 200 and isinstance(got["r"][2]["items"], list)
+    assert fake.ctl("faults", method="GET") == {"rules": [], "pod_fates": [], "held": {}}
+    # once released, a hold of that name lets its request through at once
+    fake.ctl("faults", {"type": "hold", "name": "h1", "path": "/pods$"})
+    assert fake.request("GET", PODS)[0] == 200
+    # clearing the faults lets every held request go
+    fake.ctl("faults", {"type": "hold", "name": "h2", "path": "/pods$"})
+    t, got = get_in_thread()
+    wait_held("h2")
+    fake.ctl("faults", method="DELETE")
+    t.join(30)
+    assert got["r"][0] == 200
+
+
 def test_garbage_body(fake):
     fake.ctl("faults", {"type": "garbage", "path": "/pods$"})
     s, h, b = fake.request("GET", PODS)
@@ -118,14 +153,15 @@ def test_pod_fates_have_fixture_shapes(fake, fate):
     want = fixture({"ImagePullBackOff": "pod-pending-imagepullbackoff.json",
                     "CrashLoopBackOff": "pod-running-crashloopbackoff.json",
                     "Unschedulable": "pod-pending-unschedulable.json"}[fate])["status"]
-    end = time.time() + 5
-    while time.time() < end:
+    deadline = time.monotonic() + 60  # only catches a hang
+    while True:
         p = fake.request("GET", PODS + "/" + name)[2]
         cs = p["status"].get("containerStatuses") or [{}]
         reason = (cs[0].get("state", {}).get("waiting") or {}).get("reason")
         conds = {c["type"]: c for c in p["status"].get("conditions", [])}
         if reason == fate or conds.get("PodScheduled", {}).get("reason") == fate:
             break
+        assert time.monotonic() < deadline, f"{name} never reached {fate}: {p['status']}"
         time.sleep(0.05)
     st = p["status"]
     assert st["phase"] == want["phase"]

@@ -201,6 +201,9 @@ class Server:
             if r["type"] == "delay":
                 await asyncio.sleep(r.get("ms", 1000) / 1000)
         for r in rules:
+            if r["type"] == "hold":
+                await self.faults.held(str(r.get("name", "")))
+        for r in rules:
             t = r["type"]
             if t == "reset":
                 request.transport.abort()
@@ -245,6 +248,7 @@ class Server:
         r.add_put("/api/v1/namespaces/{ns}/pods/{name}", self.pod_put)
         r.add_route("*", "/api/v1/namespaces/{ns}/pods/{name}/exec", self.exec.handle)
         r.add_route("*", "/fakekube/faults", self.ctl_faults)
+        r.add_post("/fakekube/release", self.ctl_release)
         r.add_route("*", "/fakekube/schedule", self.ctl_schedule)
         r.add_post("/fakekube/compact", self.ctl_compact)
         r.add_get("/fakekube/created", self.ctl_created)
@@ -507,6 +511,13 @@ class Server:
         except (ValueError, KeyError) as e:
             raise ApiError(st.bad_request(str(e)))
         return jresp({"added": added})
+
+    async def ctl_release(self, request):
+        body = await self._body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            raise ApiError(st.bad_request('release needs {"name": "..."}'))
+        self.faults.release(body["name"])
+        return jresp({"released": body["name"]})
 
     async def ctl_schedule(self, request):
         if request.method == "POST":

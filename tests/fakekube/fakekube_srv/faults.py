@@ -15,6 +15,9 @@ Types:
                                         a Status with code C (429/503/504 get Retry-After)
   garbage     {"body": "...", "code": 200}  a non-JSON body with a JSON content type
   hang        {"ms": N}                 read the request, answer nothing for N ms (default forever)
+  hold        {"name": H}               keep the request until POST /fakekube/release {"name": H}
+                                        (at once once H was released), then serve it as usual:
+                                        a test decides by an event when a request goes through
   reset       {}                        drop the TCP connection without an answer
   watch_drop  {"after_ms": N, "after_events": K, "mode": "end"|"reset"}
                                         end a matching watch cleanly (chunked end) or abort it
@@ -24,11 +27,14 @@ Types:
                                         abort a matching exec's connection mid-run, no status
   pod_fate    {"fate": "ImagePullBackOff"|"CrashLoopBackOff"|"Unschedulable", "name": regex}
                                         the next `count` pods created with a matching name take that path
-Control endpoints (/fakekube/...) are never subject to faults.
+Control endpoints (/fakekube/...) are never subject to faults. GET
+/fakekube/faults also lists under "held" how many requests each hold keeps
+right now; DELETE releases every hold, so no request outlives its test.
 """
+import asyncio
 import re
 
-HTTP_TYPES = ("delay", "status", "garbage", "hang", "reset")
+HTTP_TYPES = ("delay", "status", "garbage", "hang", "reset", "hold")
 TYPES = HTTP_TYPES + ("watch_drop", "watch_410", "exec_drop", "pod_fate")
 
 
@@ -37,6 +43,8 @@ class Faults:
         self.rules = []
         self.store = store
         self.next_id = 1
+        self.holds = {}    # hold name -> asyncio.Event, set once released
+        self.waiting = {}  # hold name -> requests it keeps now
 
     def add(self, rule):
         if not isinstance(rule, dict) or rule.get("type") not in TYPES:
@@ -56,9 +64,29 @@ class Faults:
     def clear(self):
         self.rules.clear()
         self.store.pending_fates.clear()
+        for ev in self.holds.values():
+            ev.set()
+        self.holds.clear()
 
     def listing(self):
-        return {"rules": self.rules, "pod_fates": self.store.pending_fates}
+        return {"rules": self.rules, "pod_fates": self.store.pending_fates,
+                "held": {k: n for k, n in self.waiting.items() if n}}
+
+    def _hold(self, name):
+        if name not in self.holds:
+            self.holds[name] = asyncio.Event()
+        return self.holds[name]
+
+    def release(self, name):
+        self._hold(name).set()
+
+    async def held(self, name):
+        """Returns once the hold `name` is released."""
+        self.waiting[name] = self.waiting.get(name, 0) + 1
+        try:
+            await self._hold(name).wait()
+        finally:
+            self.waiting[name] -= 1
 
     @staticmethod
     def _matches(rule, method, target, watch=None):
