@@ -107,6 +107,18 @@ class FakeApi:
     def clear_faults(self):
         self.raw.ctl("faults", method="DELETE")
 
+    def hold(self, name, **match):
+        """A request matching `match` (method, path, count) is kept at the
+        server until release(name): the test decides when it goes through."""
+        return self.fault({"type": "hold", "name": name, **match})
+
+    def release(self, name):
+        self.raw.ctl("release", {"name": name})
+
+    def held(self, name):
+        """How many requests the hold `name` keeps now."""
+        return self.faults_left()["held"].get(name, 0)
+
     def set_schedule(self, **kw):
         return self.raw.ctl("schedule", kw)
 

@@ -118,17 +118,24 @@ def test_pod_fates_end_acquisition_early_naming_the_reason(fake, codepods, fate)
     s = codepods()
     conv = new_conv("fate")
     fake.fault({"type": "pod_fate", "fate": fate, "name": "^" + pod_name(conv) + "$"})
-    # codepod's delete of the dead pod is held up: the next execution comes
-    # while the pod is still there, and must wait it out, not be refused again
-    fake.fault({"type": "delay", "ms": 3000, "method": "DELETE",
-                "path": "/pods/" + pod_name(conv) + r"(\?|$)"})
+    # codepod's deletes of the dead pod are kept at the server: the next
+    # execution comes while the pod is still there, and must wait it out
+    # (asking for the delete again), not be refused again
+    fake.hold("delete", method="DELETE", path="/pods/" + pod_name(conv) + r"(\?|$)", count=2)
     res = result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[],
                                  policy={"startupTimeoutMs": 120000}), 60)
     err = failed(s, res, "SANDBOX_UNAVAILABLE")
     want = {"ImagePullBackOff": ("ImagePullBackOff", "ErrImagePull")}.get(fate, (fate,))
     assert any(w in err["message"] for w in want), err
+    wait_until(lambda: fake.held("delete") == 1, 60, "codepod's delete of the dead pod")
     assert fake.pod(pod_name(conv)), "the dead pod was gone before the next execution"
-    res = ok_run(s, conv)
+    eid = s.execute(HOSTNAME_JS, conversation=conv, tools=[])
+    wait_until(lambda: fake.held("delete") == 2 or s.of(eid, "result"), 60,
+               "the next execution to wait for the dead pod to go")
+    assert not s.of(eid, "result"), describe(s.of(eid, "result"), s)
+    fake.release("delete")
+    res = result_of(s, eid, 60)
+    assert res["status"] == "succeeded", describe(res, s)
     assert res["result"] == pod_name(conv)
 
 
@@ -149,6 +156,12 @@ def test_pod_forced_into_a_dead_end_while_waiting_is_sandbox_unavailable(fake, c
 
 # ---- during a run: exec stream dropped, pod deleted -----------------------------
 
+# More than the runner writes before it starts the program, less than the
+# 64 KiB line the programs below print: an exec_drop after this many output
+# bytes comes while the program runs.
+DROP_AFTER = 16384
+
+
 def ready_conv(fake, s, prefix):
     conv = new_conv(prefix)
     ok_run(s, conv)
@@ -161,12 +174,17 @@ def test_exec_stream_dropped_mid_run_is_process_exited(fake, codepods):
     # before the fault (tests/kube/test_kube_super.py drops a supervisor's).
     s = codepods("--prestart", "0", "--no-supervisor")
     conv = ready_conv(fake, s, "xdrop")
-    fake.fault({"type": "exec_drop", "after_ms": 1500, "path": "/exec"})
-    # Were the drop missed, the program would return 'late' or end TIMEOUT.
+    # The stream drops in the middle of the program's own output (64 KiB,
+    # more than the runner writes before it starts the program): the
+    # program runs when it goes. Were the drop missed, the program would
+    # return 'late' or end TIMEOUT.
+    fake.fault({"type": "exec_drop", "after_bytes": DROP_AFTER, "path": "/exec"})
     res = result_of(s, s.execute("console.log('started');\n"
-                                 "await new Promise((r) => setTimeout(r, 8000));\nreturn 'late';",
+                                 "console.log('x'.repeat(65536));\n"
+                                 "await new Promise((r) => setTimeout(r, 20000));\nreturn 'late';",
                                  conversation=conv, tools=[], policy={"timeoutMs": 30000}), 60)
     failed(s, res, "PROCESS_EXITED")
+    assert res["logs"].startswith("started\nxxx"), describe(res, s)
     assert all_consumed(fake)
     assert ok_run(s, conv)["result"] == pod_name(conv)
 
@@ -177,10 +195,16 @@ def test_exec_stream_dropped_with_a_tool_call_in_flight_is_outcome_unknown(fake,
     # before the fault (tests/kube/test_kube_super.py drops a supervisor's).
     s = codepods("--prestart", "0", "--no-supervisor")
     conv = ready_conv(fake, s, "xdropt")
-    fake.fault({"type": "exec_drop", "after_ms": 2000, "path": "/exec"})
-    eid = s.execute("return await tools.slow({});", conversation=conv, tools=["slow"],
+    # "slow" is in flight (never answered) once "go" is: answering "go"
+    # makes the program write 64 KiB, in the middle of which the stream drops.
+    fake.fault({"type": "exec_drop", "after_bytes": DROP_AFTER, "path": "/exec"})
+    eid = s.execute("const slow = tools.slow({});\n"
+                    "await tools.go({});\n"
+                    "console.log('x'.repeat(65536));\n"
+                    "return await slow;", conversation=conv, tools=["slow", "go"],
                     policy={"timeoutMs": 30000})
-    s.wait_call(eid, "slow", timeout=30)  # never answered
+    s.wait_call(eid, "slow", timeout=30)
+    s.answer(s.wait_call(eid, "go", timeout=30), 1)
     res = result_of(s, eid, 60)  # before the 30 s deadline's TIMEOUT
     failed(s, res, "OUTCOME_UNKNOWN")
     assert ok_run(s, conv)["result"] == pod_name(conv)
@@ -229,17 +253,17 @@ def test_api_server_hanging_during_acquisition_ends_by_the_startup_allowance(fak
 def test_api_server_hanging_when_an_execution_times_out(fake, codepods):
     """The killer exec cannot get through: the execution still ends TIMEOUT
     without waiting for the server."""
-    s = codepods()
-    conv = ready_conv(fake, s, "hangk")
-    started = f"started-{uuid.uuid4().hex}"
-    eid = s.execute(f"require('node:fs').writeFileSync('{started}', '');\n"
-                    "await new Promise((r) => setTimeout(r, 30000));\nreturn 1;",
+    # Without a supervisor an execution ends with a killer exec (`node -e`,
+    # which no runner is): the server hangs on that one, whenever it comes.
+    s = codepods("--no-supervisor", "--prestart", "0")
+    conv = new_conv("hangk")
+    fake.fault({"type": "hang", "path": f"/pods/{pod_name(conv)}/exec" + r"\?command=node&command=-e&"})
+    eid = s.execute("await new Promise((r) => setTimeout(r, 30000));\nreturn 1;",
                     conversation=conv, tools=[], policy={"timeoutMs": 4000})
-    wait_until(lambda: list(Path(fake.raw.state_dir).rglob(started)), 30, "the program to start")
-    fake.fault({"type": "hang", "count": -1})
     # Were codepod to wait for the hung server, no result would ever come.
     res = result_of(s, eid, 60)
     failed(s, res, "TIMEOUT")
+    wait_until(lambda: not fake.faults_left()["rules"], 30, "the killer exec to reach the hung server")
     fake.clear_faults()
     assert ok_run(s, conv)["result"] == pod_name(conv)
 

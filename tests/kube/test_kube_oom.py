@@ -39,14 +39,18 @@ def test_oom_kill_is_said_plainly(fake, codepods, tmp_path):
     conv = new_conv("oom")
     first = assert_ok(result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[]), 90))["result"]
     uid = fake.pod(first)["metadata"]["uid"]
+    # Deleting the pod is kept at the server until the test has read it.
+    fake.hold("delete", method="DELETE", path=f"/pods/{first}" + r"(\?|$)", count=-1)
     res = result_of(s, s.execute(HOG, conversation=conv, tools=[], policy={"timeoutMs": 60000}), 90)
     err = res.get("error") or {}
     assert err.get("code") == "PROCESS_EXITED", describe(res, s)
     assert err["message"] == (f'The runner process ran out of memory and was killed: the container "node" of '
                               f"pod {first} was OOMKilled (memory limit 200Mi)."), describe(res, s)
     pod = fake.pod(first)
-    assert pod is None or pod["metadata"]["uid"] != uid or \
-        pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled"
+    assert pod["metadata"]["uid"] == uid and pod["status"]["phase"] == "Failed", pod["status"]
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled", \
+        pod["status"]
+    fake.release("delete")
     # the Failed pod is replaced: the next execution runs in a fresh one (same name)
     assert_ok(result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[]), 90))
     assert fake.pod(first)["metadata"]["uid"] != uid

@@ -87,19 +87,20 @@ def test_two_replicas_claiming_at_once_never_share_a_pod(fake, codepods):
 
 def test_a_forced_claim_race_gets_a_409_and_claims_another_pod(fake, codepods):
     """The first claim (a PATCH with the warm pod's resourceVersion) is held
-    back by a fault while the other replica claims the same pod: the held
-    one then gets a real 409 Conflict and must claim the next warm pod."""
+    back (kept at the server) while the other replica claims the same pod
+    and runs in it: the held one, let go then, gets a real 409 Conflict and
+    must claim the next warm pod."""
     a = codepods("--warm-pool", "2", name="replica-a")
     b = codepods("--warm-pool", "2", name="replica-b")
     wait_pool(fake, 2, a, timeout=60)
     fake.set_schedule(running_ms=COLD_MS)  # no fresh warm pod can help either of them
-    fake.fault({"type": "delay", "ms": 5000, "method": "PATCH", "path": "/pods/codepod-warm-",
-                "count": 1})
+    fake.hold("a-claim", method="PATCH", path="/pods/codepod-warm-", count=1)
     ca, cb = new_conv("fa"), new_conv("fb")
     ea = a.execute(HOSTNAME_JS, conversation=ca, tools=[])
-    wait_until(lambda: not fake.faults_left()["rules"], 60, "A's claim to reach the server")
+    wait_until(lambda: fake.held("a-claim"), 60, "A's claim to reach the server")
     eb = b.execute(HOSTNAME_JS, conversation=cb, tools=[])
     rb = result_of(b, eb, 60)
+    fake.release("a-claim")
     ra = result_of(a, ea, 60)
     assert_ok(ra), describe(ra, a)
     assert_ok(rb), describe(rb, b)

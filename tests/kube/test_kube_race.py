@@ -41,18 +41,20 @@ def events(s, name):
 
 
 def test_a_forced_create_race_gets_a_409_and_uses_the_winners_pod(fake, codepods):
-    """The first create is held back (a fault delays it) while the other
-    replica looks, finds nothing and creates: the held one then gets a real
-    409 AlreadyExists from the API server and must use the winner's pod."""
+    """The first create is held back (kept at the server) while the other
+    replica looks, finds nothing, creates and runs: the held one, let go
+    then, gets a real 409 AlreadyExists from the API server and must use
+    the winner's pod."""
     a, b = codepods(name="replica-a"), codepods(name="replica-b")
     conv = new_conv("forced")
-    fake.fault({"type": "delay", "ms": 5000, "method": "POST", "path": r"/pods(\?|$)", "count": 1})
+    fake.hold("a-create", method="POST", path=r"/pods(\?|$)", count=1)
     ea = a.execute(HOSTNAME_JS, conversation=conv, tools=[])
-    # The held create is the rule's one match: once the rule is used up, A's
-    # create is waiting inside the server, and B starts.
-    wait_until(lambda: not fake.faults_left()["rules"], 60, "A's create to reach the server")
+    # The held create is the rule's one match: A's create is waiting inside
+    # the server, and B starts.
+    wait_until(lambda: fake.held("a-create"), 60, "A's create to reach the server")
     eb = b.execute(HOSTNAME_JS, conversation=conv, tools=[])
     rb = result_of(b, eb, 60)
+    fake.release("a-create")
     ra = result_of(a, ea, 60)
     assert_ok(ra), describe(ra, a)
     assert_ok(rb), describe(rb, b)

@@ -7,7 +7,6 @@ clear outcome and the conversation falls back to one exec per script."""
 import json
 import os
 import signal
-import time
 
 import pytest
 
@@ -70,7 +69,17 @@ def test_steady_state_costs_no_exec_request(fake, codepods):
     for i in range(4):
         res = assert_ok(result_of(s, s.execute(f"return {i}", conversation=conv, tools=[]), 120))
         assert res["result"] == i
-    time.sleep(0.5)  # a kill or a standby runner would be an exec request by now
+    # After the last execution the conversation's next runner starts (the
+    # log says so once it is asked of the supervisor, or of an exec). The
+    # kills came before each result: whatever they cost is counted by now.
+    wait_event(s, "exec.done", 5)
+    last = max(i for i, e in enumerate(log_events(s)) if e.get("event") == "exec.done")
+    wait_until(lambda: [e for e in log_events(s)[last:] if e.get("event") == "prestart.started"],
+               60, "the next runner after the last execution")
+    ready = min(i for i, e in enumerate(log_events(s)) if e.get("event") == "kube.supervisor_ready")
+    runners = [e for e in log_events(s)[ready:] if e.get("event") == "kube.exec"]
+    # every runner since (the five executions' and the next one) came through it
+    assert len(runners) >= 6 and all("channel" in e for e in runners), runners
     assert exec_requests(fake, pod) == before, describe({}, s)
     assert events(s, "kube.supervisor_fallback") == []
 
@@ -180,10 +189,12 @@ def test_no_supervisor_means_one_exec_per_script(fake, codepods):
     conv = new_conv("nosup")
     pod = pod_name(conv)
     assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
-    time.sleep(0.5)
+    # The runner's exec and its killer's reached the server before the
+    # result (the killer ends the runner, which ends its stream).
     before = exec_requests(fake, pod)
+    assert before == 2, describe({}, s)
     assert_ok(result_of(s, s.execute("return 2", conversation=conv, tools=[]), 120))
-    wait_until(lambda: exec_requests(fake, pod) - before >= 2, 30, "the runner's exec and its killer")
+    assert exec_requests(fake, pod) - before == 2, describe({}, s)
     assert events(s, "kube.supervisor_ready") == []
 
 
