@@ -648,28 +648,54 @@ static void test_dropped_stream_is_lost(void **state)
 
 #define PAUSE_TOTAL (48u * 1024u * 1024u) /* far more than every buffer on the way */
 
+/* The writer: "up", then, once its stdin says so, "second", a file named by
+ * argv[1] in the pod's folder, and PAUSE_TOTAL bytes; it ends once they are
+ * all written. */
+static const char PAUSE_JS[] =
+	"const fs = require('fs'), b = Buffer.alloc(65536, 120); let left = 768;"
+	"process.stdout.write('up');"
+	"process.stdin.once('data', () => { process.stdin.destroy();"
+	" process.stdout.write('second'); fs.writeFileSync(process.argv[1], '');"
+	" (function w() { while (left > 0) { left--; if (!process.stdout.write(b))"
+	" return process.stdout.once('drain', w); } })(); })";
+
+/* Prints "seen" once the file named by argv[1] is in the pod's folder. */
+static const char SEEN_JS[] =
+	"const fs = require('fs');"
+	"(function poll() { if (fs.existsSync(process.argv[1])) process.stdout.write('seen');"
+	" else setTimeout(poll, 5); })()";
+
 static void test_abort_and_pause(void **state)
 {
-	struct run r = {0};
-	const char *argv[] = {node_path, "-e",
-		"const b = Buffer.alloc(65536, 120); let left = 768;"
-		"(function w() { while (left > 0) { left--; if (!process.stdout.write(b))"
-		" return process.stdout.once('drain', w); } })()", NULL};
+	struct run r = {0}, seen = {0};
+	char mark[64];
+	snprintf(mark, sizeof mark, "second-written-%ld-%ld", (long)getpid(), (long)time(NULL));
+	const char *argv[] = {node_path, "-e", PAUSE_JS, mark, NULL};
+	const char *seen_argv[] = {node_path, "-e", SEEN_JS, mark, NULL};
 	(void)state;
 	start(fx.cert, "p1", &r, argv);
-	/* Paused at the first output: nothing more is read, so the writer can
-	 * never finish its 48 MiB (the run_until below only bounds the check). */
-	assert_true(run_until_out(&r, 1, 30));
+	/* Paused at the first output; then the writer writes "second" and its
+	 * file. Another exec, on a stream of its own, reports the file: once
+	 * its output is here, "second" was written before it, and would have
+	 * come too on a stream still read. Nothing more came. */
+	assert_true(run_until_out(&r, 2, 30));
 	k8s_exec_pause_output(r.h, 1);
-	int never = 0;
-	run_until(&never, 2);
+	assert_true(k8s_exec_write(r.h, "g", 1, NULL) >= 0);
+	start(fx.cert, "p1", &seen, seen_argv);
+	assert_true(run_until(&seen.done, 30));
+	assert_int_equal(seen.ex.ex.code, 0);
+	assert_string_equal(seen.out, "seen");
+	for (int i = 0; i < 16; i++)
+		uv_run(&fx.loop, UV_RUN_NOWAIT);
 	assert_false(r.done);
-	assert_true(r.n_out < PAUSE_TOTAL);
-	/* Resumed: every byte arrives, and the process ends. */
+	assert_int_equal(r.n_out, 2);
+	/* Resumed: every byte arrives (the writer was held back meanwhile, not
+	 * its output dropped), and the process ends. */
 	k8s_exec_pause_output(r.h, 0);
 	assert_true(run_until(&r.done, 60));
 	assert_int_equal(r.ex.ex.code, 0);
-	assert_int_equal(r.n_out, PAUSE_TOTAL);
+	assert_int_equal(r.n_out, 2 + 6 + PAUSE_TOTAL);
+	assert_memory_equal(r.out, "upsecondxxxx", 12);
 	/* Abort on a live stream. */
 	struct run a = {0};
 	const char *sleeper[] = {node_path, "-e", "process.stdout.write('up');setTimeout(()=>{},30000)", NULL};
@@ -715,21 +741,40 @@ static void test_start_errors(void **state)
 	assert_null(h);
 }
 
-/* Pings every second keep a silent stream valid past the 3 s hangup. The
- * program's silence is the input here: without pings codepod's own hangup
- * timer ends the stream before the output, nothing in the test decides by
- * its clock. */
+/* Pings every second keep a silent stream valid past the 3 s hangup. Both
+ * streams below print "up" and then wait for their stdin: the second, whose
+ * pings would come only after 60 s, starts once the first is up and is hung
+ * up 3 s later. Only then does the test write to the first: it had been
+ * silent longer than the hangup, and it is still there because of its pings.
+ * Nothing in the test decides by its clock. */
+static const char WAIT_JS[] =
+	"process.stdout.write('up');"
+	"process.stdin.once('data', () => { process.stdout.write('late'); process.exit(0); })";
+
 static void test_ping_keeps_idle_stream(void **state)
 {
 	struct k8s_exec_opts o = {.ping_secs = 1, .hangup_secs = 3};
-	struct k8s_exec_client *c = NULL;
-	struct run r = {0};
+	struct k8s_exec_opts no_ping = {.ping_secs = 60, .hangup_secs = 3};
+	struct k8s_exec_client *c = NULL, *q = NULL;
+	struct run r = {0}, quiet = {0};
+	const char *argv[] = {node_path, "-e", WAIT_JS, NULL};
 	(void)state;
 	assert_int_equal(k8s_exec_client_new(&fx.loop, &fx.cfg_cert, &o, &c, NULL), 0);
-	run_node(c, "setTimeout(()=>process.stdout.write('late'),4500)", &r);
+	assert_int_equal(k8s_exec_client_new(&fx.loop, &fx.cfg_cert, &no_ping, &q, NULL), 0);
+	start(c, "p1", &r, argv);
+	assert_true(run_until_out(&r, 2, 30));
+	start(q, "p1", &quiet, argv);
+	assert_true(run_until_out(&quiet, 2, 30));
+	assert_true(run_until(&quiet.done, 30));
+	assert_true(quiet.ex.ex.lost);
+	assert_string_equal(quiet.out, "up");
+	assert_false(r.done);
+	assert_true(k8s_exec_write(r.h, "g", 1, NULL) >= 0);
+	assert_true(run_until(&r.done, 30));
 	assert_int_equal(r.ex.ex.code, 0);
-	assert_string_equal(r.out, "late");
+	assert_string_equal(r.out, "uplate");
 	k8s_exec_client_free(c);
+	k8s_exec_client_free(q);
 }
 
 static void expect_unavailable(struct k8s_config *cfg, enum cp_code code)

@@ -142,16 +142,38 @@ static void test_huge_line(void **state)
 	free(r);
 }
 
+/* A sink member left NULL is skipped: the other one still sees its
+ * events, and the splitter goes on as if both were there (a line or an
+ * oversize count taken by a NULL member is not kept for later). */
 static void test_null_sink_members_and_free(void **state)
 {
 	const struct broker_lines_sink none = { NULL, NULL };
+	const struct broker_lines_sink lines_only = { on_line, NULL };
+	const struct broker_lines_sink oversize_only = { NULL, on_oversize };
 	struct broker_lines *l = broker_lines_new(3);
+	struct rec *r = calloc(1, sizeof *r);
 
 	(void)state;
-	broker_lines_feed(l, "ab\nabcdef\nx", 11, &none, NULL);
-	broker_lines_finish(l, &none, NULL);
+	assert_non_null(l);
+	assert_non_null(r);
+	broker_lines_feed(l, "ab\nabcdef\nx", 11, &none, r);
+	broker_lines_finish(l, &none, r);
+	assert_string_equal(r->log, "");
+	broker_lines_feed(l, "ab\nabcdef\nx", 11, &lines_only, r);
+	broker_lines_finish(l, &lines_only, r);
+	assert_string_equal(r->log, "Lab|Lx|");
+	broker_lines_feed(l, "ab\nabcdef\nx", 11, &oversize_only, r);
+	broker_lines_finish(l, &oversize_only, r);
+	assert_string_equal(r->log, "Lab|Lx|O6|");
+	/* an unterminated oversize line, finished with nobody to hear it */
+	broker_lines_feed(l, "abcdef", 6, &none, r);
+	broker_lines_finish(l, &none, r);
+	broker_lines_feed(l, "y\n", 2, &sink, r);
+	broker_lines_finish(l, &sink, r);
+	assert_string_equal(r->log, "Lab|Lx|O6|Ly|");
 	broker_lines_free(l);
 	broker_lines_free(NULL);
+	free(r);
 }
 
 int main(void)
