@@ -92,13 +92,16 @@ describe("the invoices example (examples/invoices-agent.ts)", () => {
   test("answers over a WebSocket (serve --listen)", async () => {
     const dir = tempDir("example");
     const srv = await startServer(dir);
+    let rc: number | null;
     try {
       const out = await run({ CODEPOD_URL: srv.url, CODEPOD_TOKEN: srv.token });
       assert.match(out, /^Top firms by paid invoices, August 2026: /);
     } finally {
-      await srv.stop();
+      rc = await srv.stop();
       rmSync(dir, { recursive: true, force: true });
     }
+    // SIGTERM drains and exits 0; a crash or a sanitizer report does not.
+    assert.equal(rc, 0, `codepod serve exited ${rc}`);
   });
 
   test("the backend's integration is at most 15 lines besides its tools", () => {
