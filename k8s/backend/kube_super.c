@@ -17,6 +17,7 @@ struct kchan {
 	uint32_t id;
 	const struct codepod_proc_cbs *cbs;
 	void *ud;
+	int killed; /* its killed() went out (a forged second D must not repeat it) */
 };
 
 struct kube_super {
@@ -58,51 +59,124 @@ static void broken(struct kube_super *s, const char *why)
 	k8s_exec_abort(s->ex);
 }
 
+/* The text of a start failure, at most @max bytes of @e cut where no UTF-8
+ * sequence is split (jansson gave valid UTF-8). */
+static int text_cut(const char *e, int max)
+{
+	size_t n = strlen(e);
+	if (n <= (size_t)max)
+		return (int)n;
+	n = (size_t)max;
+	while (n > 0 && ((unsigned char)e[n] & 0xc0) == 0x80)
+		n--;
+	return (int)n;
+}
+
+/* X: {"code":N|null,"signal":N}: a signal (1..127) or else an exit code (0..255). */
+static int exit_said(const json_t *v, struct codepod_proc_exit *ex)
+{
+	const json_t *code = json_object_get(v, "code");
+	const json_t *sig = json_object_get(v, "signal");
+	if (!json_is_object(v) || (sig && !json_is_integer(sig)) ||
+	    (code && !json_is_null(code) && !json_is_integer(code)))
+		return -1;
+	json_int_t s = sig ? json_integer_value(sig) : 0;
+	if (s < 0 || s > 127)
+		return -1;
+	if (s > 0) {
+		ex->signal = (int)s;
+		ex->code = -1;
+		return 0;
+	}
+	json_int_t c = json_is_integer(code) ? json_integer_value(code) : -1;
+	if (c < 0 || c > 255)
+		return -1;
+	ex->code = (int)c;
+	return 0;
+}
+
+int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, int ready,
+                         struct kube_ctl *out, struct cp_err *err)
+{
+	memset(out, 0, sizeof *out);
+	if (kind != 'H' && kind != 'X' && kind != 'F' && kind != 'D')
+		return cp_err_set(err, CP_E_PARSE, "a control frame of unknown kind 0x%02x",
+		                  (unsigned char)kind);
+	if (len > KUBE_SFRAME_MAX_CTL)
+		return cp_err_set(err, CP_E_PARSE, "a control frame over its size limit");
+	if (kind != 'H' && chan == 0)
+		return cp_err_set(err, CP_E_PARSE, "a %c frame on channel 0, the supervisor's own", kind);
+	if (kind == 'D') {
+		if (len)
+			return cp_err_set(err, CP_E_PARSE, "a killed frame with a payload");
+		out->act = KUBE_CTL_KILLED;
+		return 0;
+	}
+	if (kind == 'H' && chan != 0)
+		return cp_err_set(err, CP_E_PARSE, "a ready frame on channel %u", (unsigned)chan);
+	if (kind == 'H' && ready)
+		return cp_err_set(err, CP_E_PARSE, "a second ready frame");
+	json_t *v = len ? json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	int rc = 0;
+	if (kind == 'H') {
+		if (json_is_object(v))
+			out->act = KUBE_CTL_READY;
+		else
+			rc = cp_err_set(err, CP_E_PARSE, "a malformed ready frame");
+	} else if (kind == 'X') {
+		out->act = KUBE_CTL_EXITED;
+		if (exit_said(v, &out->exit) < 0)
+			rc = cp_err_set(err, CP_E_PARSE, "a malformed exit frame");
+	} else {
+		const char *e = json_string_value(json_object_get(v, "error"));
+		out->act = KUBE_CTL_EXITED;
+		if (!json_is_object(v) || !e) {
+			rc = cp_err_set(err, CP_E_PARSE, "a malformed start-failure frame");
+		} else {
+			out->exit.code = -1;
+			out->exit.unavailable = 1;
+			snprintf(out->exit.detail, sizeof out->exit.detail,
+			         "the supervisor could not start it: %.*s", text_cut(e, 120), e);
+		}
+	}
+	json_decref(v);
+	if (rc)
+		memset(out, 0, sizeof *out);
+	return rc;
+}
+
 static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
 {
 	struct kube_super *s = ud;
-	json_t *v = json_loadb(buf, len, 0, NULL);
-	struct kchan *ch = chan ? find(s, chan) : NULL;
-	switch (kind) {
-	case 'H':
-		if (chan != 0 || s->ready || !json_is_object(v)) {
-			broken(s, "a second or malformed ready frame");
-			break;
-		}
+	struct kube_ctl c;
+	struct cp_err err;
+	if (kube_super_ctl_parse(kind, chan, buf, len, s->ready, &c, &err) < 0) {
+		broken(s, err.msg);
+		return 1;
+	}
+	struct kchan *ch = c.act == KUBE_CTL_READY ? NULL : find(s, chan);
+	switch (c.act) {
+	case KUBE_CTL_READY:
 		s->ready = 1;
 		cp_log(CP_LOG_DEBUG, "kube.supervisor_ready", "pod", json_string(s->pod), NULL);
 		s->cbs.ready(s->ud, s);
 		break;
-	case 'D': /* killed: the channel's processes can run no more */
-		if (ch && ch->cbs->killed)
+	case KUBE_CTL_KILLED: /* the channel's processes can run no more: said once */
+		if (ch && !ch->killed && ch->cbs->killed) {
+			ch->killed = 1;
 			ch->cbs->killed(ch->ud);
+		}
 		break;
-	default: /* X, F */
-		if (!ch)
-			break; /* detached meanwhile */
-		unlink_chan(s, ch);
-		{
-			struct codepod_proc_exit ex;
-			memset(&ex, 0, sizeof ex);
-			if (kind == 'F') {
-				ex.code = -1;
-				ex.unavailable = 1;
-				const char *e = json_string_value(json_object_get(v, "error"));
-				snprintf(ex.detail, sizeof ex.detail, "the supervisor could not start it: %.120s",
-				         e ? e : "?");
-			} else {
-				json_t *code = json_object_get(v, "code");
-				json_int_t sig = json_integer_value(json_object_get(v, "signal"));
-				ex.signal = sig > 0 && sig < 128 ? (int)sig : 0;
-				ex.code = json_is_integer(code) && !ex.signal ? (int)json_integer_value(code) : -1;
-			}
+	case KUBE_CTL_EXITED:
+		if (ch) { /* else detached meanwhile */
 			const struct codepod_proc_cbs *cbs = ch->cbs;
 			void *cud = ch->ud;
+			unlink_chan(s, ch);
 			free(ch);
-			cbs->exited(cud, &ex);
+			cbs->exited(cud, &c.exit);
 		}
+		break;
 	}
-	json_decref(v);
 	return s->dead;
 }
 

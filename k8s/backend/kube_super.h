@@ -99,4 +99,33 @@ void kube_super_detach(struct kube_super *s, uint32_t chan);
  * supervisor kills them); channels are reported lost, then gone(). */
 void kube_super_close(struct kube_super *s);
 
+/*
+ * What one control frame from the pod means (H, X, F, D: super_frame.h has
+ * the framing, supervisor.js the payloads), decided from its bytes alone:
+ * on_ctl acts on the decision, tests/fuzz/fuzz_super_ctl.c holds it to its
+ * rules. A program in the pod can write such frames (see above), so a frame
+ * that breaks the supervisor's grammar is refused rather than read kindly:
+ *   H  channel 0, once, a JSON object                    -> KUBE_CTL_READY
+ *   D  a channel (not 0), no payload                     -> KUBE_CTL_KILLED
+ *   X  a channel, {"code":0..255|null,"signal":0..127},
+ *      a signal or a code                                -> KUBE_CTL_EXITED
+ *   F  a channel, {"error":"..."}                        -> KUBE_CTL_EXITED
+ *      (unavailable; the error cut at 120 bytes, never inside a character)
+ * A decision names a channel; whether it is still open is the caller's.
+ */
+enum kube_ctl_act { KUBE_CTL_READY, KUBE_CTL_KILLED, KUBE_CTL_EXITED };
+
+struct kube_ctl {
+	enum kube_ctl_act act;
+	struct codepod_proc_exit exit; /* KUBE_CTL_EXITED: how; detail is valid UTF-8 */
+};
+
+/* @kind, @chan and the @len bytes of @buf as the frame decoder gave them;
+ * @ready: a ready frame came before on this stream. Returns 0 with @out
+ * filled, or CP_E_PARSE when the frame breaks the rules (@err says which,
+ * with no byte of the payload in it): the stream is unusable from there.
+ * Pure: no I/O, nothing left allocated; @buf is borrowed for the call. */
+int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, int ready,
+                         struct kube_ctl *out, struct cp_err *err);
+
 #endif
