@@ -331,7 +331,8 @@ int kube_super_open(struct kube_super *s, const char *const *argv, const char *t
 	ch->id = s->next_chan++;
 	if (s->next_chan == 0)
 		s->next_chan = 1;
-	kube_sframe_init(&s->parser);
+	/* The parser is the stream's, not the channel's: a frame of another
+	 * channel may be half read now. */
 	ch->cbs = cbs;
 	ch->ud = ud;
 	int rc = send_frame(s, 'S', ch->id, text, strlen(text), err);

@@ -211,3 +211,26 @@ def test_warm_pod_comes_with_its_supervisor_and_a_runner(fake, codepods):
     assert [e["id"] for e in taken] == [eid]
     # the pod's only exec request is its supervisor's, made before the claim
     assert exec_requests(fake, pod) == 1, describe(res, s)
+
+
+def test_an_execution_started_while_another_streams_output(fake, codepods):
+    """The pod's frames keep their place in the supervisor's stream whatever
+    channels open meanwhile: an execution started while another one's output
+    is on its way (its frames cut across the exec stream's messages) leaves
+    both whole, and the stream standing."""
+    s = codepods("--supervisor")
+    conv = new_conv("loudopen")
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    wait_event(s, "kube.supervisor_ready")
+    loud = s.execute("const line = 'x'.repeat(999);\nconst t0 = Date.now();\n"
+                     "while (Date.now() - t0 < 4000) {\n"
+                     "  for (let i = 0; i < 100; i++) console.log(line);\n"
+                     "  await new Promise((r) => setImmediate(r));\n}\nreturn 'loud';",
+                     conversation=conv, tools=[], policy={"timeoutMs": 30000})
+    time.sleep(0.5)
+    for i in range(8):
+        res = assert_ok(result_of(s, s.execute(f"return {i}", conversation=conv, tools=[]), 120))
+        assert res["result"] == i
+    assert assert_ok(result_of(s, loud, 120))["result"] == "loud"
+    assert events(s, "kube.supervisor_protocol") == [], describe({}, s)
+    assert events(s, "kube.supervisor_fallback") == []
