@@ -9,11 +9,13 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/fileio.h"
 #include "broker/cmdtool.h"
 #include "runner/logwin.h"
 #include "broker/tool_answer.h"
 
 #define MAX_ARGS 32
+#define CMDTOOLS_FILE_MAX (16u << 20) /* TOOLS.json: 1000 tools with their schemas */
 
 struct tool {
 	char *name;
@@ -87,11 +89,14 @@ static int load_tool(struct tool *t, const json_t *j, const char *dir, size_t i,
 		if (!s)
 			return cp_err_set(err, CP_E_INVALID_REQUEST, "tool %s: command[%zu] is not a string", name, k);
 		char path[PATH_MAX];
-		/* A relative path with a slash is the tools file's neighbour. */
-		if (s[0] != '/' && strchr(s, '/'))
-			snprintf(path, sizeof path, "%s/%s", dir, s);
-		else
-			snprintf(path, sizeof path, "%s", s);
+		/* A relative path with a slash is the tools file's neighbour. A
+		 * path too long for the system is refused: cut, it would name
+		 * another file. */
+		int n = s[0] != '/' && strchr(s, '/') ? snprintf(path, sizeof path, "%s/%s", dir, s)
+		                                      : snprintf(path, sizeof path, "%s", s);
+		if (n < 0 || (size_t)n >= sizeof path)
+			return cp_err_set(err, CP_E_INVALID_REQUEST,
+			                  "tool %s: command[%zu] is longer than %d bytes", name, k, PATH_MAX - 1);
 		t->argv[k] = strdup(path);
 		if (!t->argv[k])
 			return cp_err_set(err, CP_E_NOMEM, "out of memory");
@@ -99,36 +104,32 @@ static int load_tool(struct tool *t, const json_t *j, const char *dir, size_t i,
 	return 0;
 }
 
-int broker_cmdtools_load(uv_loop_t *loop, const char *path, struct broker_cmdtools **out,
-                         json_t **decls, struct cp_err *err)
+int broker_cmdtools_parse(const char *buf, size_t len, const char *name, const char *dir,
+                          struct broker_cmdtools **out, json_t **decls, struct cp_err *err)
 {
 	json_error_t je;
-	json_t *root = path ? json_load_file(path, 0, &je) : json_array();
-	if (!path)
-		path = ".";
+	/* Duplicate keys refused, as `codepod declarations` reads the same file. */
+	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root)
-		return cp_err_set(err, CP_E_PARSE, "%s:%d: %s", path, je.line, je.text);
+		return cp_err_set(err, CP_E_PARSE, "%s:%d: %s", name, je.line, je.text);
 	const json_t *tools = json_is_array(root) ? root : json_object_get(root, "tools");
 	if (!json_is_array(tools)) {
 		json_decref(root);
-		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s: expected {\"tools\": [...]}", path);
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s: expected {\"tools\": [...]}", name);
 	}
 	struct broker_cmdtools *set = calloc(1, sizeof *set);
 	json_t *d = json_array();
-	char *pathcopy = strdup(path);
 	int rc = 0;
-	if (!set || !d || !pathcopy) {
+	if (!set || !d) {
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 		goto done;
 	}
-	set->loop = loop;
 	set->max_output = 16u << 20;
 	set->tools = calloc(json_array_size(tools) + 1, sizeof *set->tools);
 	if (!set->tools) {
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 		goto done;
 	}
-	const char *dir = dirname(pathcopy);
 	size_t i;
 	const json_t *t;
 	json_array_foreach(tools, i, t) {
@@ -137,11 +138,12 @@ int broker_cmdtools_load(uv_loop_t *loop, const char *path, struct broker_cmdtoo
 		if (rc)
 			goto done;
 		json_t *decl = json_deep_copy(t);
-		json_object_del(decl, "command");
-		json_array_append_new(d, decl);
+		if (!decl || json_object_del(decl, "command") || json_array_append_new(d, decl)) {
+			rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+			goto done;
+		}
 	}
 done:
-	free(pathcopy);
 	json_decref(root);
 	if (rc) {
 		broker_cmdtools_free(set);
@@ -151,6 +153,29 @@ done:
 	*out = set;
 	*decls = d;
 	return 0;
+}
+
+int broker_cmdtools_load(uv_loop_t *loop, const char *path, struct broker_cmdtools **out,
+                         json_t **decls, struct cp_err *err)
+{
+	struct cp_err local;
+	struct cp_err *e = err ? err : &local;
+	size_t len = 0;
+	char *text = NULL, *pathcopy = NULL;
+	int rc;
+	if (!path)
+		rc = broker_cmdtools_parse("[]", 2, ".", ".", out, decls, e);
+	else if (!(text = cp_read_file(path, CMDTOOLS_FILE_MAX, &len, e)))
+		rc = e->code;
+	else if (!(pathcopy = strdup(path)))
+		rc = cp_err_set(e, CP_E_NOMEM, "out of memory");
+	else
+		rc = broker_cmdtools_parse(text, len, path, dirname(pathcopy), out, decls, e);
+	free(text);
+	free(pathcopy);
+	if (rc == 0)
+		(*out)->loop = loop;
+	return rc;
 }
 
 void broker_cmdtools_set_max_output(struct broker_cmdtools *set, size_t max)
@@ -271,6 +296,12 @@ static const struct tool *find(const struct broker_cmdtools *set, const char *na
 		if (strcmp(set->tools[i].name, name) == 0)
 			return &set->tools[i];
 	return NULL;
+}
+
+const char *const *broker_cmdtools_command(const struct broker_cmdtools *set, const char *name)
+{
+	const struct tool *t = find(set, name);
+	return t ? (const char *const *)t->argv : NULL;
 }
 
 static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
