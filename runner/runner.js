@@ -489,39 +489,30 @@
   });
 
   // ---- stdin: hello, then answers, one JSON object a line --------------------
+  // (runner/stdin_lines.js: lineReader, readLine)
 
-  let parts = [];
+  // @insert stdin-lines
+
   function line(buf) {
-    if (buf.length === 0) return;
-    let msg;
-    try { msg = parse(bufToString(buf, 'utf8')); } catch (_) { return; }
-    if (!started && msg && msg.k === 'warm') {
+    const l = readLine(buf, started);
+    if (l === null) return;
+    if (l.k === 'refuse') return exit(2); // PROTOCOL.md: no valid hello, no frames
+    if (l.k === 'warm') {
       // Before the hello, from codepod: the type stripper compiles a
       // WebAssembly module on first use (~25 ms, ~15 MB): pay it while
       // waiting, on a fixed string, when the conversation's last program
       // needed it. No program has run; none sees more than a loaded module.
-      if (msg.ts === true) { try { nodeModule.stripTypeScriptTypes('let a: number;'); } catch (_) {} }
-    } else if (!started) {
-      if (!msg || msg.k !== 'hello' || typeof msg.nonce !== 'string') exit(2);
+      if (l.msg.ts === true) { try { nodeModule.stripTypeScriptTypes('let a: number;'); } catch (_) {} }
+    } else if (l.k === 'hello') {
       started = true;
-      start(msg);
-      msg = null;
+      start(l.msg);
+      l.msg = null; // drop every reference to the nonce's string
       refresh();
-    } else if (msg && (msg.k === 'res' || msg.k === 'err')) {
-      answer(msg);
+    } else {
+      answer(l.msg);
     }
   }
-  function onData(chunk) {
-    let i;
-    while ((i = bufIndexOf(chunk, 10)) >= 0) {
-      parts[parts.length] = subarray(chunk, 0, i);
-      const whole = parts.length === 1 ? parts[0] : bufConcat(parts);
-      parts = [];
-      chunk = subarray(chunk, i + 1);
-      line(whole);
-    }
-    if (chunk.length) parts[parts.length] = chunk;
-  }
+  const onData = lineReader(line);
   // stdin is one stream for the hello and the answers, built while the runner
   // waits for its program (building it loads net and stream: ~6 ms), so a
   // program pays nothing for it. Until the hello, the stream holds the loop

@@ -34,7 +34,6 @@
   const HDR = 10;
   const MAX_IN = 64 << 20; // a frame from codepod larger than this: protocol error
   const DRAIN_MS = 2000;   // after a runner exits, how long its pipes may stay open
-  const EMPTY = Buffer.alloc(0);
   const chans = new Map(); // channel -> { child, pid, start, tag, code, signal, open, timer }
   let outBlocked = false;
 
@@ -122,9 +121,7 @@
     }
     const tag = typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag) ? msg.tag : '';
     const c = { child, pid: child.pid || 0, start: 0, code: null, signal: 0, open: 2, tag,
-                reported: false, timer: null, exited: false, killed: false,
-                inPhase: 0, inText: '', inSkip: 0, head: null, // watchIn
-                outHold: EMPTY, outSkip: 0, outFinal: false, ended: false }; // watchOut
+                reported: false, timer: null, exited: false, killed: false, scan: newScan() };
     chans.set(chan, c);
     c.start = c.pid ? startOf(c.pid) : 0;
     child.on('error', (e) => {
@@ -135,7 +132,7 @@
     });
     child.stdin.on('error', () => {});
     const pipeEnd = () => { if (--c.open === 0 && c.exited) report(chan); };
-    child.stdout.on('data', (b) => { frame('O', chan, b); watchOut(chan, c, b); });
+    child.stdout.on('data', (b) => { frame('O', chan, b); if (watchOut(c.scan, b)) killNow(chan, c); });
     child.stderr.on('data', (b) => frame('E', chan, b));
     child.stdout.on('end', pipeEnd);
     child.stderr.on('end', pipeEnd);
@@ -158,72 +155,15 @@
   // runner's final frame (FINAL_KINDS, runner/PROTOCOL.md) comes, and its K
   // would cross the API server and back once more before the D. So the
   // supervisor reads the channel's nonce off the hello it carries (the line
-  // after the runner's source), finds frames in the runner's stdout by the
+  // after the runner's source and any warm line), finds frames in the runner's stdout by the
   // rules of runner/frame.h, and after a final one kills at once and sends D
   // behind it; the K that follows finds the work done. (The nonce is no
   // secret from the program: one that forges a final frame ends only
-  // itself, as it would through codepod.)
-  const HELLO = /^\{"k":"hello","nonce":"([0-9a-f]{32})"/;
-  const KIND_LEN = new RegExp('^([' + FRAME_KINDS + ']) (\\d{1,15})$'); // a header after its nonce
-  function watchIn(c, b) {
-    for (let i = 0; i < b.length && c.inPhase < 3;) {
-      if (c.inPhase === 0) { // "<len>\n" of the runner's source
-        const ch = b[i++];
-        if (ch === 10) { c.inSkip = +c.inText; c.inText = ''; c.inPhase = c.inSkip >= 0 ? 1 : 3; }
-        else if (ch >= 48 && ch <= 57 && c.inText.length < 12) c.inText += String.fromCharCode(ch);
-        else c.inPhase = 3;
-      } else if (c.inPhase === 1) {
-        const take = Math.min(c.inSkip, b.length - i);
-        i += take;
-        c.inSkip -= take;
-        if (c.inSkip === 0) c.inPhase = 2;
-      } else { // the hello's first bytes
-        const take = Math.min(64 - c.inText.length, b.length - i);
-        c.inText += b.toString('latin1', i, i + take);
-        i += take;
-        if (c.inText.length >= 64 || c.inText.includes('\n')) {
-          const m = HELLO.exec(c.inText);
-          if (m) c.head = Buffer.from('\x1ecp1 ' + m[1] + ' ', 'latin1');
-          c.inPhase = 3;
-          c.inText = '';
-        }
-      }
-    }
-  }
-  function watchOut(chan, c, b) {
-    if (!c.head || c.ended) return;
-    let d = c.outHold.length ? Buffer.concat([c.outHold, b]) : b;
-    c.outHold = EMPTY;
-    for (let i = 0; i < d.length;) {
-      if (c.outSkip > 0) {
-        const take = Math.min(c.outSkip, d.length - i);
-        i += take;
-        c.outSkip -= take;
-        if (c.outSkip === 0 && c.outFinal) return ended(chan, c);
-        continue;
-      }
-      const j = d.indexOf(0x1e, i);
-      if (j < 0) return;
-      const nl = d.indexOf(10, j);
-      if (nl < 0 || nl - j > 64) {
-        if (nl < 0 && d.length - j <= 64) c.outHold = Buffer.from(d.subarray(j));
-        i = nl < 0 && d.length - j <= 64 ? d.length : j + 1;
-        continue;
-      }
-      const h = c.head.length;
-      const m = nl - j > h && d.compare(c.head, 0, h, j, j + h) === 0 &&
-        KIND_LEN.exec(d.toString('latin1', j + h, nl));
-      if (!m) { i = j + 1; continue; }
-      i = nl + 1;
-      c.outSkip = +m[2];
-      c.outFinal = FINAL_KINDS.includes(m[1]);
-      if (c.outFinal && c.outSkip === 0) return ended(chan, c);
-    }
-  }
-  function ended(chan, c) {
-    c.ended = true;
-    killNow(chan, c);
-  }
+  // itself, as it would through codepod.) The scan is
+  // k8s/backend/frame_scan.js (newScan, watchIn, watchOut), a part of its
+  // own so that tests/node/scan.test.mjs can hold it to those rules.
+  // @insert frame-scan
+
   // Everything of the channel's execution gets SIGKILL; once its stderr
   // written before now is forwarded (a final frame on stdout does not order
   // the other pipe), codepod may deliver without waiting for the exit (X
@@ -242,7 +182,7 @@
       try { msg = JSON.parse(body.toString('utf8')); } catch (e) { msg = {}; }
       start(chan, msg || {});
     } else if (kind === 0x49) { // I
-      if (c && c.inPhase < 3) watchIn(c, body);
+      if (c && c.scan.inPhase < 3) watchIn(c.scan, body);
       if (c && !c.exited && c.child.stdin.writable) c.child.stdin.write(body);
     } else if (kind === 0x4b) { // K
       if (!c) return;

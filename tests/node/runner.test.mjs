@@ -401,3 +401,22 @@ test('a tool error rethrown: stack points at the awaiting line, no runner frames
   assertShape(r, 'T');
   assert.deepEqual(json(r.last), { name: 'Error', message: 'Unknown tool: x', stack: 'Error: Unknown tool: x\n    at async script.ts:2:3' });
 });
+
+// A first line that is not a warm line or a valid hello: exit code 2, no
+// frames (PROTOCOL.md). A nonce other than 32 lowercase hex would not fit
+// the frame header (a long one made the first frame throw).
+test('a first line that is not a valid hello: exit 2, no frames', async () => {
+  const hello = (nonce) => JSON.stringify({ k: 'hello', nonce, src: 'return 1', file: 'script.ts', tools: [], lim: LIM });
+  for (const first of ['not json', 'null', '{"k":"res","c":1,"o":1}', hello('a'.repeat(100)), hello('ABCDEF'.repeat(6).slice(0, 32))]) {
+    const child = spawn(NODE, ['--disable-warning=ExperimentalWarning', '-e', BOOT], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    child.stdin.on('error', () => {});
+    child.stdin.write(RUNNER.length + '\n');
+    child.stdin.write(RUNNER);
+    child.stdin.write(first + '\n' + hello(randomBytes(16).toString('hex')) + '\n');
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    assert.deepEqual({ code, out, err }, { code: 2, out: '', err: '' }, 'first line ' + first.slice(0, 60));
+  }
+});
