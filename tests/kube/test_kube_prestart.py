@@ -11,7 +11,8 @@ from harness import assert_ok, tool_decl
 from kubehelp import describe, new_conv, result_of, wait_until
 
 # The runner processes of the pod beside this program's own (pid/start
-# time; its ancestors are the pod's supervisor), and this program's own,
+# time; its ancestors are the pod's supervisor; a runner is the boot with a
+# heap ceiling, which the killer exec's boot has not), and this program's own,
 # looked at before or after a tool call: a waiting runner would be among them.
 RUNNERS = r"""
 const fs = require('node:fs');
@@ -25,7 +26,9 @@ const runners = [];
 for (const d of fs.readdirSync('/proc')) {
   if (!/^\d+$/.test(d) || mine.has(+d)) continue;
   try {
-    if (fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('codepod runner bootstrap')) runners.push(id(d));
+    const argv = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
+    if (argv.some((a) => a.startsWith('--max-old-space-size=')) && argv.some((a) => a.includes('codepod runner bootstrap')))
+      runners.push(id(d));
   } catch { }
 }
 @HOLD_AFTER@
