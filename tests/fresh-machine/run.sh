@@ -5,9 +5,12 @@
 #
 # Builds a clean Debian bookworm tree (debootstrap --variant=minbase, plus
 # make, git and ca-certificates, nothing else) from the mirror this
-# machine's apt uses, clones this checkout into it (its committed HEAD:
-# no build/, no .deps/), and runs `make run` then `make test` there as a
-# new user would. The tree is entered as a mount namespace whose root IS
+# machine's apt uses, clones this checkout into it twice (its committed
+# HEAD: no build/, no .deps/), and runs, as a new user would, `make run`
+# then `make test` in /home/dev/codepod (world-readable), then
+# `scripts/deps.sh` and `make test` in /root/p (/root is mode 0700, so the
+# fake cluster's non-root pods cannot search it) with no network but
+# loopback: the suite must pass offline once deps.sh has run. The tree is entered as a mount namespace whose root IS
 # the tree (pivot_root, not a chroot: a chrooted process may not create the
 # user namespaces that the sandbox and the fake API server's pods need),
 # with the host's /dev and /sys, its own /proc and PID namespace, and the
@@ -75,23 +78,32 @@ if [ -n "${NODE_EXTRA_CA_CERTS:-}" ]; then
 	extra_ca=/etc/ssl/certs/ca-certificates.crt
 fi
 
-step "cloning $(git -C "$here" rev-parse --short HEAD) of $here into /home/dev/codepod"
-mkdir -p "$root/home/dev"
-git clone --quiet --no-local --branch "$(git -C "$here" rev-parse --abbrev-ref HEAD)" \
-	"$here" "$root/home/dev/codepod"
+for dir in /home/dev/codepod /root/p; do
+	step "cloning $(git -C "$here" rev-parse --short HEAD) of $here into $dir"
+	mkdir -p "$root$(dirname "$dir")"
+	git clone --quiet --no-local --branch "$(git -C "$here" rev-parse --abbrev-ref HEAD)" \
+		"$here" "$root$dir"
+done
+chmod 0700 "$root/root"
 
-# Runs a command in the tree, as root in its own mount and PID namespaces:
-# the tree becomes the namespace's root (pivot_root) with a fresh /proc
-# nothing is mounted over (bubblewrap's own --proc covers parts of it, and
-# then the sandboxes inside could not mount theirs), the host's /dev and
-# /sys, and a clean environment.
+# Runs a command in the tree's checkout DIR, as root in its own mount and
+# PID namespaces: the tree becomes the namespace's root (pivot_root) with a
+# fresh /proc nothing is mounted over (bubblewrap's own --proc covers parts
+# of it, and then the sandboxes inside could not mount theirs), the host's
+# /dev and /sys, and a clean environment. OFFLINE=1: in a network namespace
+# of its own with only loopback.
 in_tree() {
+	local dir=$1 net=()
+	shift
+	[ "${OFFLINE:-0}" = 1 ] && net=(--net)
 	# shellcheck disable=SC2016 # expanded by the inner shell
-	unshare --mount --pid --fork --kill-child -- /bin/bash -c '
+	unshare --mount --pid --fork --kill-child "${net[@]}" -- /bin/bash -c '
 		set -e
 		root=$1
 		extra_ca=$2
-		shift 2
+		dir=$3
+		shift 3
+		ip link set lo up 2>/dev/null || true
 		mount --make-rprivate /
 		mount --bind "$root" "$root"
 		mount --rbind /dev "$root/dev"
@@ -102,32 +114,47 @@ in_tree() {
 		pivot_root . .host
 		umount -l /.host
 		rmdir /.host
-		cd /home/dev/codepod
+		cd "$dir"
 		exec env -i HOME=/root LANG=C.UTF-8 ${extra_ca:+NODE_EXTRA_CA_CERTS=$extra_ca} \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
-	' in-tree "$root" "$extra_ca" "$@"
+	' in-tree "$root" "$extra_ca" "$dir" "$@"
 }
 
 run_rc=0
 step "make run (log: $work/run.log)"
-in_tree make run >"$work/run.log" 2>&1 || run_rc=$?
+in_tree /home/dev/codepod make run >"$work/run.log" 2>&1 || run_rc=$?
 tail -n 15 "$work/run.log"
 step "make run: $([ "$run_rc" = 0 ] && echo OK || echo "FAILED (exit $run_rc)") after $((SECONDS - start)) s"
 
+# Prints a test log's group results and each failed group's last lines.
+report() {
+	echo "fresh-machine: test groups:"
+	sed -n '/^==== test groups$/,$p' "$1" | sed -n 's/^  /  /p'
+	sed -n 's/^  \([a-z0-9-]*\): FAILED.*/\1/p' "$1" | while read -r g; do
+		echo "---- $g (tail)"
+		sed -n "/^==== test group $g\$/,/^==== test group $g: /p" "$1" | tail -n 25
+	done
+}
+
 test_rc=0
 t0=$SECONDS
-step "make test (log: $work/test.log)"
-in_tree make test >"$work/test.log" 2>&1 || test_rc=$?
+step "make test in /home/dev/codepod (log: $work/test.log)"
+in_tree /home/dev/codepod make test >"$work/test.log" 2>&1 || test_rc=$?
 step "make test: $([ "$test_rc" = 0 ] && echo OK || echo "FAILED (exit $test_rc)") after $((SECONDS - t0)) s"
-echo "fresh-machine: test groups:"
-sed -n '/^==== test groups$/,$p' "$work/test.log" | sed -n 's/^  /  /p'
-# Each failed group's last lines, to see why without the log.
-sed -n 's/^  \([a-z0-9-]*\): FAILED.*/\1/p' "$work/test.log" | while read -r g; do
-	echo "---- $g (tail)"
-	sed -n "/^==== test group $g\$/,/^==== test group $g: /p" "$work/test.log" | tail -n 25
-done
+report "$work/test.log"
+
+root_rc=0
+t0=$SECONDS
+step "scripts/deps.sh, then make test offline, in /root/p (log: $work/test-root.log)"
+{ in_tree /root/p bash scripts/deps.sh && OFFLINE=1 in_tree /root/p make test; } \
+	>"$work/test-root.log" 2>&1 || root_rc=$?
+step "make test in /root/p, offline: $([ "$root_rc" = 0 ] && echo OK || echo "FAILED (exit $root_rc)") after $((SECONDS - t0)) s"
+report "$work/test-root.log"
+
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/test.log" | tail -n 1 || true)
+summary_root=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/test-root.log" | tail -n 1 || true)
 echo "fresh machine: make run $([ "$run_rc" = 0 ] && echo OK || echo FAILED)," \
-	"make test $([ "$test_rc" = 0 ] && echo OK || echo FAILED) (${summary:-no summary})" \
+	"make test $([ "$test_rc" = 0 ] && echo OK || echo FAILED) (${summary:-no summary})," \
+	"/root/p offline $([ "$root_rc" = 0 ] && echo OK || echo FAILED) (${summary_root:-no summary})" \
 	"in $((SECONDS - start)) s"
-[ "$run_rc" = 0 ] && [ "$test_rc" = 0 ]
+[ "$run_rc" = 0 ] && [ "$test_rc" = 0 ] && [ "$root_rc" = 0 ]
