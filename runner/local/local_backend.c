@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "runner/local/local_backend.h"
@@ -399,7 +400,16 @@ static int local_write(struct codepod_proc *p, const char *buf, size_t len, stru
  * teardown does the rest, and the outcome waits for exited(). */
 #define KILL_WALK_MAX 256
 #define KILL_WALK_DEPTH 32
+#define KILL_WALK_PASSES 8
 #define KIDS_MAX 64
+
+/* The processes one kill has sent SIGKILL, over all its passes. */
+struct kill_walk {
+	pid_t seen[KILL_WALK_MAX];
+	size_t n;
+	int budget; /* visits left in this pass */
+	int grew;   /* this pass reached a process no pass before it did */
+};
 
 /* The children of every thread of @pid (each thread lists the ones it
  * started) into @out: their number, or -1 when a list could not be read
@@ -443,20 +453,77 @@ static int children_of(pid_t pid, pid_t out[KIDS_MAX])
 	return n;
 }
 
+/* Records @pid among those @w signalled. -1 when they do not fit. */
+static int walk_note(struct kill_walk *w, pid_t pid)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (w->seen[i] == pid)
+			return 0;
+	if (w->n == KILL_WALK_MAX)
+		return -1;
+	w->seen[w->n++] = pid;
+	w->grew = 1;
+	return 0;
+}
+
 /* SIGKILL @pid, then everything under it, top-down: a process is signalled
  * before its children are listed, so it can start no more (a fork racing
- * the signal fails) and the lists are complete (a killed process keeps its
- * children listed while the kernel frees its memory, milliseconds). 0 when
- * the whole tree was reached, -1 when the walk stopped at a bound. */
-static int kill_from(pid_t pid, int depth, int *budget)
+ * the signal fails). A killed process may be gone before its children are
+ * listed (a shell exits within microseconds), having handed them to the
+ * namespace's init: local_kill walks again for them. 0 when the whole tree
+ * was reached, -1 when the walk stopped at a bound. */
+static int kill_from(pid_t pid, int depth, struct kill_walk *w)
 {
-	if (depth > KILL_WALK_DEPTH || --*budget < 0)
+	if (depth > KILL_WALK_DEPTH || --w->budget < 0 || walk_note(w, pid))
 		return -1;
 	kill(pid, SIGKILL);
 	pid_t kids[KIDS_MAX];
 	int n = children_of(pid, kids);
 	for (int i = 0; i < n; i++)
-		if (kill_from(kids[i], depth + 1, budget))
+		if (kill_from(kids[i], depth + 1, w))
+			return -1;
+	return n < 0 ? -1 : 0;
+}
+
+/* A pidfd of @pid, or -1 (a kernel before 5.3). */
+static int pidfd_of(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
+static int pidfd_signal(int fd, int sig)
+{
+#ifdef SYS_pidfd_send_signal
+	return (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+#else
+	(void)fd;
+	(void)sig;
+	return -1;
+#endif
+}
+
+/* kill_from for the namespace's init, held by @fd: it is no child of
+ * codepod, so once its namespace has ended it may be reaped and its PID
+ * reused between passes. Signalled and checked through the pidfd; a list
+ * read while it was reaped is dropped (its namespace has ended then: none
+ * of its processes is left). */
+static int kill_top(pid_t pid, int fd, struct kill_walk *w)
+{
+	if (--w->budget < 0 || walk_note(w, pid))
+		return -1;
+	if (pidfd_signal(fd, SIGKILL))
+		return errno == ESRCH ? 0 : -1;
+	pid_t kids[KIDS_MAX];
+	int n = children_of(pid, kids);
+	if (pidfd_signal(fd, 0))
+		return errno == ESRCH ? 0 : -1;
+	for (int i = 0; i < n; i++)
+		if (kill_from(kids[i], 1, w))
 			return -1;
 	return n < 0 ? -1 : 0;
 }
@@ -499,13 +566,32 @@ static void local_kill(struct codepod_proc *p)
 	 * killed, and its child then leaves its list. */
 	if (tell && p->b->isolate && (ntops = children_of(root, tops)) < 0)
 		tell = 0;
+	int nfds = 0, fds[KIDS_MAX];
+	for (; tell && p->b->isolate && nfds < ntops; nfds++)
+		if ((fds[nfds] = pidfd_of(tops[nfds])) < 0)
+			tell = 0; /* a kernel without pidfds: exited() tells */
 	kill_tree(p);
-	if (!tell)
-		return;
-	int budget = KILL_WALK_MAX;
-	for (int i = 0; i < ntops; i++)
-		if (kill_from(tops[i], 0, &budget))
-			return; /* the namespace's end does the rest; exited() tells */
+	/* Walked again until a pass reaches no process the ones before did
+	 * not: those a killed parent handed to init on its way out. (Without
+	 * bubblewrap the top is the runner, codepod's child, and an orphan goes
+	 * to the host's init, out of reach, as a child that left the group.) */
+	struct kill_walk w = { .n = 0, .grew = 1 };
+	int rc = tell ? 0 : -1;
+	for (int pass = 0; !rc && w.grew; pass++) {
+		if (pass == KILL_WALK_PASSES) {
+			rc = -1; /* still growing: the namespace's end does the rest */
+			break;
+		}
+		w.grew = 0;
+		w.budget = KILL_WALK_MAX;
+		for (int i = 0; !rc && i < ntops; i++)
+			rc = p->b->isolate ? kill_top(tops[i], fds[i], &w) : kill_from(tops[i], 0, &w);
+	}
+	for (int i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (rc)
+		return; /* the namespace's end does the rest; exited() tells */
 	if (drain_err(p) == 0) {
 		p->killed_told = 1;
 		p->cbs->killed(p->ud);

@@ -83,6 +83,18 @@ def backend_args():
 
 local_backend_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
 
+UNPRIV_UID = 47123  # as in tests/hostile: a uid with no user of its own
+
+
+def unprivileged_wrap(uid=UNPRIV_UID):
+    """The command prefix that runs codepod as `uid` (the test being root),
+    or None when that uid cannot run this checkout's codepod and Node (a
+    folder on the way it may not search)."""
+    wrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    r = subprocess.run([*wrap, "sh", "-c", 'test -x "$0" && test -x "$1"',
+                        CODEPOD_BIN, str(NODE_DIR / "node")], capture_output=True)
+    return wrap if r.returncode == 0 else None
+
 # What codepod may write on stdout (broker/SESSION.md, codepod to backend).
 OUT_TYPES = set(schemas.INDEX["fromServer"])
 LOCAL_ERROR_CODES = {
@@ -195,6 +207,10 @@ class Session:
         self.outstanding = {}       # execution id -> set of call ids in flight
         self.max_outstanding = {}   # execution id -> highest len(outstanding[id])
         self.consumed = set()       # indices of messages a test has taken
+        # fn(msg), called on the reader thread with each message the moment
+        # it is parsed: for a test that must look at the machine exactly when
+        # a message arrives (a process's state when its outcome comes)
+        self.first_look = None
         self._wlock = threading.Lock()
         self._seq = itertools.count(1)
         self._answers = queue.Queue()
@@ -218,6 +234,8 @@ class Session:
                     self.stray.append(raw[:500])
                     self.cond.notify_all()
                 continue
+            if self.first_look:
+                self.first_look(msg)
             self._check_schema(msg)
             with self.cond:
                 self._track(msg)

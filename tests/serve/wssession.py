@@ -117,6 +117,7 @@ class WsSession(harness.Session):
         self.state_dir = str(self.server.dir)
         self.cond = threading.Condition()
         self.messages, self.stray, self.consumed = [], [], set()
+        self.first_look = None
         self.schema_errors = []
         self.stdout_eof = False
         self.closed = False
@@ -148,6 +149,8 @@ class WsSession(harness.Session):
                         self.stray.append(text[:500])
                         self.cond.notify_all()
                     continue
+                if self.first_look:
+                    self.first_look(msg)
                 self._check_schema(msg)
                 with self.cond:
                     self._track(msg)
