@@ -12,16 +12,19 @@
 #include "base/log.h"
 #include "k8s/api/pod.h"
 
+#define HOME_CFG_MAX 4096
+
+/* *@from: where the config came from, for the log; it may point into
+ * @home_cfg, the caller's. */
 static int load_config(const struct kube_backend_options *o, struct k8s_config *cfg,
-                       const char **from, struct cp_err *err)
+                       const char **from, char home_cfg[HOME_CFG_MAX], struct cp_err *err)
 {
 	const char *list = o->kubeconfig;
-	char home_cfg[4096];
 	if (!list || !*list)
 		list = getenv("KUBECONFIG");
 	if (!list || !*list) {
 		const char *home = getenv("HOME");
-		snprintf(home_cfg, sizeof home_cfg, "%s/.kube/config", home ? home : "");
+		snprintf(home_cfg, HOME_CFG_MAX, "%s/.kube/config", home ? home : "");
 		if (home && access(home_cfg, R_OK) == 0)
 			list = home_cfg;
 	}
@@ -46,7 +49,8 @@ int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options
 	struct k8s_config cfg;
 	memset(&cfg, 0, sizeof cfg);
 	const char *from = NULL;
-	int rc = load_config(o, &cfg, &from, err);
+	char home_cfg[HOME_CFG_MAX];
+	int rc = load_config(o, &cfg, &from, home_cfg, err);
 	if (rc)
 		return rc;
 	json_t *tmpl = NULL;
