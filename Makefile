@@ -72,14 +72,18 @@ $(GEN)/frame_kinds.js: runner/frame_kinds.def scripts/gen-js.sh
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(GENJS) kinds $< > $@.tmp && mv $@.tmp $@
 
+$(GEN)/sframe_kinds.js: k8s/backend/super_frame_kinds.def scripts/gen-js.sh
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(GENJS) sframe-kinds $< > $@.tmp && mv $@.tmp $@
+
 $(GEN)/runner.js: runner/runner.js $(GEN)/frame_kinds.js runner/stdin_lines.js scripts/gen-js.sh
 	$(Q)$(GENJS) expand $< frame-kinds=$(GEN)/frame_kinds.js stdin-lines=runner/stdin_lines.js \
 	  > $@.tmp && mv $@.tmp $@
 
-$(GEN)/supervisor.js: k8s/backend/supervisor.js $(GEN)/frame_kinds.js k8s/backend/kill_scan.js \
-                      k8s/backend/frame_scan.js scripts/gen-js.sh
-	$(Q)$(GENJS) expand $< frame-kinds=$(GEN)/frame_kinds.js kill-scan=k8s/backend/kill_scan.js \
-	  frame-scan=k8s/backend/frame_scan.js > $@.tmp && mv $@.tmp $@
+$(GEN)/supervisor.js: k8s/backend/supervisor.js $(GEN)/frame_kinds.js $(GEN)/sframe_kinds.js \
+                      k8s/backend/kill_scan.js k8s/backend/frame_scan.js scripts/gen-js.sh
+	$(Q)$(GENJS) expand $< frame-kinds=$(GEN)/frame_kinds.js sframe-kinds=$(GEN)/sframe_kinds.js \
+	  kill-scan=k8s/backend/kill_scan.js frame-scan=k8s/backend/frame_scan.js > $@.tmp && mv $@.tmp $@
 
 $(GEN)/killer.js: k8s/backend/killer.js k8s/backend/kill_scan.js scripts/gen-js.sh
 	$(Q)mkdir -p $(dir $@)

@@ -5,6 +5,9 @@
 #
 #   gen-js.sh kinds DEF              the frame kinds table (runner/frame_kinds.def)
 #                                    as JS constants, on stdout
+#   gen-js.sh sframe-kinds DEF       the supervisor stream's table
+#                                    (k8s/backend/super_frame_kinds.def) as JS
+#                                    constants, on stdout
 #   gen-js.sh expand SRC NAME=FILE.. SRC with each line `// @insert NAME`
 #                                    replaced by FILE, indented as that line;
 #                                    a placeholder without a FILE, or a FILE
@@ -46,6 +49,41 @@ kinds() {
 			if (all == "") { printf "%s: no CODEPOD_FRAME_KIND line\n", def > "/dev/stderr"; exit 1 }
 			printf "// The runner'\''s frame kinds, generated from runner/frame_kinds.def.\n%s", out
 			printf "const FRAME_KINDS = \x27%s\x27;\nconst FINAL_KINDS = \x27%s\x27;\n", all, final
+		}' "$1"
+}
+
+sframe_kinds() {
+	awk -v def="$1" '
+		/^KUBE_SFRAME_(CONST|KIND)/ {
+			line = $0
+			if (line ~ /^KUBE_SFRAME_CONST\([A-Z_]+, (0x[0-9A-Fa-f]+|[0-9]+)\)$/) {
+				gsub(/^KUBE_SFRAME_CONST\(|\)$/, "", line)
+				split(line, f, ", ")
+				name = f[1]; value = f[2]
+			} else if (line ~ /^KUBE_SFRAME_KIND\(\x27[A-Z]\x27, [A-Z_]+, (TO_POD|FROM_POD), (DATA|CTL)\)$/) {
+				gsub(/^KUBE_SFRAME_KIND\(\x27|\x27|\)$/, "", line)
+				split(line, f, ", ")
+				if (f[1] in letters) {
+					printf "%s:%d: kind %s given twice\n", def, NR, f[1] > "/dev/stderr"
+					bad = 1; exit 1
+				}
+				letters[f[1]] = 1
+				name = f[2]; value = sprintf("0x%02x", index("ABCDEFGHIJKLMNOPQRSTUVWXYZ", f[1]) + 64)
+			} else {
+				printf "%s:%d: not KUBE_SFRAME_CONST(NAME, VALUE) or KUBE_SFRAME_KIND(\x27L\x27, NAME, WAY, CLASS): %s\n", def, NR, $0 > "/dev/stderr"
+				bad = 1; exit 1
+			}
+			if (name in names) {
+				printf "%s:%d: name %s given twice\n", def, NR, name > "/dev/stderr"
+				bad = 1; exit 1
+			}
+			names[name] = 1
+			out = out sprintf("const SFRAME_%s = %s;\n", name, tolower(value))
+		}
+		END {
+			if (bad) exit 1
+			if (out == "") { printf "%s: no KUBE_SFRAME_ line\n", def > "/dev/stderr"; exit 1 }
+			printf "// The supervisor stream'\''s framing, generated from k8s/backend/super_frame_kinds.def.\n%s", out
 		}' "$1"
 }
 
@@ -100,11 +138,12 @@ carray() {
 	echo "const unsigned long ${name}_len = sizeof $name - 1;"
 }
 
-[ $# -ge 2 ] || die "usage: gen-js.sh kinds DEF | expand SRC NAME=FILE... | c NAME FILE [--len]"
+[ $# -ge 2 ] || die "usage: gen-js.sh kinds DEF | sframe-kinds DEF | expand SRC NAME=FILE... | c NAME FILE [--len]"
 cmd=$1
 shift
 case $cmd in
 kinds) kinds "$1" ;;
+sframe-kinds) sframe_kinds "$1" ;;
 expand) expand "$@" ;;
 c) carray "$@" ;;
 *) die "unknown step $cmd" ;;

@@ -99,31 +99,31 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
                          struct kube_ctl *out, struct cp_err *err)
 {
 	memset(out, 0, sizeof *out);
-	if (kind != 'H' && kind != 'X' && kind != 'F' && kind != 'D')
+	if (kube_sframe_from_pod(kind) != 2)
 		return cp_err_set(err, CP_E_PARSE, "a control frame of unknown kind 0x%02x",
 		                  (unsigned char)kind);
 	if (len > KUBE_SFRAME_MAX_CTL)
 		return cp_err_set(err, CP_E_PARSE, "a control frame over its size limit");
-	if (kind != 'H' && chan == 0)
+	if (kind != KUBE_SFRAME_HELLO && chan == 0)
 		return cp_err_set(err, CP_E_PARSE, "a %c frame on channel 0, the supervisor's own", kind);
-	if (kind == 'D') {
+	if (kind == KUBE_SFRAME_DONE) {
 		if (len)
 			return cp_err_set(err, CP_E_PARSE, "a killed frame with a payload");
 		out->act = KUBE_CTL_KILLED;
 		return 0;
 	}
-	if (kind == 'H' && chan != 0)
+	if (kind == KUBE_SFRAME_HELLO && chan != 0)
 		return cp_err_set(err, CP_E_PARSE, "a ready frame on channel %u", (unsigned)chan);
-	if (kind == 'H' && ready)
+	if (kind == KUBE_SFRAME_HELLO && ready)
 		return cp_err_set(err, CP_E_PARSE, "a second ready frame");
 	json_t *v = len ? json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
 	int rc = 0;
-	if (kind == 'H') {
+	if (kind == KUBE_SFRAME_HELLO) {
 		if (json_is_object(v))
 			out->act = KUBE_CTL_READY;
 		else
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed ready frame");
-	} else if (kind == 'X') {
+	} else if (kind == KUBE_SFRAME_EXIT) {
 		out->act = KUBE_CTL_EXITED;
 		if (exit_said(v, &out->exit) < 0)
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed exit frame");
@@ -185,7 +185,7 @@ static int on_data(void *ud, char kind, uint32_t chan, const char *buf, size_t l
 	struct kube_super *s = ud;
 	struct kchan *ch = find(s, chan);
 	if (ch && len)
-		(kind == 'O' ? ch->cbs->out : ch->cbs->err)(ch->ud, buf, len);
+		(kind == KUBE_SFRAME_OUT ? ch->cbs->out : ch->cbs->err)(ch->ud, buf, len);
 	return s->dead;
 }
 
@@ -335,7 +335,7 @@ int kube_super_open(struct kube_super *s, const char *const *argv, const char *t
 	 * channel may be half read now. */
 	ch->cbs = cbs;
 	ch->ud = ud;
-	int rc = send_frame(s, 'S', ch->id, text, strlen(text), err);
+	int rc = send_frame(s, KUBE_SFRAME_START, ch->id, text, strlen(text), err);
 	free(text);
 	if (rc) {
 		free(ch);
@@ -353,7 +353,7 @@ int kube_super_write(struct kube_super *s, uint32_t chan, const char *buf, size_
 	/* Big writes go as several frames; the supervisor joins them. */
 	while (len > 0) {
 		size_t n = len < K8S_EXEC_STDIN_CHUNK ? len : K8S_EXEC_STDIN_CHUNK;
-		int rc = send_frame(s, 'I', chan, buf, n, err);
+		int rc = send_frame(s, KUBE_SFRAME_INPUT, chan, buf, n, err);
 		if (rc)
 			return rc;
 		buf += n;
@@ -368,7 +368,7 @@ void kube_super_kill(struct kube_super *s, uint32_t chan, const char *tag)
 	int n = snprintf(body, sizeof body, "{\"tag\":\"%.32s\"}", tag ? tag : "");
 	struct cp_err err;
 	if (!s->dead && find(s, chan))
-		send_frame(s, 'K', chan, body, (size_t)n, &err);
+		send_frame(s, KUBE_SFRAME_KILL, chan, body, (size_t)n, &err);
 }
 
 void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct codepod_proc_cbs *cbs, void *ud)

@@ -10,6 +10,24 @@ void kube_sframe_init(struct kube_sframe_parser *p)
 	memset(p, 0, sizeof *p);
 }
 
+#define KUBE_SFRAME_FROM_POD_DATA 1
+#define KUBE_SFRAME_FROM_POD_CTL 2
+#define KUBE_SFRAME_TO_POD_DATA 0
+#define KUBE_SFRAME_TO_POD_CTL 0
+
+int kube_sframe_from_pod(char kind)
+{
+	switch (kind) {
+#define KUBE_SFRAME_CONST(name, value)
+#define KUBE_SFRAME_KIND(letter, name, way, class) \
+	case letter: return KUBE_SFRAME_##way##_##class;
+#include "k8s/backend/super_frame_kinds.def"
+#undef KUBE_SFRAME_KIND
+#undef KUBE_SFRAME_CONST
+	default: return 0;
+	}
+}
+
 static uint32_t be32(const unsigned char *b)
 {
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
@@ -31,8 +49,8 @@ int kube_sframe_feed(struct kube_sframe_parser *p, const char *buf, size_t len, 
 			p->chan = be32(p->hdr + 2);
 			p->left = be32(p->hdr + 6);
 			p->ctl_len = 0;
-			int data = p->kind == 'O' || p->kind == 'E';
-			int ctl = p->kind == 'H' || p->kind == 'X' || p->kind == 'F' || p->kind == 'D';
+			int data = kube_sframe_from_pod(p->kind) == 1;
+			int ctl = kube_sframe_from_pod(p->kind) == 2;
 			if (p->hdr[0] != KUBE_SFRAME_MAGIC || (!data && !ctl)) {
 				*why = "a malformed frame header";
 				return -1;
@@ -49,7 +67,7 @@ int kube_sframe_feed(struct kube_sframe_parser *p, const char *buf, size_t len, 
 			}
 		}
 		size_t take = p->left < len ? p->left : len;
-		int data = p->kind == 'O' || p->kind == 'E';
+		int data = kube_sframe_from_pod(p->kind) == 1;
 		if (data) {
 			if (sink->data(ud, p->kind, p->chan, buf, take)) {
 				p->left -= (uint32_t)take;

@@ -15,8 +15,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KUBE_SFRAME_MAGIC 0xC5
-#define KUBE_SFRAME_HDR 10
+/* KUBE_SFRAME_MAGIC, KUBE_SFRAME_HDR, and a KUBE_SFRAME_<NAME> per kind
+ * (its letter), from the one table of the stream's grammar. */
+enum {
+#define KUBE_SFRAME_CONST(name, value) KUBE_SFRAME_##name = (value),
+#define KUBE_SFRAME_KIND(letter, name, way, class)
+#include "k8s/backend/super_frame_kinds.def"
+#undef KUBE_SFRAME_KIND
+#undef KUBE_SFRAME_CONST
+};
+enum kube_sframe_kind {
+#define KUBE_SFRAME_CONST(name, value)
+#define KUBE_SFRAME_KIND(letter, name, way, class) KUBE_SFRAME_##name = (letter),
+#include "k8s/backend/super_frame_kinds.def"
+#undef KUBE_SFRAME_KIND
+#undef KUBE_SFRAME_CONST
+};
 #define KUBE_SFRAME_MAX_DATA (1u << 20) /* O, E: the supervisor sends pipe reads */
 #define KUBE_SFRAME_MAX_CTL 4096u       /* H, X, F, D */
 
@@ -38,6 +52,10 @@ struct kube_sframe_parser {
 };
 
 void kube_sframe_init(struct kube_sframe_parser *p);
+
+/* What a frame of @kind from the pod carries: 1 a runner's bytes (DATA),
+ * 2 a control message (CTL), 0 no kind the supervisor sends. */
+int kube_sframe_from_pod(char kind);
 
 /* 0 when all was consumed (or a sink asked to stop), -1 on a frame that
  * breaks the rules (*why says which; the stream is unusable from there). */

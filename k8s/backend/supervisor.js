@@ -7,8 +7,9 @@
 // build/gen/supervisor.js: this file with its `// @insert` lines filled in
 // at build time (scripts/gen-js.sh).
 //
-// Frames, both ways: 0xC5, a kind byte, the channel (uint32 BE), the payload
-// length (uint32 BE), the payload. Channel 0 is the supervisor itself.
+// Frames, both ways (k8s/backend/super_frame_kinds.def, put in as SFRAME_*):
+// 0xC5, a kind byte, the channel (uint32 BE), the payload length (uint32
+// BE), the payload. Channel 0 is the supervisor itself.
 //   codepod -> supervisor:  S start {"argv":[...],"tag":"<32 hex>"}   I stdin bytes
 //                           K kill {"tag":"<32 hex>"} (process tree, tagged
 //                           processes, orphans started after the runner)
@@ -26,12 +27,11 @@
 (function codepodSupervisor(require, leftover) {
   'use strict';
   // @insert frame-kinds
+  // @insert sframe-kinds
   const { spawn } = require('node:child_process');
   const fs = require('node:fs');
   const os = require('node:os');
 
-  const MAGIC = 0xc5;
-  const HDR = 10;
   const MAX_IN = 64 << 20; // a frame from codepod larger than this: protocol error
   const DRAIN_MS = 2000;   // after a runner exits, how long its pipes may stay open
   const chans = new Map(); // channel -> { child, pid, start, tag, code, signal, open, timer }
@@ -39,9 +39,9 @@
 
   function frame(kind, chan, payload) {
     const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
-    const h = Buffer.allocUnsafe(HDR);
-    h[0] = MAGIC;
-    h[1] = kind.charCodeAt(0);
+    const h = Buffer.allocUnsafe(SFRAME_HDR);
+    h[0] = SFRAME_MAGIC;
+    h[1] = kind;
     h.writeUInt32BE(chan >>> 0, 2);
     h.writeUInt32BE(body.length, 6);
     const ok = process.stdout.write(body.length ? Buffer.concat([h, body]) : h);
@@ -91,7 +91,7 @@
       let n;
       try { n = fs.readSync(fd, buf, 0, buf.length, null); } catch (e) { return e.code === 'EAGAIN'; }
       if (n === 0) return true;
-      frame('E', chan, Buffer.from(buf.subarray(0, n)));
+      frame(SFRAME_ERR, chan, Buffer.from(buf.subarray(0, n)));
     }
     return false;
   }
@@ -102,12 +102,12 @@
     c.reported = true;
     clearTimeout(c.timer);
     chans.delete(chan);
-    frame('X', chan, JSON.stringify({ code: c.code, signal: c.signal }));
+    frame(SFRAME_EXIT, chan, JSON.stringify({ code: c.code, signal: c.signal }));
   }
 
   function start(chan, msg) {
     if (chans.has(chan) || !Array.isArray(msg.argv) || msg.argv.length < 1) {
-      frame('F', chan, JSON.stringify({ error: 'bad start request' }));
+      frame(SFRAME_FAIL, chan, JSON.stringify({ error: 'bad start request' }));
       return;
     }
     let child;
@@ -116,7 +116,7 @@
       child = spawn(process.execPath, msg.argv.slice(1).map(String),
                     { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: process.env });
     } catch (e) {
-      frame('F', chan, JSON.stringify({ error: String(e && e.message) }));
+      frame(SFRAME_FAIL, chan, JSON.stringify({ error: String(e && e.message) }));
       return;
     }
     const tag = typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag) ? msg.tag : '';
@@ -127,13 +127,13 @@
     child.on('error', (e) => {
       if (!c.pid) {
         chans.delete(chan);
-        frame('F', chan, JSON.stringify({ error: String(e && e.message) }));
+        frame(SFRAME_FAIL, chan, JSON.stringify({ error: String(e && e.message) }));
       }
     });
     child.stdin.on('error', () => {});
     const pipeEnd = () => { if (--c.open === 0 && c.exited) report(chan); };
-    child.stdout.on('data', (b) => { frame('O', chan, b); if (watchOut(c.scan, b)) killNow(chan, c); });
-    child.stderr.on('data', (b) => frame('E', chan, b));
+    child.stdout.on('data', (b) => { frame(SFRAME_OUT, chan, b); if (watchOut(c.scan, b)) killNow(chan, c); });
+    child.stderr.on('data', (b) => frame(SFRAME_ERR, chan, b));
     child.stdout.on('end', pipeEnd);
     child.stderr.on('end', pipeEnd);
     child.stdout.on('error', () => {});
@@ -172,19 +172,19 @@
     if (c.killed) return;
     killAll(c.pid, c.tag || '', c.start);
     c.killed = true;
-    if (drainErr(chan, c)) frame('D', chan, '');
+    if (drainErr(chan, c)) frame(SFRAME_DONE, chan, '');
   }
 
   function onFrame(kind, chan, body) {
     const c = chans.get(chan);
-    if (kind === 0x53) { // S
+    if (kind === SFRAME_START) {
       let msg = null;
       try { msg = JSON.parse(body.toString('utf8')); } catch (e) { msg = {}; }
       start(chan, msg || {});
-    } else if (kind === 0x49) { // I
+    } else if (kind === SFRAME_INPUT) {
       if (c && c.scan.inPhase < 3) watchIn(c.scan, body);
       if (c && !c.exited && c.child.stdin.writable) c.child.stdin.write(body);
-    } else if (kind === 0x4b) { // K
+    } else if (kind === SFRAME_KILL) {
       if (!c) return;
       let msg = {};
       try { msg = JSON.parse(body.toString('utf8')) || {}; } catch (e) { /* kill anyway */ }
@@ -199,14 +199,14 @@
   function feed(chunk) {
     inBuf = inBuf.length ? Buffer.concat([inBuf, chunk]) : chunk;
     for (;;) {
-      if (inBuf.length < HDR) return;
-      if (inBuf[0] !== MAGIC) { shutdown(3); return; }
+      if (inBuf.length < SFRAME_HDR) return;
+      if (inBuf[0] !== SFRAME_MAGIC) { shutdown(3); return; }
       const len = inBuf.readUInt32BE(6);
       if (len > MAX_IN) { shutdown(3); return; }
-      if (inBuf.length < HDR + len) return;
+      if (inBuf.length < SFRAME_HDR + len) return;
       const kind = inBuf[1], chan = inBuf.readUInt32BE(2);
-      const body = inBuf.subarray(HDR, HDR + len);
-      inBuf = inBuf.subarray(HDR + len);
+      const body = inBuf.subarray(SFRAME_HDR, SFRAME_HDR + len);
+      inBuf = inBuf.subarray(SFRAME_HDR + len);
       onFrame(kind, chan, Buffer.from(body));
     }
   }
@@ -217,7 +217,7 @@
   }
 
   process.stdout.on('error', () => shutdown(0));
-  frame('H', 0, JSON.stringify({ v: 1, pid: process.pid }));
+  frame(SFRAME_HELLO, 0, JSON.stringify({ v: 1, pid: process.pid }));
   if (leftover && leftover.length) feed(leftover);
   process.stdin.on('data', feed);
   process.stdin.on('end', () => shutdown(0));

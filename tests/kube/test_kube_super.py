@@ -226,8 +226,10 @@ def test_an_execution_started_while_another_streams_output(fake, codepods):
                      "while (Date.now() - t0 < 4000) {\n"
                      "  for (let i = 0; i < 100; i++) console.log(line);\n"
                      "  await new Promise((r) => setImmediate(r));\n}\nreturn 'loud';",
-                     conversation=conv, tools=[], policy={"timeoutMs": 30000})
-    time.sleep(0.5)
+                     conversation=conv, tools=[], policy={"timeoutMs": 30000}, stream=True)
+    # its output is on its way before the others start
+    s.wait_for(lambda m: m.get("type") == "log" and m.get("id") == loud, timeout=60,
+               what="the loud execution's first output", consume=False)
     for i in range(8):
         res = assert_ok(result_of(s, s.execute(f"return {i}", conversation=conv, tools=[]), 120))
         assert res["result"] == i
