@@ -480,7 +480,10 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 {
 	struct codepod_exec *e = ud;
 	e->proc = NULL;
-	if (codepod_frame_finish(e->frames, &frame_sink, e) && e->state < CODEPOD_ST_FINISHING)
+	int cut = codepod_frame_finish(e->frames, &frame_sink, e);
+	/* A stream that was lost explains a cut frame: the loss decides the
+	 * outcome (a tool call in flight makes it unknown). */
+	if (cut && !ex->lost && !ex->unavailable && e->state < CODEPOD_ST_FINISHING)
 		codepod_exec_finish(e, CP_E_PROCESS_EXITED, "The runner process ended in the middle of a control frame.");
 	if (e->state < CODEPOD_ST_FINISHING) {
 		int oom = ex->oom || e->oom_seen;
