@@ -135,14 +135,59 @@ json_t *k8s_template_load(const char *path, struct cp_err *err)
 	return t;
 }
 
+/* The template as every pod made from it renders it, less what codepod sets
+ * on each pod: apiVersion and kind as rendering sets them; no name or
+ * namespace; none of codepod's labels (refused in a template, set on every
+ * pod) nor its per-pod annotations; an empty labels or annotations object
+ * as none. A pod made from the template (its status aside) comes back to
+ * the same. For a template that already says apiVersion v1 and kind Pod,
+ * which the built-in one and the chart's do, this is the template as it
+ * was hashed before pods of other templates were kept: the label of a pod
+ * made with an unchanged template stays the same across that upgrade, so
+ * replicas of the release before, which still replace pods of another
+ * template, leave them alone. */
+static json_t *canonical_pod(const json_t *tmpl)
+{
+	json_t *pod = json_deep_copy(tmpl);
+	if (!pod)
+		return NULL;
+	json_object_set_new(pod, "apiVersion", json_string("v1"));
+	json_object_set_new(pod, "kind", json_string("Pod"));
+	json_t *meta = json_object_get(pod, "metadata");
+	json_object_del(meta, "name");
+	json_object_del(meta, "generateName");
+	json_object_del(meta, "namespace");
+	json_t *labels = json_object_get(meta, "labels");
+	json_object_del(labels, K8S_LABEL_MANAGED_BY);
+	json_object_del(labels, K8S_LABEL_CONVERSATION);
+	json_object_del(labels, K8S_LABEL_WARM);
+	json_object_del(labels, K8S_LABEL_TEMPLATE);
+	if (json_is_object(labels) && json_object_size(labels) == 0)
+		json_object_del(meta, "labels");
+	json_t *annots = json_object_get(meta, "annotations");
+	json_object_del(annots, K8S_ANNOT_LAST_USED);
+	json_object_del(annots, K8S_ANNOT_IN_USE_UNTIL);
+	if (json_is_object(annots) && json_object_size(annots) == 0)
+		json_object_del(meta, "annotations");
+	return pod;
+}
+
 int k8s_template_hash(const json_t *tmpl, char out[17], struct cp_err *err)
 {
-	char *text = json_dumps(tmpl, JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *pod = canonical_pod(tmpl);
+	char *text = pod ? json_dumps(pod, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(pod);
 	if (!text)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	int rc = hash_hex("codepod-template-v1", text, out, 16, err);
 	free(text);
 	return rc;
+}
+
+const char *k8s_pod_template(const json_t *pod)
+{
+	return json_string_value(json_object_get(
+		json_object_get(json_object_get(pod, "metadata"), "labels"), K8S_LABEL_TEMPLATE));
 }
 
 static json_t *object_at(json_t *parent, const char *key)
@@ -225,8 +270,7 @@ static void set(struct k8s_pod_state *out, enum k8s_pod_verdict v, const char *r
 	out->message = message;
 }
 
-void k8s_pod_classify(const json_t *pod, const char *template_hash,
-                      struct k8s_pod_state *out)
+void k8s_pod_classify(const json_t *pod, struct k8s_pod_state *out)
 {
 	const json_t *meta = json_object_get(pod, "metadata");
 	const json_t *status = json_object_get(pod, "status");
@@ -236,10 +280,6 @@ void k8s_pod_classify(const json_t *pod, const char *template_hash,
 	if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
 		return set(out, K8S_POD_REPLACE, phase,
 		           json_string_value(json_object_get(status, "reason")));
-	const char *tmpl = json_string_value(
-		json_object_get(json_object_get(meta, "labels"), K8S_LABEL_TEMPLATE));
-	if (template_hash && (!tmpl || strcmp(tmpl, template_hash)))
-		return set(out, K8S_POD_REPLACE, "TemplateChanged", NULL);
 	const json_t *sched = condition(status, "PodScheduled");
 	const char *sr = json_string_value(json_object_get(sched, "reason"));
 	if (sr && !strcmp(sr, "Unschedulable"))

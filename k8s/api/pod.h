@@ -48,9 +48,19 @@ json_t *k8s_template_default(void);
 json_t *k8s_template_load(const char *path, struct cp_err *err);
 int k8s_template_check(const json_t *tmpl, const char *what, struct cp_err *err);
 
-/* 16 hex of SHA-256 over the canonical template: pods made from another
- * template generation are replaced. */
+/* 16 hex of SHA-256 over the canonical pod the template renders (keys
+ * sorted), less what codepod sets on each pod: its name and namespace,
+ * codepod's labels (the conversation's, warm, the template's, managed-by)
+ * and the last-used and in-use annotations. Every pod carries it in
+ * K8S_LABEL_TEMPLATE: which template made it. Two replicas with the same
+ * template agree on it whatever the file's format or key order. It never
+ * decides whether a pod is used (k8s_pod_classify ignores it): a replica
+ * serves a conversation's pod of another template as it is, and only
+ * claims warm pods of its own. */
 int k8s_template_hash(const json_t *tmpl, char out[17], struct cp_err *err);
+
+/* The template hash a pod carries (borrowed from @pod), or NULL. */
+const char *k8s_pod_template(const json_t *pod);
 
 /*
  * k8s_pod_from_template - the pod to create (new reference).
@@ -63,7 +73,7 @@ json_t *k8s_pod_from_template(const json_t *tmpl, const char *name, const char *
 enum k8s_pod_verdict {
 	K8S_POD_READY,       /* exec can start */
 	K8S_POD_WAITING,     /* Pending, ContainerCreating, ...: keep watching */
-	K8S_POD_REPLACE,     /* terminating, Succeeded/Failed, another template */
+	K8S_POD_REPLACE,     /* terminating, Succeeded/Failed */
 	K8S_POD_UNAVAILABLE  /* can never become ready: ImagePullBackOff, ... */
 };
 
@@ -73,10 +83,9 @@ struct k8s_pod_state {
 	const char *message; /* the kubelet's or scheduler's message, may be NULL */
 };
 
-/* Reads a pod (borrowed) into a verdict. @template_hash may be NULL to skip
- * the generation check. */
-void k8s_pod_classify(const json_t *pod, const char *template_hash,
-                      struct k8s_pod_state *out);
+/* Reads a pod (borrowed) into a verdict, from its state alone: the
+ * template it was made from is no reason to replace it. */
+void k8s_pod_classify(const json_t *pod, struct k8s_pod_state *out);
 
 /* A cgroup OOM kill reaches an exec as any SIGKILL; the kubelet names it in
  * the container status. Was the container K8S_CONTAINER of @pod (borrowed)

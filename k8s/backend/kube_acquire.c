@@ -2,6 +2,10 @@
  * kube_acquire.c - a conversation's pod: find it by label, else claim a warm
  * one, else create it from the template; then wait until it is ready through
  * a watch (docs/kubernetes.md §2.2-2.4). A racing replica's 409 means "use theirs".
+ * A pod is judged by its state alone: one made from another template (a
+ * replica of an older or newer release) is used as it is, since deleting it
+ * would kill what other replicas run in it and lose the conversation's
+ * files; the conversation's next pod is made from this replica's template.
  *
  * Every asynchronous step carries the conversation's generation; a step that
  * answers after the conversation moved on (stale, released) is dropped.
@@ -159,9 +163,33 @@ static void fail(struct kube_conv *c, const char *fmt, ...)
 	}
 }
 
+static const char *pod_uid(const json_t *pod);
+
+/* Which template made the pod this replica now serves: counted, and a pod
+ * of another template said once at info (an upgrade is rolling out, or a
+ * replica runs with another --pod-template). */
+static void note_template(struct kube_conv *c, const json_t *pod, const char *name)
+{
+	struct kube *k = c->k;
+	const char *tmpl = k8s_pod_template(pod);
+	if (tmpl && strcmp(tmpl, k->tmpl_hash) == 0) {
+		k->stats.served_own++;
+		return;
+	}
+	k->stats.served_other++;
+	const char *uid = pod_uid(pod);
+	if (uid && strcmp(uid, c->drift_uid) == 0)
+		return;
+	snprintf(c->drift_uid, sizeof c->drift_uid, "%s", uid ? uid : "");
+	cp_log(CP_LOG_INFO, "kube.template_drift", "pod", json_string(name),
+	       "template", tmpl ? json_string(tmpl) : json_null(), "own", json_string(k->tmpl_hash),
+	       NULL);
+}
+
 static void ready(struct kube_conv *c, const json_t *pod)
 {
 	const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+	note_template(c, pod, name ? name : c->name);
 	stop_steps(c); /* not kube_conv_release: ACQUIRING goes straight to READY */
 	if (!c->pod || !name || strcmp(c->pod, name) != 0)
 		c->busy_marked = 0; /* another pod (or not known to be the same): mark it anew */
@@ -219,14 +247,16 @@ static void on_deleted(void *arg, json_t *obj, const struct k8s_status *st,
 }
 
 /* Delete exactly this pod (uid precondition): never one a racing replica
- * made in its place. */
-static void delete_pod(struct kube *k, const json_t *pod)
+ * made in its place. Only a pod in a bad state comes here; @again: the
+ * delete of one already counted, asked again. */
+static void delete_pod(struct kube *k, const json_t *pod, int again)
 {
 	struct k8s_delete_opts d = { pod_uid(pod), NULL, 5 };
 	struct k8s_rest_cb cb = { on_deleted, k };
 	if (k8s_pod_delete(k->api, k->ns, pod_name(pod), &d, NULL, cb, NULL, NULL) == 0) {
 		k->pending++;
-		k->stats.replaced++;
+		if (!again)
+			k->stats.replaced++;
 	}
 }
 
@@ -239,11 +269,11 @@ static int judge(struct kube_conv *c, const json_t *pod)
 		 * on the way (the next execution can come faster): wait for it to
 		 * go rather than refuse again, and ask again in case the first
 		 * delete failed. */
-		delete_pod(c->k, pod);
+		delete_pod(c->k, pod, 1);
 		return 0;
 	}
 	struct k8s_pod_state st;
-	k8s_pod_classify(pod, c->k->tmpl_hash, &st);
+	k8s_pod_classify(pod, &st);
 	switch (st.verdict) {
 	case K8S_POD_READY:
 		c->dead_uid[0] = '\0';
@@ -253,14 +283,14 @@ static int judge(struct kube_conv *c, const json_t *pod)
 		fail(c, "%s%s%s", st.reason, st.message ? ": " : "", st.message ? st.message : "");
 		/* the next execution starts over with a fresh pod */
 		snprintf(c->dead_uid, sizeof c->dead_uid, "%s", uid ? uid : "");
-		delete_pod(c->k, pod);
+		delete_pod(c->k, pod, 0);
 		return 1;
 	case K8S_POD_WAITING:
 		watch_pod(c, pod_name(pod), pod_rv(pod));
 		return 1;
-	case K8S_POD_REPLACE:
+	case K8S_POD_REPLACE: /* Succeeded, Failed (its own state, never its template) */
 		if (strcmp(st.reason, "Terminating") != 0)
-			delete_pod(c->k, pod);
+			delete_pod(c->k, pod, 0);
 		return 0;
 	}
 	return 0;
@@ -280,12 +310,12 @@ static void on_watch_event(void *arg, const struct k8s_watch_event *ev)
 	if (ev->type != K8S_WATCH_ADDED && ev->type != K8S_WATCH_MODIFIED)
 		return;
 	struct k8s_pod_state st;
-	k8s_pod_classify(ev->object, c->k->tmpl_hash, &st);
+	k8s_pod_classify(ev->object, &st);
 	if (st.verdict == K8S_POD_WAITING)
 		return;
 	if (st.verdict == K8S_POD_REPLACE) {
 		if (strcmp(st.reason, "Terminating") != 0)
-			delete_pod(c->k, ev->object);
+			delete_pod(c->k, ev->object, 0);
 		return; /* DELETED follows */
 	}
 	judge(c, ev->object);

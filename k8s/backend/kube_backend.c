@@ -780,6 +780,14 @@ static size_t kube_stats(const struct codepod_backend *b, struct codepod_backend
 {
 	static const char pods[] = "codepod_pods_total";
 	static const char pods_help[] = "Sandbox pods, by how they were acquired or ended.";
+	static const char served[] = "codepod_pods_served_total";
+	static const char served_help[] = "Conversation pods made ready for use, by whether this "
+	                                  "replica's pod template made them (own) or another "
+	                                  "replica's (other: an upgrade rolling out).";
+	static const char repl[] = "codepod_pod_replacements_total";
+	static const char repl_help[] = "Pods deleted to make way for another, by reason: "
+	                                "bad_state (failed, terminated or never able to start), "
+	                                "drift (a warm pod of another template, unused).";
 	static const char sup[] = "codepod_supervisors_total";
 	static const char sup_help[] = "Pod supervisors started, and those that failed "
 	                               "(their pod falls back to one exec per script).";
@@ -791,6 +799,10 @@ static size_t kube_stats(const struct codepod_backend *b, struct codepod_backend
 		{ pods, pods_help, "how=\"warm_created\"", st->warm_created },
 		{ pods, pods_help, "how=\"replaced\"", st->replaced },
 		{ pods, pods_help, "how=\"reaped\"", st->reaped },
+		{ served, served_help, "template=\"own\"", st->served_own },
+		{ served, served_help, "template=\"other\"", st->served_other },
+		{ repl, repl_help, "reason=\"bad_state\"", st->replaced + st->reaped_bad },
+		{ repl, repl_help, "reason=\"drift\"", st->drained },
 		{ sup, sup_help, "outcome=\"started\"", st->supervisors_started },
 		{ sup, sup_help, "outcome=\"fallback\"", st->supervisor_fallbacks },
 	};

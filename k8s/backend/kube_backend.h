@@ -13,6 +13,9 @@
  * A periodic tick keeps the warm pool full and reaps idle and broken pods,
  * with preconditions so two replicas never delete a pod the other just used;
  * the first tick, at start, adopts the managed pods already there.
+ * Replicas of different pod templates (an upgrade rolling out) share the
+ * pods: a conversation's pod of another template is used as it is, never
+ * deleted for it; only warm pods of one's own template are claimed.
  *
  * Loop context: the loop thread only; nothing blocks.
  *
@@ -60,10 +63,16 @@ struct kube_backend_options {
 int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options *o,
                              struct codepod_backend **out, struct cp_err *err);
 
-/* Counters for logs and metrics (codepod_backend_ops.stats). */
+/* Counters for logs and metrics (codepod_backend_ops.stats).
+ * served_own/served_other: conversation pods made ready for use here, made
+ * from this replica's template or another's (an upgrade in progress);
+ * replaced: pods judged broken while acquiring, reaped_bad: by the reaper;
+ * drained: warm pods of another template deleted once unused (a template
+ * difference alone never deletes a conversation's pod). */
 struct kube_backend_stats {
 	unsigned long found, claimed, created, replaced, reaped, warm_created;
 	unsigned long supervisors_started, supervisor_fallbacks;
+	unsigned long served_own, served_other, reaped_bad, drained;
 };
 
 #endif

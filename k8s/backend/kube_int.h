@@ -47,6 +47,8 @@ struct kube_conv {
 	char *pod;                     /* the pod in use (READY) */
 	char dead_uid[64];             /* a pod judged a dead end and being deleted:
 	                                * never judged again, only waited out */
+	char drift_uid[64];            /* the last pod of another template served,
+	                                * reported once (kube.template_drift) */
 	enum kube_conv_state state;    /* conv_set_state only */
 	struct codepod_proc *waiters;       /* executions waiting for the pod */
 	unsigned running;              /* executions running in the pod */

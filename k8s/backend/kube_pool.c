@@ -5,6 +5,13 @@
  * a resourceVersion precondition, so two replicas never both claim one pod,
  * and a replica never deletes a pod another one just used (its last-used
  * annotation moved the resourceVersion on).
+ *
+ * Replicas of other templates (an upgrade rolling out) share the namespace:
+ * only warm pods of this replica's template are claimed and counted in its
+ * pool; a conversation's pod of another template is reaped as any other
+ * (idle past the TTL, or in a bad state), never for its template; a warm pod
+ * of another template is left to the replicas that claim it, and drained
+ * once it has gone unused as long as an idle conversation pod.
  */
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -25,6 +32,7 @@ struct call {
 	size_t next;
 	char *name;        /* reap: the pod */
 	const char *why;   /* refill: "tick" or "claim" (a static string) */
+	enum reap_kind { REAP_IDLE, REAP_BAD, REAP_DRIFT } kind; /* reap: counted as */
 };
 
 static struct call *call_new(struct kube *k)
@@ -119,11 +127,13 @@ static void create_warm(struct kube *k, const char *why)
 static void on_reaped(void *arg, json_t *obj, const struct k8s_status *st,
                       const struct cp_err *err);
 
-static void delete_with(struct kube *k, const json_t *pod, int by_rv, const char *why)
+static void delete_with(struct kube *k, const json_t *pod, int by_rv, const char *why,
+                        enum reap_kind kind)
 {
 	struct call *x = call_new(k);
 	if (!x)
 		return;
+	x->kind = kind;
 	x->name = strdup(meta_str(pod, "name"));
 	struct k8s_delete_opts d = { by_rv ? NULL : meta_str(pod, "uid"),
 	                             by_rv ? meta_str(pod, "resourceVersion") : NULL, 5 };
@@ -150,17 +160,19 @@ static void on_warm_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	json_t *pod;
 	json_array_foreach(items, i, pod) {
 		struct k8s_pod_state s;
-		k8s_pod_classify(pod, k->tmpl_hash, &s);
+		k8s_pod_classify(pod, &s);
 		if (s.verdict == K8S_POD_READY || s.verdict == K8S_POD_WAITING)
 			usable++;
 		else if (strcmp(s.reason, "Terminating") != 0)
-			delete_with(k, pod, 0, s.reason);
+			delete_with(k, pod, 0, s.reason, REAP_BAD);
 	}
 	json_decref(items);
 	for (; usable < k->warm_pool; usable++)
 		create_warm(k, why);
 }
 
+/* Warm pods of this replica's template only: one of another template is
+ * never handed to a conversation here (nor counted in this pool). */
 static void warm_selector(const struct kube *k, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s=codepod,%s=true,%s=%s", K8S_LABEL_MANAGED_BY, K8S_LABEL_WARM,
@@ -223,8 +235,9 @@ static void try_claim(struct call *x)
 	while (x->next < json_array_size(x->items)) {
 		json_t *pod = json_array_get(x->items, x->next++);
 		struct k8s_pod_state s;
-		k8s_pod_classify(pod, c->k->tmpl_hash, &s);
-		if (s.verdict != K8S_POD_READY)
+		k8s_pod_classify(pod, &s);
+		const char *tmpl = k8s_pod_template(pod);
+		if (s.verdict != K8S_POD_READY || !tmpl || strcmp(tmpl, c->k->tmpl_hash) != 0)
 			continue;
 		char now[32];
 		kube_now_rfc3339(now);
@@ -294,6 +307,7 @@ static void on_reaped(void *arg, json_t *obj, const struct k8s_status *st,
 	struct call *x = arg;
 	struct kube *k = x->k;
 	char *name = x->name;
+	enum reap_kind kind = x->kind;
 	x->name = NULL;
 	if (call_end(x)) {
 		free(name);
@@ -301,6 +315,10 @@ static void on_reaped(void *arg, json_t *obj, const struct k8s_status *st,
 	}
 	if (!err || err->code == CP_E_NOT_FOUND) {
 		k->stats.reaped++;
+		if (kind == REAP_BAD)
+			k->stats.reaped_bad++;
+		else if (kind == REAP_DRIFT)
+			k->stats.drained++;
 		for (struct kube_conv *c = k->convs; c; c = c->next)
 			if (c->pod && name && strcmp(c->pod, name) == 0 && c->running == 0)
 				kube_conv_stale(c);
@@ -319,34 +337,53 @@ static int in_use_here(const struct kube *k, const char *name)
 	return 0;
 }
 
+/* Unused for longer than the idle TTL: no replica's in-use mark stands and
+ * its last use (or its making, for a warm pod) is older. */
+static int idle_past_ttl(const struct kube *k, const json_t *pod, time_t now)
+{
+	if (k->idle_ttl_s == 0)
+		return 0;
+	const json_t *annots = json_object_get(json_object_get(pod, "metadata"), "annotations");
+	const char *busy = json_string_value(json_object_get(annots, K8S_ANNOT_IN_USE_UNTIL));
+	time_t until = 0;
+	if (busy && k8s_rfc3339_parse(busy, &until) == 0 && until > now)
+		return 0; /* a replica runs executions in it */
+	const char *used = json_string_value(json_object_get(annots, K8S_ANNOT_LAST_USED));
+	time_t t = 0;
+	if (!used || k8s_rfc3339_parse(used, &t) != 0)
+		return 0;
+	return now - t > (time_t)k->idle_ttl_s;
+}
+
 static void reap_one(struct kube *k, const json_t *pod, time_t now)
 {
 	const char *name = meta_str(pod, "name");
 	if (!name || in_use_here(k, name))
 		return;
 	struct k8s_pod_state s;
-	k8s_pod_classify(pod, k->tmpl_hash, &s);
+	k8s_pod_classify(pod, &s);
 	if (s.verdict == K8S_POD_REPLACE && strcmp(s.reason, "Terminating") != 0) {
-		delete_with(k, pod, 0, s.reason);
+		delete_with(k, pod, 0, s.reason, REAP_BAD);
 		return;
 	}
 	if (s.verdict == K8S_POD_UNAVAILABLE) {
-		delete_with(k, pod, 0, s.reason);
+		delete_with(k, pod, 0, s.reason, REAP_BAD);
 		return;
 	}
-	if (!label(pod, K8S_LABEL_CONVERSATION) || k->idle_ttl_s == 0)
+	if (!label(pod, K8S_LABEL_CONVERSATION)) {
+		/* A warm pod. Those of this template are the pool's. One of another
+		 * template serves the replicas of its own while they last (an
+		 * upgrade rolling out); left unclaimed as long as an idle
+		 * conversation pod, it is drained. The resourceVersion
+		 * precondition lets a claim that got there first win. */
+		const char *tmpl = k8s_pod_template(pod);
+		if ((!tmpl || strcmp(tmpl, k->tmpl_hash) != 0) && idle_past_ttl(k, pod, now))
+			delete_with(k, pod, 1, "drift", REAP_DRIFT);
 		return;
-	const json_t *annots = json_object_get(json_object_get(pod, "metadata"), "annotations");
-	const char *busy = json_string_value(json_object_get(annots, K8S_ANNOT_IN_USE_UNTIL));
-	time_t until = 0;
-	if (busy && k8s_rfc3339_parse(busy, &until) == 0 && until > now)
-		return; /* a replica runs executions in it */
-	const char *used = json_string_value(json_object_get(annots, K8S_ANNOT_LAST_USED));
-	time_t t = 0;
-	if (!used || k8s_rfc3339_parse(used, &t) != 0)
-		return;
-	if (now - t > (time_t)k->idle_ttl_s)
-		delete_with(k, pod, 1, "idle");
+	}
+	/* A conversation's pod, of whichever template: only disuse ends it. */
+	if (idle_past_ttl(k, pod, now))
+		delete_with(k, pod, 1, "idle", REAP_IDLE);
 }
 
 static void on_reap_listed(void *arg, json_t *obj, const struct k8s_status *st,

@@ -157,7 +157,7 @@ void kube_warm_listed(struct kube *k, const json_t *items)
 		if (!w || w->super)
 			continue;
 		struct k8s_pod_state s;
-		k8s_pod_classify(pod, k->tmpl_hash, &s);
+		k8s_pod_classify(pod, &s);
 		if (s.verdict == K8S_POD_WAITING) {
 			waiting = 1;
 		} else if (s.verdict == K8S_POD_READY) {

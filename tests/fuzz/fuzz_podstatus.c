@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!pod)
 		return 0;
 	struct k8s_pod_state st;
-	k8s_pod_classify(pod, "0123456789abcdef", &st);
+	k8s_pod_classify(pod, &st);
 	if ((unsigned)st.verdict > K8S_POD_UNAVAILABLE || !st.reason)
 		abort();
 	const char *limit = NULL;

@@ -26,7 +26,7 @@ static void classify(const char *fixture, enum k8s_pod_verdict want, const char 
 {
 	json_t *pod = fixture_json(fixture);
 	struct k8s_pod_state st;
-	k8s_pod_classify(pod, NULL, &st);
+	k8s_pod_classify(pod, &st);
 	assert_int_equal(st.verdict, want);
 	assert_string_equal(st.reason, reason);
 	json_decref(pod);
@@ -48,22 +48,27 @@ static void test_unavailable_carries_message(void **state)
 	(void)state;
 	json_t *pod = fixture_json("pod-pending-imagepullbackoff.json");
 	struct k8s_pod_state st;
-	k8s_pod_classify(pod, NULL, &st);
+	k8s_pod_classify(pod, &st);
 	assert_non_null(st.message);
 	assert_non_null(strstr(st.message, "Back-off pulling image"));
 	json_decref(pod);
 }
 
-static void test_failed_and_template_generation(void **state)
+/* A pod of another template is as usable as one of this replica's: only
+ * its state decides. */
+static void test_failed_and_template_of_another_replica(void **state)
 {
 	(void)state;
 	json_t *pod = fixture_json("pod-running-ready.json");
+	json_t *labels = json_object();
+	json_object_set_new(labels, K8S_LABEL_TEMPLATE, json_string("0123456789abcdef"));
+	json_object_set_new(json_object_get(pod, "metadata"), "labels", labels);
 	struct k8s_pod_state st;
-	k8s_pod_classify(pod, "0123456789abcdef", &st);
-	assert_int_equal(st.verdict, K8S_POD_REPLACE);
-	assert_string_equal(st.reason, "TemplateChanged");
+	k8s_pod_classify(pod, &st);
+	assert_int_equal(st.verdict, K8S_POD_READY);
+	assert_string_equal(k8s_pod_template(pod), "0123456789abcdef");
 	json_object_set_new(json_object_get(pod, "status"), "phase", json_string("Failed"));
-	k8s_pod_classify(pod, NULL, &st);
+	k8s_pod_classify(pod, &st);
 	assert_int_equal(st.verdict, K8S_POD_REPLACE);
 	assert_string_equal(st.reason, "Failed");
 	json_decref(pod);
@@ -127,6 +132,58 @@ static void test_pod_from_template(void **state)
 	assert_string_equal(json_string_value(json_object_get(labels, K8S_LABEL_WARM)), "true");
 	assert_null(json_object_get(labels, K8S_LABEL_CONVERSATION));
 	json_decref(pod);
+	json_decref(t);
+}
+
+/* The template hash is over the pod the template renders, less what
+ * codepod sets per pod: the same for every pod of one template (a
+ * conversation's, a warm one), whatever the template's key order or
+ * defaulted fields; another image is another hash. The conversation's pod
+ * name carries no template. */
+static void test_template_hash_is_the_rendered_pod(void **state)
+{
+	(void)state;
+	json_t *t = k8s_template_default();
+	char h1[17], h2[17], h3[17];
+	assert_int_equal(k8s_template_hash(t, h1, NULL), 0);
+	/* the label pods of the built-in template carried before: an upgrade
+	 * that keeps the template is no template change */
+	assert_string_equal(h1, "5f43392818b4da2e");
+	/* kind and apiVersion are what rendering sets anyway */
+	json_t *bare = json_deep_copy(t);
+	json_object_del(bare, "kind");
+	json_object_del(bare, "apiVersion");
+	assert_int_equal(k8s_template_hash(bare, h2, NULL), 0);
+	assert_string_equal(h1, h2);
+	/* the same keys in another order (a YAML file of the same pod) */
+	char *text = json_dumps(t, JSON_COMPACT);
+	json_t *again = json_loads(text, 0, NULL);
+	free(text);
+	assert_int_equal(k8s_template_hash(again, h2, NULL), 0);
+	assert_string_equal(h1, h2);
+	/* what codepod set on a rendered pod does not enter it */
+	json_t *pod = k8s_pod_from_template(t, "codepod-x", "sandbox", "abc", h1, "2026-01-01T00:00:00Z");
+	json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "annotations"),
+	                    K8S_ANNOT_IN_USE_UNTIL, json_string("2026-01-01T00:01:00Z"));
+	json_object_del(pod, "status");
+	assert_int_equal(k8s_template_hash(pod, h2, NULL), 0);
+	assert_string_equal(h1, h2);
+	json_decref(pod);
+	pod = k8s_pod_from_template(t, "codepod-warm-1", "sandbox", NULL, h1, "now");
+	json_object_del(pod, "status");
+	assert_int_equal(k8s_template_hash(pod, h2, NULL), 0);
+	assert_string_equal(h1, h2);
+	/* another image is another template */
+	json_t *c = json_array_get(json_object_get(json_object_get(bare, "spec"), "containers"), 0);
+	json_object_set_new(c, "image", json_string("docker.io/library/node:22.1"));
+	assert_int_equal(k8s_template_hash(bare, h3, NULL), 0);
+	assert_string_not_equal(h1, h3);
+	char name[K8S_POD_NAME_MAX];
+	assert_int_equal(k8s_pod_name("sandbox", "conv", name, NULL), 0);
+	assert_null(strstr(name, h1));
+	json_decref(pod);
+	json_decref(again);
+	json_decref(bare);
 	json_decref(t);
 }
 
@@ -233,10 +290,11 @@ int main(void)
 		cmocka_unit_test(test_classify_fixtures),
 		cmocka_unit_test(test_oom_killed_from_the_container_status),
 		cmocka_unit_test(test_unavailable_carries_message),
-		cmocka_unit_test(test_failed_and_template_generation),
+		cmocka_unit_test(test_failed_and_template_of_another_replica),
 		cmocka_unit_test(test_names_are_hashes),
 		cmocka_unit_test(test_default_template_is_hardened),
 		cmocka_unit_test(test_pod_from_template),
+		cmocka_unit_test(test_template_hash_is_the_rendered_pod),
 		cmocka_unit_test(test_unusable_templates_refused),
 		cmocka_unit_test(test_yaml_template_file),
 	};
