@@ -5,7 +5,9 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import uuid
@@ -204,3 +206,210 @@ def run_refused(fake, state_dir, *args, timeout=30):
     r = subprocess.run(codepod_cmd(fake, "--state-dir", str(state_dir), *args), stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=timeout)
     return r
+
+
+TEMPLATE_LABEL = "codepod.dev/template"
+CHART_TEMPLATE = str(REPO / "charts" / "codepod" / "files" / "sandbox-pod.yaml")
+
+
+class PodWatch:
+    """Every ADDED, MODIFIED and DELETED event of the pods matching `selector`,
+    from a watch on the fake API server (re-watched from the last
+    resourceVersion if the server ends it), so a test sees each pod that
+    existed, however briefly, not only those a poll happens to catch."""
+
+    def __init__(self, fake, selector, rv=None):
+        self.fake, self.selector = fake, selector
+        self.events = []            # (type, uid, name, terminating, annotations)
+        self.cond = threading.Condition()
+        self.error = None
+        self._stop = False
+        self._conn = None
+        if rv is None:
+            s, _, b = fake.raw.request("GET", PODS + "?labelSelector=" + urllib.parse.quote(selector))
+            assert s == 200, b
+            rv = b["metadata"]["resourceVersion"]
+            self.initial = b["items"]
+        else:
+            self.initial = []
+        self.rv = rv
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        try:
+            while not self._stop:
+                q = urllib.parse.urlencode({"watch": "1", "labelSelector": self.selector,
+                                            "resourceVersion": self.rv, "timeoutSeconds": "600"})
+                c = self.fake.raw.conn(timeout=None)
+                self._conn = c
+                c.request("GET", f"{PODS}?{q}", headers={"Accept": "application/json"})
+                r = c.getresponse()
+                if r.status != 200:
+                    raise AssertionError(f"watch: HTTP {r.status}: {r.read()[:500]!r}")
+                while not self._stop:
+                    line = r.readline()
+                    if not line:
+                        break
+                    ev = json.loads(line)
+                    obj = ev["object"]
+                    if ev["type"] == "ERROR":
+                        raise AssertionError(f"watch: {obj}")
+                    self.rv = obj["metadata"].get("resourceVersion", self.rv)
+                    if ev["type"] == "BOOKMARK":
+                        continue
+                    m = obj["metadata"]
+                    with self.cond:
+                        self.events.append((ev["type"], m["uid"], m["name"],
+                                            bool(m.get("deletionTimestamp")),
+                                            dict(m.get("annotations") or {})))
+                        self.cond.notify_all()
+                c.close()
+        except Exception as e:  # noqa: BLE001 (reported by check())
+            if not self._stop:
+                with self.cond:
+                    self.error = e
+                    self.cond.notify_all()
+
+    def wait(self, pred, timeout, what):
+        """Until pred(events) holds; fails naming `what`."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not pred(self.events):
+                if self.error:
+                    raise AssertionError(f"{what}: the watch failed: {self.error}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{what}: not within {timeout}s; events {self.events[-10:]}")
+                self.cond.wait(min(left, 0.5))
+
+    def barrier(self, pod, timeout=30):
+        """Marks `pod` with a fresh annotation and waits for the watch to
+        report it: every event before the mark has been seen."""
+        mark = uuid.uuid4().hex
+        patch = {"metadata": {"annotations": {"test.codepod.dev/barrier": mark}}}
+        s, _, b = self.fake.raw.request("PATCH", f"{PODS}/{pod}", patch,
+                                        headers={"Content-Type": "application/merge-patch+json"})
+        assert s == 200, b
+        self.wait(lambda evs: any(e[4].get("test.codepod.dev/barrier") == mark for e in evs),
+                  timeout, f"the watch to see the mark on {pod}")
+
+    def uids(self):
+        """Every pod uid seen: listed at the start or in an event."""
+        with self.cond:
+            return {p["metadata"]["uid"] for p in self.initial} | {e[1] for e in self.events}
+
+    def most_at_once(self):
+        """The most pods (terminating ones included) that existed at one time."""
+        live = {p["metadata"]["uid"] for p in self.initial}
+        most = len(live)
+        with self.cond:
+            for etype, uid, *_ in self.events:
+                if etype == "DELETED":
+                    live.discard(uid)
+                else:
+                    live.add(uid)
+                most = max(most, len(live))
+        return most
+
+    def deleted(self):
+        with self.cond:
+            return [e for e in self.events if e[0] == "DELETED" or e[3]]
+
+    def stop(self):
+        self._stop = True
+        c = self._conn
+        if c is not None and c.sock is not None:
+            try:
+                c.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._t.join(10)
+
+
+class Listener:
+    """`codepod serve --listen` on `fake` (a controller replica as the chart
+    runs it, with /metrics), driven by POST /v1/executions."""
+
+    TOKEN = "kube-tests-token"
+
+    def __init__(self, fake, state_dir, args=()):
+        d = Path(state_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        tok = d / "token"
+        tok.write_text(self.TOKEN + "\n")
+        cmd = [harness.CODEPOD_BIN, "serve", "--listen", "127.0.0.1:0", "--token-file", str(tok),
+               "--state-dir", str(d / "state"), "--backend", "kubernetes",
+               "--kubeconfig", fake.kubeconfig, "--log-level", "debug", *args]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, cwd=str(REPO))
+        self.stderr_lines = []
+        self.cond = threading.Condition()
+        self.port = None
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+        with self.cond:
+            self.cond.wait_for(lambda: self.port or self.proc.poll() is not None, 30)
+        assert self.port, "codepod serve did not start: " + self.stderr_text()
+
+    def _read(self):
+        for raw in self.proc.stderr:
+            with self.cond:
+                self.stderr_lines.append(raw)
+                try:
+                    m = json.loads(raw)
+                    if m.get("event") == "serve.listen":
+                        self.port = m["port"]
+                except ValueError:
+                    pass
+                self.cond.notify_all()
+
+    def stderr_text(self, n=40):
+        with self.cond:
+            return b"".join(self.stderr_lines[-n:]).decode(errors="replace")
+
+    def log_events(self, event=None):
+        with self.cond:
+            lines = list(self.stderr_lines)
+        return harness.parse_log_lines(lines, event)
+
+    def request(self, method, path, body=None, timeout=60):
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Authorization": "Bearer " + self.TOKEN}
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            h["Content-Type"] = "application/json"
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        return r.status, raw
+
+    def execute(self, js, conversation, timeout=60):
+        """The outcome of one execution (no tools: the broker is never called)."""
+        s, raw = self.request("POST", "/v1/executions",
+                              {"id": "h" + uuid.uuid4().hex[:12], "conversation": conversation,
+                               "js": js, "tools": [], "broker": {"url": "http://127.0.0.1:9/"}},
+                              timeout)
+        assert s == 200, (s, raw[:2000], self.stderr_text())
+        return json.loads(raw)
+
+    def metrics(self):
+        """{"name{labels}": value} of /metrics."""
+        s, raw = self.request("GET", "/metrics")
+        assert s == 200, raw
+        out = {}
+        for line in raw.decode().splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+    def stop(self, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout)
+        self._t.join(10)
+        return rc
