@@ -125,7 +125,9 @@ def test_restart_after_sigkill_adopts_pods_and_reaps_the_idle_ones(fake, codepod
 
 
 def test_restart_after_sigkill_reaps_every_idle_pod(fake, codepods):
-    a = codepods("--idle-ttl", "2", name="first")
+    # The first replica must not reap them itself before it is killed (on a
+    # loaded machine three executions can take longer than a short TTL).
+    a = codepods("--idle-ttl", "1000", name="first")
     convs = [new_conv(f"k{i}") for i in range(3)]
     for c in convs:
         ok_run(a, c)
