@@ -14,7 +14,7 @@
 #    poll, getaddrinfo, gethostbyname), sleeps, and threads (pthread_create,
 #    uv_thread_create, uv_queue_work). Code that runs before the loop starts
 #    is allowed by name in .lint-allow, with the reason beside it.
-# 3. Runs shellcheck over scripts/*.sh, tests/example/*.sh and .ci/run when
+# 3. Runs shellcheck over scripts/*.sh, the tests' shell scripts and .ci/run when
 #    it is installed (scripts/deps.sh installs it); otherwise prints a note.
 #
 # Exceptions go in a `.lint-allow` file in the source's own directory, one per
@@ -159,7 +159,8 @@ for b in $dups; do
 done
 
 shell_files=()
-for f in scripts/*.sh tests/example/*.sh tests/fresh-machine/*.sh tests/loaded/*.sh .ci/run; do
+for f in scripts/*.sh tests/example/*.sh tests/fresh-machine/*.sh tests/loaded/*.sh \
+	tests/mutation/*.sh .ci/run; do
 	[ -f "$f" ] && shell_files+=("$f")
 done
 if command -v shellcheck >/dev/null; then
