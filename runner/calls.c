@@ -484,6 +484,11 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
 		return CP_E_NOT_FOUND;
 	const char *m = message ? message : "The tool failed.";
 	size_t n = strnlen(m, 4096);
+	/* Cut never inside a character: json_stringn refuses a cut one, and the
+	 * program would read "The tool failed." instead of the first 4 KiB. */
+	if (m[n] != '\0')
+		while (n > 0 && ((unsigned char)m[n] & 0xC0) == 0x80)
+			n--;
 	json_t *text = json_stringn(m, n);
 	send_answer(e, idx, "err", 'm', text ? text : json_string("The tool failed."));
 	answered(e, idx, CODEPOD_CALL_ERROR);

@@ -97,6 +97,23 @@ def test_tool_error_message_is_catchable(session):
     assert [c["status"] for c in res["calls"]] == ["error"]
 
 
+def test_tool_error_message_is_cut_at_4096_bytes_on_a_character(session):
+    """A tool's failure reaches the program cut at 4096 bytes, never inside a
+    UTF-8 character (4096 is not a multiple of 3: the cut moves back)."""
+    messages = {"ascii": "x" * 5000, "wide": "\u2713" * 2000}
+    session.serve({name: (lambda m: lambda inp: (_ for _ in ()).throw(ToolError(m)))(m)
+                   for name, m in messages.items()})
+    eid = session.execute(
+        "const out = {};\n"
+        "for (const t of ['ascii', 'wide']) {\n"
+        "  try { await tools[t]({}); } catch (e) { out[t] = e.message; }\n"
+        "}\n"
+        "return out;")
+    res = assert_ok(session.wait_result(eid))["result"]
+    assert res["ascii"] == "x" * 4096, len(res["ascii"])
+    assert res["wide"] == "\u2713" * 1365, (len(res["wide"]), res["wide"][:20])
+
+
 def test_uncaught_tool_error_is_script_error(session):
     def broken(inp):
         raise ToolError("no such firm")
