@@ -58,6 +58,22 @@ def test_a_forged_valid_result_is_only_what_the_program_could_return(hs):
     hs.next_works()
 
 
+def test_a_forged_result_is_measured_against_max_result_bytes(hs):
+    """codepod measures a result frame itself: one the runner never measured
+    (forged) is taken at exactly maxResultBytes and RESULT_TOO_LARGE one byte
+    over, naming both sizes."""
+    wait = "\nawait new Promise((r) => setTimeout(r, 5000));"
+    at = assert_ok(hs.run(STEAL + "forge('R', JSON.stringify('x'.repeat(998)));" + wait,
+                          policy={"maxResultBytes": 1000}))
+    assert at["result"] == "x" * 998, at
+    over = hs.run(STEAL + "forge('R', JSON.stringify('SECRET'.repeat(166) + 'xyz'));" + wait,
+                  policy={"maxResultBytes": 1000})
+    err = assert_failed(over, "RESULT_TOO_LARGE")
+    assert err["message"].startswith("The result is 1001 bytes, over the limit of 1000 bytes"), err
+    assert "SECRET" not in json.dumps(over), over
+    hs.next_works()
+
+
 def test_deep_json_is_refused_with_a_clear_error(hs):
     hs.session.serve({"echo": lambda inp: inp})
     res = assert_failed(hs.run(f"return {nested_js(200)};"), "SCRIPT_ERROR")
