@@ -41,6 +41,26 @@ def test_post_executions_wrong_token(serve, token):
     assert_401(status, body)
 
 
+@pytest.mark.parametrize("token", [None, "wrong-token-of-same-len-xx"])
+def test_every_endpoint_but_the_probes_needs_the_token(serve, token):
+    """A kept outcome too: GET /v1/executions/{id} of an execution that ran
+    answers 401 without the right token, and none of the outcome."""
+    s = serve()
+    p = Pump(s.connect())
+    p.execute("kept1", "return 'the outcome of kept1';")
+    assert p.result("kept1")["status"] == "succeeded"
+    status, _, body = http_request(s.host, s.port, "GET", "/v1/executions/kept1", token=s.token)
+    assert status == 200 and json.loads(body)["result"] == "the outcome of kept1", body
+    for method, path, payload in (("GET", "/v1/executions/kept1", None),
+                                  ("GET", "/v1/executions/unknown", None),
+                                  ("POST", "/v1/executions", b"{}"),
+                                  ("POST", "/v1/declarations", b"{}"),
+                                  ("GET", "/v1/session", None)):
+        status, _, body = http_request(s.host, s.port, method, path, token=token, body=payload)
+        assert b"the outcome of kept1" not in body, (method, path, body)
+        assert_401(status, body)
+
+
 def test_probes_need_no_token_and_the_token_never_logs(serve):
     s = serve()
     for path in ("/healthz", "/readyz", "/metrics"):

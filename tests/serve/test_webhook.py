@@ -235,8 +235,13 @@ def test_unsigned_without_a_secret_and_a_bad_secret_file_refused(serve, broker, 
     raw = []
     b = broker(echo)
     b.keep_raw = raw
-    assert post(s, execute("sig2", "return 1 + (await tools.echo({})).tool.length;", b.url))[0] == 200
-    assert "Codepod-Signature" not in raw[0][1]
+    req = execute("sig2", "return 1 + (await tools.echo({})).tool.length;", b.url)
+    # headers under codepod's names are codepod's, with a secret or without
+    req["broker"]["headers"].update({"Codepod-Signature": "v1=forged", "codepod-timestamp": "1"})
+    assert post(s, req)[0] == 200
+    sent = {k.lower(): v for k, v in raw[0][1].items()}
+    assert "codepod-signature" not in sent and "codepod-timestamp" not in sent, sent
+    assert sent["x-tenant"] == "t1", sent
     (tmp_path / "short").write_text("short\n")
     import subprocess
     import harness
