@@ -61,8 +61,9 @@ class Hostile:
     (its state dir: under /tmp when the checkout is) and one under /var/tmp
     (`host`, for the host files a program must not reach or write)."""
 
-    def __init__(self, mode, args=()):
-        """args: more codepod options (e.g. --sandbox-user)."""
+    def __init__(self, mode, args=(), home=None):
+        """args: more codepod options (e.g. --sandbox-user); home: codepod's
+        $HOME (a folder of the test's choosing)."""
         self.mode = mode
         self.dir = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
@@ -77,12 +78,14 @@ class Hostile:
                 pytest.skip(f"uid {UNPRIV_UID} cannot run {CODEPOD_BIN} and .deps/node "
                             "from this checkout (a folder on the way is not searchable)")
             state.mkdir()
-            home = self.dir / "home"
-            home.mkdir()
-            for p in (state, home):
+            own_home = self.dir / "home"
+            own_home.mkdir()
+            for p in (state, own_home):
                 os.chown(p, UNPRIV_UID, UNPRIV_UID)
-            env["HOME"] = str(home)
+            env["HOME"] = str(own_home)
             wrap = _setpriv(UNPRIV_UID)
+        if home is not None:
+            env["HOME"] = str(home)
         self.uid = UNPRIV_UID if mode == "unprivileged" and IS_ROOT else os.geteuid()
         # searchable by all: what stops the program is each file's own mode
         self.host = Path(tempfile.mkdtemp(prefix="codepod-hostile-", dir="/var/tmp"))

@@ -1,7 +1,8 @@
 """What a program can reach: no network (the test's own listeners on
 127.0.0.1 and an abstract unix socket it opens prove it), no unix socket of
-the host, no other conversation's files, no host process, no way out of the
-workspace through symlinks or hard links."""
+the host, no other conversation's files, nothing of codepod's $HOME or the
+host's /run, no host process, no way out of the workspace through symlinks
+or hard links."""
 import json
 import os
 import socket
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile import BACKEND, IS_ROOT, local_only
+from hostile import BACKEND, IS_ROOT, Hostile, local_only
 from harness import assert_ok
 
 PRELUDE = """const cp = require('node:child_process');
@@ -185,4 +186,38 @@ return { n: pids.length, serve: cmds.filter((c) => c.includes('serve --stdio')).
     assert r["serve"] == 0 and r["pytest"] == 0, r
     assert r["n"] < 30, r
     assert os.path.exists(f"/proc/{me}")
+    hs.next_works()
+
+
+@local_only
+def test_codepods_home_and_the_hosts_run_are_hidden(hs):
+    """SECURITY.md, hidden: codepod's $HOME and /run are each covered by an
+    empty tmpfs, so a file there that the program's user could read is out
+    of sight. codepod's HOME here is a folder under /var/tmp (the private
+    /tmp would hide one under /tmp anyway), with a world-readable file."""
+    home = hs.host / "home"
+    home.mkdir()
+    (home / "dotfile").write_text("codepod's own\n")
+    os.chmod(home / "dotfile", 0o644)
+    if hs.mode == "unprivileged":
+        os.chown(home, hs.uid, hs.uid)
+    marker = Path("/run") / f"codepod-hostile-{uuid.uuid4().hex[:8]}"
+    made = os.access("/run", os.W_OK)
+    if made:
+        marker.write_text("the host's\n")
+        os.chmod(marker, 0o644)
+    h = Hostile(hs.mode, home=home)
+    try:
+        res = assert_ok(h.run(PRELUDE + f"""
+const list = (d) => {{ try {{ return fs.readdirSync(d); }} catch (e) {{ return e.code; }} }};
+return {{ home: list({json.dumps(str(home))}), run: list('/run'),
+         dotfile: code(() => fs.readFileSync({json.dumps(str(home / "dotfile"))})),
+         marker: code(() => fs.readFileSync({json.dumps(str(marker))})) }};"""))
+    finally:
+        assert h.close() == 0
+        if made:
+            marker.unlink()
+    r = res["result"]
+    assert r["home"] == [] and r["dotfile"] == "ENOENT", r
+    assert r["run"] == [] and r["marker"] == "ENOENT", r
     hs.next_works()
