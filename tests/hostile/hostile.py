@@ -61,13 +61,14 @@ class Hostile:
     (its state dir: under /tmp when the checkout is) and one under /var/tmp
     (`host`, for the host files a program must not reach or write)."""
 
-    def __init__(self, mode, args=(), home=None):
+    def __init__(self, mode, args=(), home=None, state=None):
         """args: more codepod options (e.g. --sandbox-user); home: codepod's
-        $HOME (a folder of the test's choosing)."""
+        $HOME, state: its state folder (folders of the test's choosing, not
+        there yet for state)."""
         self.mode = mode
         self.dir = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
-        state = self.dir / "state"
+        state = Path(state) if state is not None else self.dir / "state"
         self.state = state
         args, env, wrap = list(args), os.environ.copy(), ()
         if mode == "pod":

@@ -142,6 +142,29 @@ return {{ viaTmp, visible, pair }};"""))
     hs.next_works()
 
 
+@local_only
+def test_other_conversations_workspaces_are_out_of_sight(hs):
+    """The state folder is covered by a tmpfs but for the program's own
+    workspace, so another conversation's is not there at all (as root it is
+    another user's too; unprivileged it is the program's own user's). The
+    state folder is under /var/tmp: under /tmp (a checkout there) the
+    private /tmp would hide it anyway."""
+    state = hs.host / "state"
+    h = Hostile(hs.mode, state=state)
+    try:
+        assert_ok(h.run("require('node:fs').writeFileSync('theirs.txt', 'A'); return 1;",
+                        conversation="ws-a"))
+        res = assert_ok(h.run(PRELUDE + f"""
+const list = (d) => {{ try {{ return fs.readdirSync(d); }} catch (e) {{ return e.code; }} }};
+return {{ state: list({json.dumps(str(state))}), workspaces: list({json.dumps(str(state / "workspaces"))}),
+         mine: require('node:path').basename(process.cwd()) }};""", conversation="ws-b"))
+    finally:
+        assert h.close() == 0
+    r = res["result"]
+    assert r["state"] == ["workspaces"] and r["workspaces"] == [r["mine"]], r
+    hs.next_works()
+
+
 def test_symlinks_and_hard_links_lead_nowhere(hs):
     secret = hs.secret("not for the sandbox " + uuid.uuid4().hex)
     other = f"other-{uuid.uuid4().hex[:8]}"
