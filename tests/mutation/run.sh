@@ -57,6 +57,7 @@ done
 shift $((OPTIND - 1))
 [[ $jobs =~ ^[1-9][0-9]*$ && $bound =~ ^[1-9][0-9]*$ ]] || usage
 
+muts names "$list" >/dev/null || exit 2 # a malformed list, said
 mapfile -t all < <(muts names "$list")
 if (($#)); then
 	for n in "$@"; do
@@ -80,6 +81,10 @@ if ((check_only)); then
 	exit 1
 fi
 [ -d "$root/.deps" ] || { echo "mutation: $root/.deps is missing: run scripts/deps.sh" >&2; exit 2; }
+if [ "$(id -u)" != 0 ]; then
+	echo "mutation: note: not root: a mutation of what only a root codepod runs (the" \
+		"sandbox user, setpriv) survives here" >&2
+fi
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
