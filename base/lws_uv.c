@@ -11,6 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "base/log.h"
+
 #define MAX_WATCH 8
 #define MAX_FDS 4096   /* open fds compared around lws_create_context() */
 #define WAKE_MS 1000   /* lws timeouts run at least this often */
@@ -109,6 +113,19 @@ static void unplug_fds(struct cp_lws *l)
 	l->n_plug = 0;
 }
 
+/* libwebsockets' own log lines become codepod's JSON log lines (its
+ * default writes plain text to stderr, which every other line of ours is
+ * not): errors at error level, the rest at warn or debug. */
+static void lws_emit(int level, const char *line)
+{
+	size_t n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		n--;
+	enum cp_log_level l = level & LLL_ERR ? CP_LOG_ERROR : level & LLL_WARN ? CP_LOG_WARN
+	                                                                      : CP_LOG_DEBUG;
+	cp_log(l, "lws.log", "message", json_stringn(line, n), NULL);
+}
+
 /*
  * Work-around for lws 4.1 on a foreign uv loop: lws services its timeouts
  * (handshake and headers, ah idle, keep-alive, lws_set_timeout() and
@@ -141,7 +158,7 @@ int cp_lws_new(uv_loop_t *loop, const struct lws_context_creation_info *info,
 	ci.options |= LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
 	ci.foreign_loops = loops;
 	ci.pcontext = &l->ctx;
-	lws_set_log_level(getenv("CP_LWS_DEBUG") ? 0x7ff : log_level, NULL);
+	lws_set_log_level(getenv("CP_LWS_DEBUG") ? 0x7ff : log_level, lws_emit);
 	before = malloc(MAX_FDS * sizeof *before);
 	n_before = before ? open_fds(before, MAX_FDS) : 0;
 	l->ctx = lws_create_context(&ci);

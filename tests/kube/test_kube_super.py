@@ -189,12 +189,13 @@ def test_no_supervisor_means_one_exec_per_script(fake, codepods):
     conv = new_conv("nosup")
     pod = pod_name(conv)
     assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
-    # The runner's exec and its killer's reached the server before the
-    # result (the killer ends the runner, which ends its stream).
+    # Each script is an exec request of its own: its runner's, and its
+    # killer's when the runner had not ended by itself first (a race the
+    # test does not decide, so the killer may or may not have been sent).
     before = exec_requests(fake, pod)
-    assert before == 2, describe({}, s)
+    assert before in (1, 2), describe({}, s)
     assert_ok(result_of(s, s.execute("return 2", conversation=conv, tools=[]), 120))
-    assert exec_requests(fake, pod) - before == 2, describe({}, s)
+    assert exec_requests(fake, pod) - before in (1, 2), describe({}, s)
     assert events(s, "kube.supervisor_ready") == []
 
 

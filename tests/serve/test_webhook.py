@@ -137,7 +137,8 @@ def test_broker_failures_are_told_apart_from_tool_errors(serve, broker, answer, 
     assert c["status"] == "error" and c["broker"] is True and c["reason"] == reason, c
     assert (c.get("httpStatus") == 500) == (reason == "http_status")
     schemas.check("outcome.schema.json", out)
-    assert [f["reason"] for f in s.logs("webhook.fail")] == [reason]
+    fails = s.wait_logs("webhook.fail", lambda lines: lines)
+    assert [f["reason"] for f in fails] == [reason]
 
 
 def test_unreachable_broker(serve):
