@@ -197,6 +197,8 @@ static void pump(struct codepod_exec *e)
 			c->input = NULL;
 			call_set_state(e, idx, CODEPOD_CALL_IN_FLIGHT);
 			e->in_flight++;
+			e->tool_calls++;
+			e->tool_input_bytes += c->input_bytes;
 			char id[24];
 			id[put_uint(id, (uint64_t)idx + 1)] = '\0';
 			e->host->tool_call(e->ud, e, id, c->tool, input);
@@ -223,6 +225,7 @@ struct envelope {
 	json_t *own_input;
 	const json_t *big;
 	size_t text_len;      /* bytes of text the input was read from (a bound) */
+	int text_exact;       /* text_len is the input's own text, exactly */
 	int too_deep;
 };
 
@@ -273,6 +276,7 @@ static int read_envelope_fast(const char *p, size_t len, struct envelope *v)
 	v->tool = v->name;
 	v->input = v->own_input = in;
 	v->text_len = len - 1 - i;
+	v->text_exact = 1;
 	return 1;
 }
 
@@ -376,6 +380,10 @@ static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 	if (cp_json_value_depth(input, CODEPOD_MAX_JSON_DEPTH) > CODEPOD_MAX_JSON_DEPTH)
 		return deny(e, idx, "Tool input for %s nests deeper than %d levels of JSON.",
 		            c->tool, CODEPOD_MAX_JSON_DEPTH);
+	/* usage.toolInputBytes: the text the runner sent (JSON.stringify's);
+	 * for a frame in another form, the compact text of what it held. */
+	c->input_bytes = v->text_exact ? v->text_len
+	                 : size ? size : json_dumpb(input, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
 	c->input = json_incref((json_t *)input); /* QUEUED since add_call */
 	if (queue_push(e, idx)) {
 		codepod_exec_finish(e, CP_E_INTERNAL, "out of memory queueing a tool call");
@@ -463,6 +471,7 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 		/* The size is that of the dump that is sent: one dump for both. */
 		size_t size = send_answer_max(e, idx, "res", 'o', output, e->pol.max_tool_output_bytes);
 		if (size == 0 || size <= e->pol.max_tool_output_bytes) {
+			e->tool_output_bytes += size; /* the text the runner was sent */
 			answered(e, idx, CODEPOD_CALL_OK);
 			return 0;
 		}

@@ -100,7 +100,7 @@ static void on_err(void *ud, const char *buf, size_t len)
 }
 
 static void on_exited(void *ud, const struct codepod_proc_exit *ex);
-static void on_killed(void *ud);
+static void on_killed(void *ud, const struct codepod_usage *u);
 static void on_deadline(uv_timer_t *t);
 static const struct codepod_proc_cbs proc_cbs = { on_out, on_err, on_exited, on_killed };
 
@@ -191,6 +191,28 @@ static void maybe_release(struct codepod_exec *e)
 	if (e->prestart_noted) /* the runner is gone: the pool may start the next */
 		codepod_prestart_exec_ended(e->cp->prestart, e->conversation);
 	uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+}
+
+uint64_t codepod_exec_cpu_us(const struct codepod_exec *e)
+{
+	/* Before the program reached its runner it used nothing. */
+	if (!e->usage.known || !e->t_ready_ms)
+		return 0;
+	return e->usage.cpu_us > e->hello_cpu_us ? e->usage.cpu_us - e->hello_cpu_us : 0;
+}
+
+/* A reading of the backend's: the figures only grow, so the largest of
+ * each is kept (a later reading may miss a process an earlier one saw,
+ * e.g. one reaped meanwhile by a process outside the tree). */
+static void note_usage(struct codepod_exec *e, const struct codepod_usage *u)
+{
+	if (!u || !u->known || e->state == CODEPOD_ST_DONE)
+		return;
+	e->usage.known = 1;
+	if (u->cpu_us > e->usage.cpu_us)
+		e->usage.cpu_us = u->cpu_us;
+	if (u->max_rss_bytes > e->usage.max_rss_bytes)
+		e->usage.max_rss_bytes = u->max_rss_bytes;
 }
 
 static void deliver(struct codepod_exec *e)
@@ -303,6 +325,8 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	json_t *v = json_loadb(payload, len, 0, NULL);
 	json_int_t pid = json_integer_value(json_object_get(v, "pid"));
 	json_int_t start = json_integer_value(json_object_get(v, "start"));
+	json_int_t cpu = json_integer_value(json_object_get(v, "cpu"));
+	e->hello_cpu_us = cpu > 0 ? (uint64_t)cpu : 0;
 	/* A sandbox image's Node older than 22.13 runs plain JavaScript but not
 	 * TypeScript: refuse it for every program, naming both versions. */
 	const char *node = json_string_value(json_object_get(v, "node"));
@@ -333,6 +357,7 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 
 static void on_return(struct codepod_exec *e, const char *payload, size_t len)
 {
+	e->result_bytes = len;
 	if (len > e->pol.max_result_bytes) {
 		codepod_exec_finish(e, CP_E_RESULT_TOO_LARGE,
 		               "The result is %zu bytes, over the limit of %llu bytes "
@@ -377,6 +402,7 @@ static void on_too_large(struct codepod_exec *e, const char *payload, size_t len
 		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: malformed result-size frame");
 		return;
 	}
+	e->result_bytes = (uint64_t)size;
 	codepod_exec_finish(e, CP_E_RESULT_TOO_LARGE,
 	               "The result is %lld bytes, over the limit of %llu bytes "
 	               "(maxResultBytes). Return a summary, or save the full output "
@@ -480,6 +506,7 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 {
 	struct codepod_exec *e = ud;
 	e->proc = NULL;
+	note_usage(e, &ex->usage);
 	int cut = codepod_frame_finish(e->frames, &frame_sink, e);
 	/* A stream that was lost explains a cut frame: the loss decides the
 	 * outcome (a tool call in flight makes it unknown). */
@@ -518,9 +545,10 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
  * the outcome goes out now, not once the processes have been reaped (the
  * execution is released, and the conversation's next runner started, only
  * after exited()). */
-static void on_killed(void *ud)
+static void on_killed(void *ud, const struct codepod_usage *u)
 {
 	struct codepod_exec *e = ud;
+	note_usage(e, u);
 	if (e->state == CODEPOD_ST_FINISHING)
 		uv_timer_start(&e->timer, on_deliver_timer, 0, 0);
 }

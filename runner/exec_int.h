@@ -57,6 +57,7 @@ struct codepod_call {
 	uint64_t t_start_ms, t_end_ms;
 	const char *broker_reason; /* static; set when the broker, not the tool, failed */
 	long http_status;          /* with broker_reason "http_status" */
+	size_t input_bytes;        /* its input's JSON text as the runner sent it */
 };
 
 struct codepod {
@@ -86,6 +87,13 @@ struct codepod_exec {
 	int prestart_noted;      /* the pool was told it started: tell it the end */
 	uv_timer_t timer;        /* startup, then deadline, then grace */
 	uint64_t t_submit_ms, t_ready_ms, t_end_ms;
+
+	/* usage (docs/contract.md §4) */
+	struct codepod_usage usage;  /* the largest of every reading of the backend */
+	uint64_t hello_cpu_us;   /* the runner's own CPU time when it read the hello */
+	uint64_t tool_calls;     /* calls handed to the host */
+	uint64_t tool_input_bytes, tool_output_bytes;
+	uint64_t result_bytes;   /* the result's JSON text (or its reported size) */
 
 	struct codepod_frame_parser *frames;
 	struct codepod_logwin logs;
@@ -119,6 +127,9 @@ int codepod_exec_send(struct codepod_exec *e, json_t *msg /* steals */);
 /* The same for text already encoded: @text ends with its '\n'. */
 int codepod_exec_send_line(struct codepod_exec *e, const char *text, size_t len);
 uint64_t codepod_exec_now_ms(void);
+/* CPU time of the program so far (usage.cpuMs, in microseconds): the
+ * backend's reading less what the runner had used at the hello. */
+uint64_t codepod_exec_cpu_us(const struct codepod_exec *e);
 
 /* calls.c */
 void codepod_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len);

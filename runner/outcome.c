@@ -32,9 +32,23 @@ static json_t *usage_json(const struct codepod_exec *e, const char *sandbox)
 {
 	uint64_t startup = (e->t_ready_ms ? e->t_ready_ms : e->t_end_ms) - e->t_submit_ms;
 	uint64_t run = e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0;
-	return json_pack("{s:I,s:I,s:I,s:s,s:s}", "bridgeRequests", (json_int_t)e->requests,
-	                 "startupMs", (json_int_t)startup, "runMs", (json_int_t)run,
-	                 "sandbox", sandbox, "digest", e->digest);
+	json_t *u = json_pack("{s:I,s:I,s:I,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}",
+	                      "bridgeRequests", (json_int_t)e->requests,
+	                      "startupMs", (json_int_t)startup, "runMs", (json_int_t)run,
+	                      "sandbox", sandbox, "digest", e->digest,
+	                      "wallMs", (json_int_t)(e->t_end_ms - e->t_submit_ms),
+	                      "toolCalls", (json_int_t)e->tool_calls,
+	                      "toolInputBytes", (json_int_t)e->tool_input_bytes,
+	                      "toolOutputBytes", (json_int_t)e->tool_output_bytes,
+	                      "logBytes", (json_int_t)e->logs.total,
+	                      "resultBytes", (json_int_t)e->result_bytes);
+	/* Only what the backend measured: a pod without a supervisor reads
+	 * nothing, and "0" would be a figure it never had. */
+	if (u && e->usage.known) {
+		json_object_set_new(u, "cpuMs", json_integer((json_int_t)(codepod_exec_cpu_us(e) / 1000u)));
+		json_object_set_new(u, "maxRssBytes", json_integer((json_int_t)e->usage.max_rss_bytes));
+	}
+	return u;
 }
 
 json_t *codepod_outcome_build(const struct codepod_exec *e)

@@ -258,11 +258,11 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 	maybe_free(ps);
 }
 
-static void on_killed(void *ud)
+static void on_killed(void *ud, const struct codepod_usage *u)
 {
 	struct ps_runner *r = ud;
 	if (r->state == PS_TAKEN && r->cbs->killed)
-		r->cbs->killed(r->ud);
+		r->cbs->killed(r->ud, u);
 }
 
 static const struct codepod_proc_cbs runner_cbs = { on_out, on_err, on_exited, on_killed };

@@ -40,6 +40,7 @@
   const openSync = fs.openSync;
   const closeSync = fs.closeSync;
   const setPriority = require('node:os').setPriority;
+  const cpuUsage = process.cpuUsage.bind(process);
   const readdirSync = fs.readdirSync;
   const setImmediateP = setImmediate;
   let stdin = null; // process.stdin, built at the end of this file
@@ -401,6 +402,10 @@
   const REQUIRE_FILE = 'script.ts';
   let earlyRequire = null;
   function start(hello) {
+    // What this process had used when its program reached it (its boot, a
+    // wait as a runner started ahead): codepod counts the program's CPU
+    // time from here (usage.cpuMs).
+    const used = cpuUsage();
     header = bufFrom('\x1ecp1 ' + hello.nonce + ' ', 'utf8');
     out = bufAllocUnsafe(HEAD_ROOM + 65536);
     lim = hello.lim || {};
@@ -444,7 +449,7 @@
     // "ts": the type stripper was needed, so the conversation's next
     // runner is told to warm it up while it waits (codepod's prestart).
     frame(FRAME_READY, '{"pid":' + process.pid + ',"start":' + START_TICKS +
-      ',"node":' + JSON.stringify(process.version) + (stripped ? ',"ts":true}' : '}'));
+      ',"cpu":' + (used.user + used.system) + ',"node":' + JSON.stringify(process.version) + (stripped ? ',"ts":true}' : '}'));
     if (err) return finish(FRAME_THREW, stringify(err));
 
     let p;

@@ -23,11 +23,25 @@
 #define CODEPOD_SANDBOX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
 struct codepod_proc;
 struct codepod_backend;
+
+/* What the processes of one runner used, as the backend reads it
+ * (docs/contract.md §4, usage.cpuMs and usage.maxRssBytes): the runner
+ * and every process started under it, reaped or killed, from the
+ * runner's own start (its boot included: the engine takes off what the
+ * runner had used when its program reached it). Processes of the
+ * sandbox's own (bubblewrap's) are not counted. Both figures only grow;
+ * the engine keeps the largest of each over every reading. */
+struct codepod_usage {
+	int known;              /* 0: no reading (the figures are 0) */
+	uint64_t cpu_us;        /* user + system CPU time, microseconds */
+	uint64_t max_rss_bytes; /* the largest peak resident set of one process */
+};
 
 struct codepod_proc_exit {
 	int code;         /* exit code, or -1 when killed by a signal */
@@ -37,6 +51,7 @@ struct codepod_proc_exit {
 	int unavailable;  /* the sandbox could not be acquired: see detail */
 	int lost;         /* the stream to the process dropped: fate unknown */
 	char detail[CP_ERR_MSG_MAX]; /* reason for unavailable/lost, e.g. "ImagePullBackOff" */
+	struct codepod_usage usage; /* as the backend last read it (known 0: never) */
 };
 
 struct codepod_proc_cbs {
@@ -49,8 +64,10 @@ struct codepod_proc_cbs {
 	 * everything they wrote before that has been given to out()/err(), so
 	 * an outcome need not wait for exited(), which still follows once the
 	 * kernel has reaped them (milliseconds of freeing memory, more on a
-	 * loaded machine). At most once; may come from inside kill(). */
-	void (*killed)(void *ud);
+	 * loaded machine). At most once; may come from inside kill().
+	 * @usage: the tree's usage read before any of it got SIGKILL, so
+	 * what the killed processes used is in it (known 0: no reading). */
+	void (*killed)(void *ud, const struct codepod_usage *usage);
 };
 
 struct codepod_spawn_req {
@@ -94,8 +111,10 @@ struct codepod_backend_ops {
 	 * never from inside this call (killed() may). */
 	void (*kill)(struct codepod_proc *p);
 	/* The runner's PID inside the sandbox and its start time in clock ticks
-	 * since boot (0 when unknown), once known (may be NULL: the local
-	 * backend kills through bubblewrap and needs neither). */
+	 * since boot (0 when unknown), once known: when the program has reached
+	 * the runner (its ready frame), the moment usage counts from (may be
+	 * NULL; the local backend kills through bubblewrap and needs neither,
+	 * but takes its sandbox's own CPU time until then off its figures). */
 	void (*note_pid)(struct codepod_proc *p, long pid, unsigned long long start);
 	/* A standby runner now serves execution @exec_id (borrowed for the
 	 * call; may be NULL: nothing to do). */

@@ -47,14 +47,23 @@ function readProc(path) {
   return n;
 }
 // Fields 4 (ppid) and 22 (start time, clock ticks since boot) of
-// /proc/<pid>/stat, or null when the process is gone.
+// /proc/<pid>/stat, and 14 to 17 summed (ticks: the CPU time of its
+// threads and of the children it reaped), or null when the process is gone.
 function statOf(pid) {
   const n = readProc('/proc/' + pid + '/stat');
   if (n <= 0) return null;
   // after "comm) "
   const s = procBuf.toString('latin1', procBuf.lastIndexOf(0x29, n - 1) + 2, n);
   const f = s.split(' ', 20);
-  return { ppid: +f[1], start: +f[19] };
+  return { ppid: +f[1], start: +f[19], ticks: (+f[11] || 0) + (+f[12] || 0) + (+f[13] || 0) + (+f[14] || 0) };
+}
+// VmHWM of /proc/<pid>/status (the peak resident set), KiB; 0 when gone.
+function hwmOf(pid) {
+  const n = readProc('/proc/' + pid + '/status');
+  if (n <= 0) return 0;
+  const i = procBuf.indexOf('\nVmHWM:', 0, 'latin1');
+  if (i < 0 || i >= n) return 0;
+  return parseInt(procBuf.toString('latin1', i + 7, Math.min(n, i + 40)).trim(), 10) || 0;
 }
 // Whether /proc/<pid>/environ holds exactly the entry `mark`.
 function hasEnv(pid, mark) {
@@ -76,9 +85,14 @@ function hasEnv(pid, mark) {
 // reading the /proc files of a dying process waits for its memory to be
 // torn down). Each is stopped before any is killed, so none of them forks
 // past the round.
+// Returns what the processes taken had used, read before any of them was
+// signalled: { ticks, hwmKb } (CPU clock ticks, theirs and their reaped
+// children's; the largest peak RSS of one of them).
 function killScan(root, tag, t0, others) {
   const mark = 'CODEPOD_TAG=' + tag;
   const seen = new Set(), kids = new Map(), hit = new Set(), signalled = new Set();
+  const ticksOf = new Map();
+  const used = { ticks: 0, hwmKb: 0 };
   if (root > 1) hit.add(root);
   for (let round = 0; round < 3; round++) {
     let names = [];
@@ -91,6 +105,7 @@ function killScan(root, tag, t0, others) {
       seen.add(p);
       const st = statOf(p);
       if (!st) continue;
+      ticksOf.set(p, st.ticks);
       if (!kids.has(st.ppid)) kids.set(st.ppid, []);
       kids.get(st.ppid).push(p);
       if (st.ppid === 1 && t0 > 0 && st.start > t0) hit.add(p);
@@ -103,12 +118,17 @@ function killScan(root, tag, t0, others) {
     }
     hit.delete(process.pid);
     hit.delete(1);
+    const fresh = [...hit].filter((p) => !signalled.has(p));
+    for (const p of fresh) {
+      used.ticks += ticksOf.get(p) || 0;
+      used.hwmKb = Math.max(used.hwmKb, hwmOf(p));
+    }
     // (no group: the runner did not make one)
     if (root > 1) { try { process.kill(-root, 'SIGKILL'); } catch (e) { } }
-    const fresh = [...hit].filter((p) => !signalled.has(p));
     if (!fresh.length) break;
     // (a process gone meanwhile throws: nothing to do)
     for (const p of fresh) { try { process.kill(p, 'SIGSTOP'); } catch (e) { } }
     for (const p of fresh) { try { process.kill(p, 'SIGKILL'); } catch (e) { } signalled.add(p); }
   }
+  return used;
 }

@@ -198,11 +198,11 @@ static void chan_exited(void *ud, const struct codepod_proc_exit *ex);
 
 /* The supervisor has sent SIGKILL to everything of the execution and
  * forwarded its stderr up to then (D): the engine may deliver. */
-static void chan_killed(void *ud)
+static void chan_killed(void *ud, const struct codepod_usage *u)
 {
 	struct codepod_proc *p = ud;
 	if (p->killed && p->state != KUBE_PROC_DONE && p->cbs->killed)
-		p->cbs->killed(p->ud);
+		p->cbs->killed(p->ud, u);
 }
 
 static const struct codepod_proc_cbs chan_cbs = { on_out, on_err, chan_exited, chan_killed };

@@ -59,6 +59,20 @@ static void broken(struct kube_super *s, const char *why)
 	k8s_exec_abort(s->ex);
 }
 
+/* The USAGE fields of a D or X frame (supervisor.js): none when absent.
+ * They come from the pod, where a program could write such a frame: they
+ * only ever raise the engine's figures (it keeps the largest). */
+static void usage_of(const json_t *v, struct codepod_usage *u)
+{
+	memset(u, 0, sizeof *u);
+	json_t *cpu = json_object_get(v, "cpuUs"), *rss = json_object_get(v, "maxRssBytes");
+	if (!json_is_integer(cpu) || !json_is_integer(rss))
+		return;
+	u->known = 1;
+	u->cpu_us = json_integer_value(cpu) > 0 ? (uint64_t)json_integer_value(cpu) : 0;
+	u->max_rss_bytes = json_integer_value(rss) > 0 ? (uint64_t)json_integer_value(rss) : 0;
+}
+
 /* The text of a start failure, at most @max bytes of @e cut where no UTF-8
  * sequence is split (jansson gave valid UTF-8). */
 static int text_cut(const char *e, int max)
@@ -106,19 +120,19 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
 		return cp_err_set(err, CP_E_PARSE, "a control frame over its size limit");
 	if (kind != KUBE_SFRAME_HELLO && chan == 0)
 		return cp_err_set(err, CP_E_PARSE, "a %c frame on channel 0, the supervisor's own", kind);
-	if (kind == KUBE_SFRAME_DONE) {
-		if (len)
-			return cp_err_set(err, CP_E_PARSE, "a killed frame with a payload");
-		out->act = KUBE_CTL_KILLED;
-		return 0;
-	}
 	if (kind == KUBE_SFRAME_HELLO && chan != 0)
 		return cp_err_set(err, CP_E_PARSE, "a ready frame on channel %u", (unsigned)chan);
 	if (kind == KUBE_SFRAME_HELLO && ready)
 		return cp_err_set(err, CP_E_PARSE, "a second ready frame");
 	json_t *v = len ? json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
 	int rc = 0;
-	if (kind == KUBE_SFRAME_HELLO) {
+	if (kind == KUBE_SFRAME_DONE) {
+		out->act = KUBE_CTL_KILLED;
+		if (len && !json_is_object(v))
+			rc = cp_err_set(err, CP_E_PARSE, "a malformed killed frame");
+		else
+			usage_of(v, &out->usage);
+	} else if (kind == KUBE_SFRAME_HELLO) {
 		if (json_is_object(v))
 			out->act = KUBE_CTL_READY;
 		else
@@ -127,6 +141,8 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
 		out->act = KUBE_CTL_EXITED;
 		if (exit_said(v, &out->exit) < 0)
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed exit frame");
+		else
+			usage_of(v, &out->exit.usage);
 	} else {
 		const char *e = json_string_value(json_object_get(v, "error"));
 		out->act = KUBE_CTL_EXITED;
@@ -164,7 +180,7 @@ static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t le
 	case KUBE_CTL_KILLED: /* the channel's processes can run no more: said once */
 		if (ch && !ch->killed && ch->cbs->killed) {
 			ch->killed = 1;
-			ch->cbs->killed(ch->ud);
+			ch->cbs->killed(ch->ud, &c.usage);
 		}
 		break;
 	case KUBE_CTL_EXITED:

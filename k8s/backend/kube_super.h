@@ -106,11 +106,14 @@ void kube_super_close(struct kube_super *s);
  * rules. A program in the pod can write such frames (see above), so a frame
  * that breaks the supervisor's grammar is refused rather than read kindly:
  *   H  channel 0, once, a JSON object                    -> KUBE_CTL_READY
- *   D  a channel (not 0), no payload                     -> KUBE_CTL_KILLED
- *   X  a channel, {"code":0..255|null,"signal":0..127},
+ *   D  a channel (not 0), no payload or a JSON object
+ *      {USAGE}                                           -> KUBE_CTL_KILLED
+ *   X  a channel, {"code":0..255|null,"signal":0..127,USAGE},
  *      a signal or a code                                -> KUBE_CTL_EXITED
  *   F  a channel, {"error":"..."}                        -> KUBE_CTL_EXITED
  *      (unavailable; the error cut at 120 bytes, never inside a character)
+ * USAGE ("cpuUs":N,"maxRssBytes":N) is optional: known only when both are
+ * integers, a negative figure read as 0 (the engine keeps the largest).
  * A decision names a channel; whether it is still open is the caller's.
  */
 enum kube_ctl_act { KUBE_CTL_READY, KUBE_CTL_KILLED, KUBE_CTL_EXITED };
@@ -118,6 +121,7 @@ enum kube_ctl_act { KUBE_CTL_READY, KUBE_CTL_KILLED, KUBE_CTL_EXITED };
 struct kube_ctl {
 	enum kube_ctl_act act;
 	struct codepod_proc_exit exit; /* KUBE_CTL_EXITED: how; detail is valid UTF-8 */
+	struct codepod_usage usage;    /* KUBE_CTL_KILLED: the figures it carried */
 };
 
 /* @kind, @chan and the @len bytes of @buf as the frame decoder gave them;

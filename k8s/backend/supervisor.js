@@ -15,12 +15,14 @@
 //                           processes, orphans started after the runner)
 //   supervisor -> codepod:  H ready {"v":1,"pid":N} (channel 0)
 //                           O stdout bytes   E stderr bytes
-//                           X exited {"code":N|null,"signal":N|0}, last for
-//                           its channel   F could not start {"error":"..."}
-//                           D after a K, or at once after the runner's
+//                           X exited {"code":N|null,"signal":N|0,USAGE}, last
+//                           for its channel   F could not start {"error":"..."}
+//                           D {USAGE} after a K, or at once after the runner's
 //                           final frame (FINAL_KINDS, found with the nonce of
 //                           the hello it carried): every process of it has
 //                           been sent SIGKILL and its stderr forwarded
+// USAGE is "cpuUs":N,"maxRssBytes":N: what the runner's processes used
+// (runner/sandbox.h, struct codepod_usage), left out when nothing was read.
 // A runner's own output only ever travels inside frames of its channel, so
 // nothing it writes can reach another channel. stdin EOF (codepod or the
 // stream gone): every runner is killed and the supervisor exits.
@@ -36,6 +38,12 @@
   const DRAIN_MS = 2000;   // after a runner exits, how long its pipes may stay open
   const chans = new Map(); // channel -> { child, pid, start, tag, code, signal, open, timer }
   let outBlocked = false;
+  // /proc's clock ticks are USER_HZ, 100 a second on every Linux a pod runs.
+  const TICK_US = 10000;
+  // How often a running program's runner is read on its own (its CPU time
+  // and peak RSS), for a runner that then ends by itself: its figures go
+  // with it when it is reaped.
+  const SAMPLE_MS = 100;
 
   function frame(kind, chan, payload) {
     const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
@@ -72,11 +80,44 @@
   }
   // Everything of one execution (kill_scan.js says what), never this
   // supervisor or another channel's runner.
-  function killAll(root, tag, t0) {
-    const others = new Set();
-    for (const c of chans.values()) if (c.pid && c.pid !== root) others.add(c.pid);
-    killScan(root, tag, t0, others);
+  function others(root) {
+    const o = new Set();
+    for (const c of chans.values()) if (c.pid && c.pid !== root) o.add(c.pid);
+    return o;
   }
+  function killAll(root, tag, t0) {
+    return killScan(root, tag, t0, others(root));
+  }
+
+  // ---- usage (runner/sandbox.h, struct codepod_usage) ----------------------
+  // c.used: the largest figures read so far, null before any reading.
+  function noteUsed(c, u) {
+    if (!u) return;
+    if (!c.used) c.used = { ticks: 0, hwmKb: 0 };
+    if (u.ticks > c.used.ticks) c.used.ticks = u.ticks;
+    if (u.hwmKb > c.used.hwmKb) c.used.hwmKb = u.hwmKb;
+  }
+  function usageJson(c) {
+    return c.used ? '"cpuUs":' + c.used.ticks * TICK_US + ',"maxRssBytes":' + c.used.hwmKb * 1024 : '';
+  }
+  // The CPU time of the children this supervisor reaped (fields 16 and 17
+  // of its own stat): a runner reaped adds its own and its reaped
+  // children's, which is how a runner that ended by itself is counted.
+  function reapedTicks() {
+    const n = readProc('/proc/self/stat');
+    if (n <= 0) return 0;
+    const f = procBuf.toString('latin1', procBuf.lastIndexOf(0x29, n - 1) + 2, n).split(' ', 15);
+    return (+f[13] || 0) + (+f[14] || 0);
+  }
+  let reaped = reapedTicks();
+  const sampler = setInterval(() => {
+    for (const c of chans.values()) {
+      if (!c.scan.head || c.scan.ended || c.exited || !c.pid) continue;
+      const st = statOf(c.pid);
+      if (st) noteUsed(c, { ticks: st.ticks, hwmKb: hwmOf(c.pid) });
+    }
+  }, SAMPLE_MS);
+  sampler.unref();
 
   // The runner's stderr pipe read to empty now, forwarded as E frames after
   // what the stream has buffered; false when that cannot be done.
@@ -102,7 +143,9 @@
     c.reported = true;
     clearTimeout(c.timer);
     chans.delete(chan);
-    frame(SFRAME_EXIT, chan, JSON.stringify({ code: c.code, signal: c.signal }));
+    const u = usageJson(c);
+    frame(SFRAME_EXIT, chan, '{"code":' + JSON.stringify(c.code) + ',"signal":' + (+c.signal || 0) +
+      (u ? ',' + u : '') + '}');
   }
 
   function start(chan, msg) {
@@ -121,7 +164,8 @@
     }
     const tag = typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag) ? msg.tag : '';
     const c = { child, pid: child.pid || 0, start: 0, code: null, signal: 0, open: 2, tag,
-                reported: false, timer: null, exited: false, killed: false, scan: newScan() };
+                reported: false, timer: null, exited: false, killed: false, used: null,
+                scan: newScan() };
     chans.set(chan, c);
     c.start = c.pid ? startOf(c.pid) : 0;
     child.on('error', (e) => {
@@ -143,9 +187,25 @@
       c.exited = true;
       c.code = code;
       c.signal = sig ? (os.constants.signals[sig] || 9) : 0;
+      // The runner is reaped: what it and the children it reaped used is now
+      // in this process's own reaped figures. Node reaps every child that
+      // ended before it tells of any, so when another runner is gone from
+      // /proc without its exit told yet, the growth is theirs together and
+      // is not taken (the readings before stand).
+      const now = reapedTicks();
+      let mine = now - reaped;
+      reaped = now;
+      for (const o of chans.values()) {
+        if (o !== c && o.pid && !o.exited && !fs.existsSync('/proc/' + o.pid)) mine = 0;
+      }
       // leftovers of a program that ended by itself (after a K, nothing of
       // it can have started anything since: every process got SIGKILL)
-      if (!c.killed) killAll(c.pid, c.tag || '', c.start);
+      if (!c.killed) {
+        const left = killAll(c.pid, c.tag || '', c.start);
+        if (c.scan.head) noteUsed(c, { ticks: mine + left.ticks, hwmKb: left.hwmKb });
+      } else if (c.scan.head) {
+        noteUsed(c, { ticks: mine, hwmKb: 0 });
+      }
       if (c.open === 0) report(chan);
       else c.timer = setTimeout(() => report(chan), DRAIN_MS);
     });
@@ -170,9 +230,9 @@
   // still follows).
   function killNow(chan, c) {
     if (c.killed) return;
-    killAll(c.pid, c.tag || '', c.start);
+    noteUsed(c, killAll(c.pid, c.tag || '', c.start));
     c.killed = true;
-    if (drainErr(chan, c)) frame(SFRAME_DONE, chan, '');
+    if (drainErr(chan, c)) frame(SFRAME_DONE, chan, '{' + usageJson(c) + '}');
   }
 
   function onFrame(kind, chan, body) {

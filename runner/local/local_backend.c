@@ -1,5 +1,7 @@
 /*
- * local.c - the local backend: processes through uv_spawn and its pipes.
+ * local.c - the local backend: processes started with posix_spawn and
+ * reaped here with wait4() (for their resource usage: libuv's uv_spawn
+ * reaps its children itself and keeps no usage), their pipes on the loop.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -7,12 +9,16 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runner/local/local_backend.h"
@@ -37,19 +43,33 @@ struct local {
 	struct local_uids uids;   /* as root without --sandbox-user: owners of workspaces */
 	unsigned live;    /* process handles not closed yet */
 	int closing;      /* destroy was asked: free once live reaches 0 */
+	uv_signal_t sigchld;      /* reaps the processes of `running` (wait4) */
+	int watching;             /* sigchld is started (until local_free) */
+	int subreaper;            /* orphans below us come to us (PR_SET_CHILD_SUBREAPER) */
+	struct codepod_proc *running; /* spawned and not reaped yet */
+	long clk_tck;     /* /proc's clock ticks per second */
 };
 
 struct codepod_proc {
 	struct local *b;
+	struct codepod_proc *next_running; /* in b->running until reaped */
 	const struct codepod_proc_cbs *cbs;
 	void *ud;
-	uv_process_t proc;
 	uv_pipe_t in, out, err;
 	uv_timer_t drain;
-	int pid;
+	int pid;         /* the process spawned (bubblewrap's, isolated); 0 once reaped */
 	int exited, out_eof, err_eof, reported;
 	int killed_told; /* cbs->killed() was called */
 	int handles_open;
+	uint64_t wrap_us;    /* CPU bubblewrap's own two processes had used at the hello */
+	struct codepod_usage seen; /* the largest of every reading so far */
+	int outer_reaped;    /* the process spawned was reaped: */
+	int wait_status;     /* wait4()'s, -1: not known */
+	int have_rusage;
+	struct rusage rusage;
+	pid_t init_pid;      /* isolated: bubblewrap's PID-namespace init, once seen */
+	int have_init_rusage; /* it was reaped here (this process is its subreaper) */
+	struct rusage init_rusage;
 	struct codepod_proc_exit ex;
 };
 
@@ -152,9 +172,8 @@ static void on_handle_closed(uv_handle_t *h)
 
 static void close_all(struct codepod_proc *p)
 {
-	uv_handle_t *hs[] = { (uv_handle_t *)&p->proc, (uv_handle_t *)&p->in,
-	                      (uv_handle_t *)&p->out, (uv_handle_t *)&p->err,
-	                      (uv_handle_t *)&p->drain };
+	uv_handle_t *hs[] = { (uv_handle_t *)&p->in, (uv_handle_t *)&p->out,
+	                      (uv_handle_t *)&p->err, (uv_handle_t *)&p->drain };
 	for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
 		if (!uv_is_closing(hs[i]))
 			uv_close(hs[i], on_handle_closed);
@@ -180,8 +199,8 @@ static void on_drain_timeout(uv_timer_t *t)
 
 static void kill_tree(struct codepod_proc *p)
 {
-	/* bubblewrap's own process is the group leader (setsid by
-	 * UV_PROCESS_DETACHED); with --die-with-parent its PID-namespace init
+	/* bubblewrap's own process is the group leader (setsid at the
+	 * spawn); with --die-with-parent its PID-namespace init
 	 * dies with it, and the kernel then kills every process inside. Without
 	 * bubblewrap the group kill reaches every child that did not leave it. */
 	if (p->pid > 0) {
@@ -190,9 +209,70 @@ static void kill_tree(struct codepod_proc *p)
 	}
 }
 
-static void on_exit_cb(uv_process_t *h, int64_t status, int sig)
+static void merge_usage(struct codepod_usage *into, const struct codepod_usage *u)
 {
-	struct codepod_proc *p = h->data;
+	if (!u->known)
+		return;
+	into->known = 1;
+	if (u->cpu_us > into->cpu_us)
+		into->cpu_us = u->cpu_us;
+	if (u->max_rss_bytes > into->max_rss_bytes)
+		into->max_rss_bytes = u->max_rss_bytes;
+}
+
+static uint64_t ticks_us(const struct local *b, uint64_t ticks)
+{
+	return ticks * 1000000u / (uint64_t)b->clk_tck;
+}
+
+static uint64_t rusage_us(const struct rusage *ru)
+{
+	return (uint64_t)ru->ru_utime.tv_sec * 1000000u + (uint64_t)ru->ru_utime.tv_usec +
+	       (uint64_t)ru->ru_stime.tv_sec * 1000000u + (uint64_t)ru->ru_stime.tv_usec;
+}
+
+/*
+ * wait4()'s figures: each process's own and those of every descendant it
+ * reaped. Isolated, bubblewrap's process leaves as soon as its child, the
+ * PID-namespace init, reports the runner's exit, without waiting for it;
+ * the init goes on to reap the runner and every process of the namespace
+ * (orphans, and the ones the kernel kills when the namespace ends). As
+ * the subreaper, this process inherits the init and reaps it too: the two
+ * together hold everything that ran in the sandbox, so a runner that ended
+ * by itself is counted whole. ru_maxrss is the peak of the largest single
+ * process.
+ */
+static void usage_of_rusage(const struct codepod_proc *p, struct codepod_usage *u)
+{
+	uint64_t us = 0, kb = 0;
+	if (p->have_rusage) {
+		us += rusage_us(&p->rusage);
+		kb = (uint64_t)p->rusage.ru_maxrss;
+	}
+	if (p->have_init_rusage) {
+		us += rusage_us(&p->init_rusage);
+		if ((uint64_t)p->init_rusage.ru_maxrss > kb)
+			kb = (uint64_t)p->init_rusage.ru_maxrss;
+	}
+	u->known = p->have_rusage || p->have_init_rusage;
+	u->cpu_us = us > p->wrap_us ? us - p->wrap_us : 0;
+	u->max_rss_bytes = kb * 1024u;
+}
+
+/* Everything spawned was reaped (p->wait_status, the rusages). */
+static void proc_reaped(struct codepod_proc *p)
+{
+	int st = p->wait_status;
+	int64_t status = -1;
+	int sig = 0;
+	if (st >= 0 && WIFEXITED(st))
+		status = WEXITSTATUS(st);
+	else if (st >= 0 && WIFSIGNALED(st))
+		sig = WTERMSIG(st);
+	struct codepod_usage u;
+	usage_of_rusage(p, &u);
+	merge_usage(&p->seen, &u);
+	p->ex.usage = p->seen;
 	p->exited = 1;
 	/* bubblewrap's init reports a child killed by signal N as exit status
 	 * 128 + N, as a shell does. (A program calling process.exit(137) is
@@ -257,23 +337,217 @@ static int build_argv(struct local *b, const struct codepod_spawn_req *req, cons
 	return 0;
 }
 
-/* The address-space ceiling is set on ourselves around the fork, because
- * uv_spawn has no pre-exec hook; the child inherits it. Only the soft limit
- * moves, and it is restored right after. */
-static int spawn_limited(struct codepod_proc *p, uv_process_options_t *opt, unsigned long mb)
+/* Whether any process is left to reap: only then does the SIGCHLD
+ * watcher keep the loop running (a process's pipes may reach EOF before
+ * its exit is seen). */
+static void running_changed(struct local *b)
 {
-	struct rlimit old, lim;
-	int have = getrlimit(RLIMIT_DATA, &old) == 0;
-	if (have && mb) {
-		lim = old;
-		rlim_t want = (rlim_t)(mb * 2 + 1024) << 20;
-		lim.rlim_cur = old.rlim_max == RLIM_INFINITY || want < old.rlim_max ? want : old.rlim_max;
-		setrlimit(RLIMIT_DATA, &lim);
+	if (b->running)
+		uv_ref((uv_handle_t *)&b->sigchld);
+	else
+		uv_unref((uv_handle_t *)&b->sigchld);
+}
+
+static pid_t wait4_now(pid_t pid, int *st, struct rusage *ru)
+{
+	pid_t r;
+	do
+		r = wait4(pid, st, WNOHANG, ru);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+static void is_uv_child(uv_handle_t *h, void *arg)
+{
+	int *pid = arg;
+	if (h->type == UV_PROCESS && ((uv_process_t *)h)->pid == *pid)
+		*pid = 0;
+}
+
+/* As the subreaper, a process left by another command codepod ran (a tool
+ * of `codepod run` that started a daemon) comes to this process when it
+ * ends: reap it, unless it is one of ours (reaped above, or soon) or one
+ * libuv started and waits for itself. The children waited for are only
+ * looked at (WNOWAIT) first. */
+static void reap_strays(struct local *b)
+{
+	for (int i = 0; i < 64; i++) {
+		siginfo_t si;
+		memset(&si, 0, sizeof si);
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid <= 0)
+			return;
+		for (struct codepod_proc *p = b->running; p; p = p->next_running)
+			if (si.si_pid == p->pid || si.si_pid == p->init_pid)
+				return; /* ended after its turn above: its SIGCHLD follows */
+		int pid = si.si_pid;
+		uv_walk(b->loop, is_uv_child, &pid);
+		if (!pid)
+			return; /* libuv's: the ones behind it wait for the next SIGCHLD */
+		int st;
+		waitpid(si.si_pid, &st, WNOHANG);
 	}
-	int rc = uv_spawn(p->b->loop, &p->proc, opt);
-	if (have && mb)
-		setrlimit(RLIMIT_DATA, &old);
-	return rc;
+}
+
+/* SIGCHLD: reap what ended of ours, with its usage. Signals merge, so every
+ * process not reaped yet is asked; libuv's own child watcher waits only
+ * for the processes uv_spawn started (other modules' commands). */
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+	(void)signum;
+	struct local *b = h->data;
+	struct codepod_proc *done = NULL;
+	for (struct codepod_proc **pp = &b->running; *pp;) {
+		struct codepod_proc *p = *pp;
+		int st = 0;
+		if (!p->outer_reaped) {
+			pid_t r = wait4_now(p->pid, &st, &p->rusage);
+			if (r == 0) {
+				pp = &p->next_running;
+				continue;
+			}
+			/* r < 0 (ECHILD): not ours to wait for after all; it ended */
+			p->outer_reaped = 1;
+			p->wait_status = r == p->pid ? st : -1;
+			p->have_rusage = r == p->pid;
+		}
+		/* Once bubblewrap's process is gone its init is ours (or was
+		 * reaped by it already: ECHILD); the exit is told when it is gone too. */
+		if (p->init_pid > 0 && b->subreaper) {
+			pid_t r = wait4_now(p->init_pid, &st, &p->init_rusage);
+			if (r == 0) {
+				pp = &p->next_running;
+				continue;
+			}
+			p->have_init_rusage = r == p->init_pid;
+			p->init_pid = 0;
+		}
+		*pp = p->next_running;
+		p->next_running = done;
+		done = p;
+	}
+	if (b->subreaper)
+		reap_strays(b);
+	running_changed(b);
+	/* Reported after the walk: an exit report may start another process. */
+	while (done) {
+		struct codepod_proc *p = done;
+		done = p->next_running;
+		p->next_running = NULL;
+		proc_reaped(p);
+	}
+}
+
+/* The processes started get this PATH; a bare command name is looked up
+ * in it, as execvp would in their environment. */
+#define CHILD_PATH "/usr/local/bin:/usr/bin:/bin"
+
+static int resolve_exe(const char *name, char *out, size_t cap)
+{
+	if (strchr(name, '/'))
+		return snprintf(out, cap, "%s", name) < (int)cap ? 0 : -1;
+	const char *dir = CHILD_PATH;
+	while (*dir) {
+		size_t n = strcspn(dir, ":");
+		int w = snprintf(out, cap, "%.*s/%s", (int)n, dir, name);
+		if (w > 0 && (size_t)w < cap && access(out, X_OK) == 0)
+			return 0;
+		dir += n + (dir[n] == ':');
+	}
+	return -1;
+}
+
+/* A copy of @fd numbered 10 or more (close-on-exec), so that placing the
+ * child's descriptors on 0 to 3 never overwrites one still to be placed
+ * (codepod's own 0-2 may have been closed when it started). */
+static int lift_fd(int fd)
+{
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	close(fd);
+	return hi;
+}
+
+/*
+ * Start @argv as a new session (so its group can be killed as one), its
+ * stdin/stdout/stderr on socket pairs (what uv_spawn's pipes are) whose
+ * other ends become p->in/out/err, and @sfd on fd 3 (the seccomp filter for
+ * bubblewrap; -1: none). @plain_mb: the soft data limit for a process
+ * without the sandbox, set on codepod itself around the spawn (posix_spawn
+ * has no pre-exec hook; the child inherits it), then restored; 0: none.
+ */
+static int spawn_child(struct codepod_proc *p, const char *const *argv, char *const *env,
+                       const char *cwd, int sfd, unsigned long plain_mb, pid_t *pid,
+                       struct cp_err *err)
+{
+	char exe[4096];
+	if (resolve_exe(argv[0], exe, sizeof exe))
+		return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE, "cannot start %s: not found in %s",
+		                  argv[0], CHILD_PATH);
+	uv_os_sock_t pair[3][2]; /* [i][0] the child's end (blocking), [i][1] ours */
+	int made = 0, rc = 0;
+	for (; made < 3; made++) {
+		rc = uv_socketpair(SOCK_STREAM, 0, pair[made], 0, UV_NONBLOCK_PIPE);
+		if (rc)
+			break;
+		pair[made][0] = lift_fd(pair[made][0]);
+		if (pair[made][0] < 0) {
+			rc = UV_EMFILE;
+			close(pair[made][1]);
+			break;
+		}
+	}
+	/* Our ends go on the loop first: once the child runs, nothing fails. */
+	uv_pipe_t *ours[3] = { &p->in, &p->out, &p->err };
+	for (int i = 0; i < made; i++) {
+		if (rc == 0)
+			rc = uv_pipe_open(ours[i], pair[i][1]);
+		else /* (an opened one closes with its handle) */
+			close(pair[i][1]);
+	}
+	int child3 = sfd >= 0 && rc == 0 ? fcntl(sfd, F_DUPFD_CLOEXEC, 10) : -1;
+	if (rc == 0 && sfd >= 0 && child3 < 0)
+		rc = UV_EMFILE;
+	if (rc == 0) {
+		posix_spawn_file_actions_t fa;
+		posix_spawnattr_t at;
+		sigset_t none, all;
+		sigemptyset(&none);
+		sigfillset(&all);
+		posix_spawn_file_actions_init(&fa);
+		posix_spawnattr_init(&at);
+		for (int i = 0; i < 3; i++)
+			posix_spawn_file_actions_adddup2(&fa, pair[i][0], i);
+		if (child3 >= 0)
+			posix_spawn_file_actions_adddup2(&fa, child3, 3);
+		posix_spawn_file_actions_addchdir_np(&fa, cwd);
+		/* as uv_spawn leaves them: every signal default, none blocked */
+		posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+		                                   POSIX_SPAWN_SETSIGDEF);
+		posix_spawnattr_setsigmask(&at, &none);
+		posix_spawnattr_setsigdefault(&at, &all);
+		struct rlimit old, lim;
+		int limited = plain_mb && getrlimit(RLIMIT_DATA, &old) == 0;
+		if (limited) {
+			lim = old;
+			rlim_t want = (rlim_t)(plain_mb * 2 + 1024) << 20;
+			lim.rlim_cur = old.rlim_max == RLIM_INFINITY || want < old.rlim_max ? want : old.rlim_max;
+			setrlimit(RLIMIT_DATA, &lim);
+		}
+		int e = posix_spawn(pid, exe, &fa, &at, (char *const *)argv, env);
+		if (limited)
+			setrlimit(RLIMIT_DATA, &old);
+		posix_spawn_file_actions_destroy(&fa);
+		posix_spawnattr_destroy(&at);
+		if (e)
+			rc = uv_translate_sys_error(e);
+	}
+	if (child3 >= 0)
+		close(child3);
+	for (int i = 0; i < made; i++)
+		close(pair[i][0]);
+	if (rc)
+		return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE, "cannot start %s: %s", argv[0],
+		                  uv_strerror(rc));
+	return 0;
 }
 
 static int local_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err);
@@ -314,38 +588,28 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	p->b = b;
 	p->cbs = cbs;
 	p->ud = ud;
+	p->wait_status = -1;
 	uv_pipe_init(b->loop, &p->in, 0);
 	uv_pipe_init(b->loop, &p->out, 0);
 	uv_pipe_init(b->loop, &p->err, 0);
 	uv_timer_init(b->loop, &p->drain);
-	p->in.data = p->out.data = p->err.data = p->drain.data = p->proc.data = p;
-	uv_stdio_container_t stdio[4] = {
-		{ .flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&p->in },
-		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->out },
-		{ .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&p->err },
-		{ .flags = UV_INHERIT_FD, .data.fd = sfd },
-	};
-	uv_process_options_t opt = {
-		.exit_cb = on_exit_cb, .file = argv[0], .args = (char **)argv, .env = env,
-		.cwd = ws, .flags = UV_PROCESS_DETACHED, .stdio_count = b->isolate ? 4 : 3,
-		.stdio = stdio,
-	};
+	p->in.data = p->out.data = p->err.data = p->drain.data = p;
+	p->handles_open = 4;
+	b->live++;
 	/* Isolated, prlimit sets hard limits inside the sandbox; plain
 	 * processes get the soft data limit around the fork. */
-	rc = b->isolate ? uv_spawn(b->loop, &p->proc, &opt) : spawn_limited(p, &opt, req->memory_mb);
+	pid_t pid = 0;
+	rc = spawn_child(p, argv, env, ws, sfd, b->isolate ? 0 : req->memory_mb, &pid, err);
 	if (sfd >= 0)
 		close(sfd);
 	if (rc) {
-		/* uv_spawn leaves the process handle to be closed too. */
-		p->handles_open = 5;
-		b->live++;
 		close_all(p);
-		return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE, "cannot start %s: %s",
-		                  argv[0], uv_strerror(rc));
+		return rc;
 	}
-	p->handles_open = 5;
-	b->live++;
-	p->pid = p->proc.pid;
+	p->pid = (int)pid;
+	p->next_running = b->running;
+	b->running = p;
+	running_changed(b);
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
 	uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
 	cp_log(CP_LOG_DEBUG, "local.spawn", "id", json_string(req->exec_id),
@@ -466,6 +730,153 @@ static int walk_note(struct kill_walk *w, pid_t pid)
 	return 0;
 }
 
+/* ---- usage: the process tree read through /proc ---- */
+
+/* A /proc file of @pid into @buf (NUL-terminated); its length, or -1. */
+static ssize_t read_proc_file(pid_t pid, const char *name, char *buf, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* Fields 14 to 17 of /proc/<pid>/stat in clock ticks: @self utime + stime
+ * (every thread), @kids cutime + cstime (the children it reaped, with
+ * theirs). 0, or -1 when the process is gone. */
+static int proc_ticks(pid_t pid, uint64_t *self, uint64_t *kids)
+{
+	char buf[1024];
+	if (read_proc_file(pid, "stat", buf, sizeof buf) <= 0)
+		return -1;
+	char *at = strrchr(buf, ')'); /* after the command name, which may hold anything */
+	if (!at)
+		return -1;
+	at++;
+	uint64_t f[18] = { 0 };
+	for (int field = 3; field <= 17; field++) {
+		while (*at == ' ')
+			at++;
+		char *end;
+		if (field == 3) { /* the state letter */
+			if (!*at)
+				return -1;
+			at++;
+			continue;
+		}
+		long long v = strtoll(at, &end, 10);
+		if (end == at)
+			return -1;
+		f[field] = v > 0 ? (uint64_t)v : 0;
+		at = end;
+	}
+	*self = f[14] + f[15];
+	*kids = f[16] + f[17];
+	return 0;
+}
+
+/* VmHWM of /proc/<pid>/status in KiB (0: gone, or a zombie with no memory). */
+static uint64_t proc_hwm_kb(pid_t pid)
+{
+	char buf[4096];
+	if (read_proc_file(pid, "status", buf, sizeof buf) <= 0)
+		return 0;
+	const char *at = strstr(buf, "\nVmHWM:");
+	return at ? strtoull(at + 7, NULL, 10) : 0;
+}
+
+/* Precise CPU time of a single-threaded process (bubblewrap's), in
+ * microseconds: /proc/<pid>/schedstat's first figure (nanoseconds), else
+ * its ticks. */
+static uint64_t proc_self_us(const struct local *b, pid_t pid)
+{
+	char buf[128];
+	if (read_proc_file(pid, "schedstat", buf, sizeof buf) > 0)
+		return strtoull(buf, NULL, 10) / 1000u;
+	uint64_t self, kids;
+	return proc_ticks(pid, &self, &kids) ? 0 : ticks_us(b, self);
+}
+
+struct tree_read {
+	int wrappers;     /* the top levels that are bubblewrap's own processes */
+	int budget, read; /* processes left to read, and read */
+	pid_t second;     /* the first process read below the top one */
+	uint64_t ticks, hwm_kb;
+};
+
+/* @pid and everything under it: CPU of each, its reaped children's, and
+ * the largest peak RSS. A process that ends between its parent's reading
+ * and its own (microseconds) is missed; past the walk's bounds the rest is. */
+static void read_from(pid_t pid, int depth, struct tree_read *t)
+{
+	uint64_t self, kids;
+	if (depth > KILL_WALK_DEPTH || --t->budget < 0 || proc_ticks(pid, &self, &kids))
+		return;
+	t->read++;
+	if (depth == 1 && !t->second)
+		t->second = pid;
+	/* bubblewrap's own work is not the program's; what they reaped is */
+	t->ticks += (depth < t->wrappers ? 0 : self) + kids;
+	uint64_t hwm = depth < t->wrappers ? 0 : proc_hwm_kb(pid);
+	if (hwm > t->hwm_kb)
+		t->hwm_kb = hwm;
+	pid_t c[KIDS_MAX];
+	int n = children_of(pid, c);
+	for (int i = 0; i < n; i++)
+		read_from(c[i], depth + 1, t);
+}
+
+/* The init is waited for once bubblewrap's process has gone. */
+static void note_init(struct codepod_proc *p, pid_t init)
+{
+	if (p->b->isolate && !p->init_pid && !p->outer_reaped && init > 1)
+		p->init_pid = init;
+}
+
+/* The tree's usage now, merged into p->seen. 0 when the reading is whole:
+ * isolated, the PID-namespace init was read (alive, or ended and not
+ * reaped), whose reaped children hold the rest; -1 when it is not (the
+ * init gone with its figures: wait4() will have them). */
+static int read_tree(struct codepod_proc *p)
+{
+	if (p->pid <= 0 || p->exited || p->outer_reaped)
+		return -1;
+	/* isolated: bubblewrap, then its PID-namespace init, then the runner */
+	struct tree_read t = { p->b->isolate ? 2 : 0, KILL_WALK_MAX, 0, 0, 0, 0 };
+	read_from(p->pid, 0, &t);
+	note_init(p, t.second);
+	if (!t.read || (p->b->isolate && !t.second))
+		return -1;
+	struct codepod_usage u = { 1, ticks_us(p->b, t.ticks), t.hwm_kb * 1024u };
+	merge_usage(&p->seen, &u);
+	return 0;
+}
+
+/* The program reached the runner: what bubblewrap's two processes used
+ * until now (setting up the sandbox, ~ms) is taken off wait4()'s figure,
+ * which counts them. */
+static void local_note_pid(struct codepod_proc *p, long pid, unsigned long long start)
+{
+	(void)pid;
+	(void)start;
+	if (!p->b->isolate || p->pid <= 0 || p->exited || p->outer_reaped)
+		return;
+	pid_t init[KIDS_MAX];
+	uint64_t us = proc_self_us(p->b, p->pid);
+	if (children_of(p->pid, init) == 1) {
+		us += proc_self_us(p->b, init[0]);
+		note_init(p, init[0]);
+	}
+	p->wrap_us = us;
+}
+
 /* SIGKILL @pid, then everything under it, top-down: a process is signalled
  * before its children are listed, so it can start no more (a fork racing
  * the signal fails). A killed process may be gone before its children are
@@ -557,7 +968,20 @@ static int drain_err(struct codepod_proc *p)
  * (killed()) and may deliver before the kernel has reaped them. */
 static void local_kill(struct codepod_proc *p)
 {
+	if (p->outer_reaped && !p->exited) {
+		/* bubblewrap's process is gone, its init (ours now) not yet:
+		 * the namespace ends with it; exited() tells */
+		if (p->init_pid > 0)
+			kill(p->init_pid, SIGKILL);
+		return;
+	}
 	int tell = p->pid > 0 && !p->exited && !p->killed_told && p->cbs->killed;
+	/* Before any signal: a killed process's CPU time goes to its parent's
+	 * reaped children once reaped, and its parent may be killed too. A
+	 * reading that is not whole leaves the outcome to exited(), whose
+	 * figures are wait4()'s. */
+	if (read_tree(p))
+		tell = 0;
 	pid_t root = p->pid, tops[KIDS_MAX];
 	int ntops = 1;
 	tops[0] = root;
@@ -594,11 +1018,11 @@ static void local_kill(struct codepod_proc *p)
 		return; /* the namespace's end does the rest; exited() tells */
 	if (drain_err(p) == 0) {
 		p->killed_told = 1;
-		p->cbs->killed(p->ud);
+		p->cbs->killed(p->ud, &p->seen);
 	}
 }
 
-static void local_free(struct local *b)
+static void local_release(struct local *b)
 {
 	local_sandbox_free(&b->sb);
 	local_uids_free(&b->uids);
@@ -607,6 +1031,20 @@ static void local_free(struct local *b)
 	free(b->node);
 	free(b->node_root);
 	free(b);
+}
+
+static void on_sigchld_closed(uv_handle_t *h)
+{
+	local_release(h->data);
+}
+
+/* The SIGCHLD watcher closes first (on the loop), then the memory goes. */
+static void local_free(struct local *b)
+{
+	if (b->watching)
+		uv_close((uv_handle_t *)&b->sigchld, on_sigchld_closed);
+	else
+		local_release(b);
 }
 
 /* May be called from inside a process's exited() chain: the memory goes
@@ -621,7 +1059,7 @@ static void local_destroy(struct codepod_backend *base)
 
 static const struct codepod_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
-	.note_pid = NULL, .destroy = local_destroy,
+	.note_pid = local_note_pid, .destroy = local_destroy,
 };
 
 /* The sandbox's pieces, then one real run through it that proves each
@@ -665,6 +1103,9 @@ int local_new(const struct local_config *cfg, struct codepod_backend **out,
 	b->base.ops = &local_ops;
 	b->base.name = "local";
 	b->loop = cfg->loop;
+	b->clk_tck = sysconf(_SC_CLK_TCK);
+	if (b->clk_tck <= 0)
+		b->clk_tck = 100;
 	b->state_dir = real;
 	b->node = realpath(cfg->node, NULL);
 	b->isolate = cfg->isolate;
@@ -691,6 +1132,16 @@ int local_new(const struct local_config *cfg, struct codepod_backend **out,
 		local_free(b);
 		return rc;
 	}
+	/* after the probe, which waits for its own child. Isolated, this
+	 * process becomes the subreaper of what it starts, so bubblewrap's
+	 * init is reaped here with its figures (usage_of_rusage). */
+	if (b->isolate && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+		b->subreaper = 1;
+	uv_signal_init(b->loop, &b->sigchld);
+	b->sigchld.data = b;
+	uv_signal_start(&b->sigchld, on_sigchld, SIGCHLD);
+	b->watching = 1;
+	running_changed(b); /* nothing to reap yet: it keeps no loop running */
 	*out = &b->base;
 	return 0;
 }

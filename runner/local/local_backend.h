@@ -4,7 +4,12 @@
  * with the workspace as its working folder, isolated with bubblewrap (no
  * network, host read-only but for the workspace and a private /tmp, the state
  * folder hidden, own PID namespace). When an execution ends, its whole
- * process tree is killed.
+ * process tree is killed. The processes are started with posix_spawn and
+ * reaped here with wait4() for their usage; isolated, this process becomes
+ * the subreaper of what it starts (PR_SET_CHILD_SUBREAPER), so bubblewrap's
+ * PID-namespace init, which bubblewrap does not wait for, is reaped here
+ * with the figures of everything that ran in the sandbox; orphans of other
+ * commands it runs are reaped too.
  *
  * Loop context: the loop thread only. local_new blocks briefly (it runs
  * the sandbox once with `node`, to prove its guarantees: local_sandbox.h).

@@ -38,7 +38,7 @@ static void check_exit(char kind, const struct codepod_proc_exit *ex)
 static int names_a_rule(const char *msg)
 {
 	static const char *const whole[] = {
-		"a control frame over its size limit", "a killed frame with a payload",
+		"a control frame over its size limit", "a malformed killed frame",
 		"a second ready frame", "a malformed ready frame", "a malformed exit frame",
 		"a malformed start-failure frame", "a X frame on channel 0, the supervisor's own",
 		"a F frame on channel 0, the supervisor's own", "a D frame on channel 0, the supervisor's own",
@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case 'D':
-		if (c.act != KUBE_CTL_KILLED || len)
+		if (c.act != KUBE_CTL_KILLED || (!len && c.usage.known))
 			abort();
 		break;
 	case 'X':

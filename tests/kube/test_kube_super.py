@@ -194,9 +194,11 @@ def test_no_supervisor_means_one_exec_per_script(fake, codepods):
     # test does not decide, so the killer may or may not have been sent).
     before = exec_requests(fake, pod)
     assert before in (1, 2), describe({}, s)
-    assert_ok(result_of(s, s.execute("return 2", conversation=conv, tools=[]), 120))
+    res = assert_ok(result_of(s, s.execute("return 2", conversation=conv, tools=[]), 120))
     assert exec_requests(fake, pod) - before in (1, 2), describe({}, s)
     assert events(s, "kube.supervisor_ready") == []
+    # nobody in the pod reads /proc for it: no CPU figures
+    assert "cpuMs" not in res["usage"] and "maxRssBytes" not in res["usage"], res["usage"]
 
 
 def test_warm_pod_comes_with_its_supervisor_and_a_runner(fake, codepods):

@@ -80,9 +80,13 @@ static void expect_outcome(const struct codepod_exec *e, const char *want)
 	json_decref(o);
 }
 
-#define USAGE(req, startup, run) \
+/* The fixture's times: submitted at 1000, ready at 1250, ended at 1900. */
+#define USAGE_L(req, startup, run, logs) \
 	"\"usage\":{\"bridgeRequests\":" #req ",\"digest\":\"" DIGEST "\"," \
-	"\"runMs\":" #run ",\"sandbox\":\"local\",\"startupMs\":" #startup "}"
+	"\"logBytes\":" #logs ",\"resultBytes\":0," \
+	"\"runMs\":" #run ",\"sandbox\":\"local\",\"startupMs\":" #startup "," \
+	"\"toolCalls\":0,\"toolInputBytes\":0,\"toolOutputBytes\":0,\"wallMs\":900}"
+#define USAGE(req, startup, run) USAGE_L(req, startup, run, 0)
 
 static void test_succeeded_with_result(void **state)
 {
@@ -288,8 +292,10 @@ static void test_usage_never_ready(void **state)
 	json_t *o = codepod_outcome_build(&f->e);
 	assert_non_null(o);
 	char *got = json_dumps(json_object_get(o, "usage"), JSON_COMPACT | JSON_SORT_KEYS);
-	assert_string_equal(got, "{\"bridgeRequests\":0,\"digest\":\"" DIGEST "\",\"runMs\":0,"
-	                         "\"sandbox\":\"kubernetes\",\"startupMs\":900}");
+	assert_string_equal(got, "{\"bridgeRequests\":0,\"digest\":\"" DIGEST "\",\"logBytes\":0,"
+	                         "\"resultBytes\":0,\"runMs\":0,\"sandbox\":\"kubernetes\","
+	                         "\"startupMs\":900,\"toolCalls\":0,\"toolInputBytes\":0,"
+	                         "\"toolOutputBytes\":0,\"wallMs\":900}");
 	free(got);
 	json_decref(o);
 }
@@ -305,8 +311,45 @@ static void test_usage_large_numbers(void **state)
 	assert_non_null(o);
 	char *got = json_dumps(json_object_get(o, "usage"), JSON_COMPACT | JSON_SORT_KEYS);
 	assert_string_equal(got, "{\"bridgeRequests\":10000,\"digest\":\"" DIGEST "\","
-	                         "\"runMs\":900000000,\"sandbox\":\"local\",\"startupMs\":7}");
+	                         "\"logBytes\":0,\"resultBytes\":0,\"runMs\":900000000,"
+	                         "\"sandbox\":\"local\",\"startupMs\":7,\"toolCalls\":0,"
+	                         "\"toolInputBytes\":0,\"toolOutputBytes\":0,\"wallMs\":900000007}");
 	free(got);
+	json_decref(o);
+}
+
+/* The backend's figures: cpuMs counts from the hello (the runner's own CPU
+ * then is taken off), maxRssBytes as read; the bytes as counted. */
+static void test_usage_figures(void **state)
+{
+	struct fx *f = *state;
+	f->e.usage.known = 1;
+	f->e.usage.cpu_us = 245999;
+	f->e.usage.max_rss_bytes = 52428800;
+	f->e.hello_cpu_us = 40000;
+	f->e.tool_calls = 2;
+	f->e.tool_input_bytes = 20;
+	f->e.tool_output_bytes = 19;
+	f->e.result_bytes = 7;
+	json_t *o = codepod_outcome_build(&f->e);
+	assert_non_null(o);
+	char *got = json_dumps(json_object_get(o, "usage"), JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(got, "{\"bridgeRequests\":0,\"cpuMs\":205,\"digest\":\"" DIGEST "\","
+	                         "\"logBytes\":0,\"maxRssBytes\":52428800,\"resultBytes\":7,"
+	                         "\"runMs\":650,\"sandbox\":\"local\",\"startupMs\":250,"
+	                         "\"toolCalls\":2,\"toolInputBytes\":20,\"toolOutputBytes\":19,"
+	                         "\"wallMs\":900}");
+	free(got);
+	json_decref(o);
+	/* a reading below the hello's (ticks cut it short): 0, not a wrap-around */
+	f->e.usage.cpu_us = 39000;
+	assert_int_equal(codepod_exec_cpu_us(&f->e), 0);
+	/* never ready: the program used nothing */
+	f->e.usage.cpu_us = 245999;
+	f->e.t_ready_ms = 0;
+	assert_int_equal(codepod_exec_cpu_us(&f->e), 0);
+	o = codepod_outcome_build(&f->e);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "usage"), "cpuMs")), 0);
 	json_decref(o);
 }
 
@@ -317,7 +360,7 @@ static void test_logs_from_window(void **state)
 	codepod_logwin_append(&f->e.logs, "world \"q\"\n", 10);
 	expect_outcome(&f->e,
 	               "{\"calls\":[],\"executionId\":\"e1\",\"logs\":\"hello\\nworld \\\"q\\\"\\n\","
-	               "\"logsTruncated\":false,\"status\":\"succeeded\"," USAGE(0, 250, 650) "}");
+	               "\"logsTruncated\":false,\"status\":\"succeeded\"," USAGE_L(0, 250, 650, 16) "}");
 	/* Exactly the capacity: still not truncated. */
 	codepod_logwin_append(&f->e.logs, "0123456789abcdef", 16);
 	assert_int_equal(f->e.logs.len, 32);
@@ -342,7 +385,7 @@ static void test_logs_truncated(void **state)
 	expect_outcome(&f->e,
 	               "{\"calls\":[],\"error\":{\"code\":\"PROCESS_EXITED\",\"message\":\"exited\"},"
 	               "\"executionId\":\"e1\",\"logs\":\"e 5\\nline 6\\nline 7\\nline 8\\nline 9\\n\","
-	               "\"logsTruncated\":true,\"status\":\"failed\"," USAGE(0, 250, 650) "}");
+	               "\"logsTruncated\":true,\"status\":\"failed\"," USAGE_L(0, 250, 650, 70) "}");
 }
 
 /* Invalid UTF-8 and NUL in the window become U+FFFD; a character cut by the
@@ -390,7 +433,7 @@ static void test_top_level_keys(void **state)
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		assert_non_null(json_object_get(o, keys[i]));
 	assert_int_equal(json_object_size(json_object_get(o, "error")), 2);
-	assert_int_equal(json_object_size(json_object_get(o, "usage")), 5);
+	assert_int_equal(json_object_size(json_object_get(o, "usage")), 11); /* no reading: no cpuMs */
 	json_decref(o);
 }
 
@@ -427,6 +470,7 @@ int main(void)
 		T(test_calls_omitted_over_the_limit),
 		T(test_usage_never_ready),
 		T(test_usage_large_numbers),
+		T(test_usage_figures),
 		T(test_logs_from_window),
 		T(test_logs_truncated),
 		T(test_logs_invalid_utf8),

@@ -65,6 +65,20 @@ export interface Usage {
   sandbox: string;
   /** SHA-256 over the source, the tool declarations and the policy. */
   digest: string;
+  /** From submission until the end (startupMs + runMs). */
+  wallMs?: number;
+  /** CPU time of the program's processes from when it reached its runner;
+   * absent when the backend could not read it. */
+  cpuMs?: number;
+  /** Peak resident set of the execution's largest process. */
+  maxRssBytes?: number;
+  /** Calls that reached a tool (bridgeRequests counts the refused ones too). */
+  toolCalls?: number;
+  toolInputBytes?: number;
+  toolOutputBytes?: number;
+  /** Everything printed, the log window's cut included. */
+  logBytes?: number;
+  resultBytes?: number;
 }
 
 /** What an execution ended with (docs/contract.md §4). */
