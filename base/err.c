@@ -62,6 +62,7 @@ const char *cp_code_name(enum cp_code code)
 	case CP_E_NEVER_SETTLES: return "NEVER_SETTLES";
 	case CP_E_CANCELLED: return "CANCELLED";
 	case CP_E_OUTCOME_UNKNOWN: return "OUTCOME_UNKNOWN";
+	case CP_E_CPU_LIMIT: return "CPU_LIMIT";
 	default: return "INTERNAL";
 	}
 }

@@ -24,6 +24,10 @@
 #define GRACE_MS 3000
 /* Frame payloads other than results and tool inputs stay below this. */
 #define FRAME_SLACK 65536
+/* How often the process tree's CPU time is read while a program with a CPU
+ * budget (maxCpuMs) runs: a busy program ends at most about this much
+ * past its budget (plus the backend's time to answer). */
+#define CPU_POLL_MS 50
 
 static void on_out(void *ud, const char *buf, size_t len);
 
@@ -101,8 +105,9 @@ static void on_err(void *ud, const char *buf, size_t len)
 
 static void on_exited(void *ud, const struct codepod_proc_exit *ex);
 static void on_killed(void *ud, const struct codepod_usage *u);
+static void on_usage(void *ud, const struct codepod_usage *u);
 static void on_deadline(uv_timer_t *t);
-static const struct codepod_proc_cbs proc_cbs = { on_out, on_err, on_exited, on_killed };
+static const struct codepod_proc_cbs proc_cbs = { on_out, on_err, on_exited, on_killed, on_usage };
 
 uint64_t codepod_exec_now_ms(void)
 {
@@ -180,7 +185,9 @@ static void exec_free(struct codepod_exec *e)
 
 static void on_timer_closed(uv_handle_t *h)
 {
-	exec_free(h->data);
+	struct codepod_exec *e = h->data;
+	if (--e->handles_open == 0)
+		exec_free(e);
 }
 
 /* The execution may be freed once done() went out and the process is gone. */
@@ -191,6 +198,7 @@ static void maybe_release(struct codepod_exec *e)
 	if (e->prestart_noted) /* the runner is gone: the pool may start the next */
 		codepod_prestart_exec_ended(e->cp->prestart, e->conversation);
 	uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+	uv_close((uv_handle_t *)&e->cpu_timer, on_timer_closed);
 }
 
 uint64_t codepod_exec_cpu_us(const struct codepod_exec *e)
@@ -203,8 +211,9 @@ uint64_t codepod_exec_cpu_us(const struct codepod_exec *e)
 
 /* A reading of the backend's: the figures only grow, so the largest of
  * each is kept (a later reading may miss a process an earlier one saw,
- * e.g. one reaped meanwhile by a process outside the tree). */
-static void note_usage(struct codepod_exec *e, const struct codepod_usage *u)
+ * e.g. one reaped meanwhile by a process outside the tree). @enforce: a
+ * live reading, held to the CPU budget. */
+static void note_usage(struct codepod_exec *e, const struct codepod_usage *u, int enforce)
 {
 	if (!u || !u->known || e->state == CODEPOD_ST_DONE)
 		return;
@@ -213,6 +222,26 @@ static void note_usage(struct codepod_exec *e, const struct codepod_usage *u)
 		e->usage.cpu_us = u->cpu_us;
 	if (u->max_rss_bytes > e->usage.max_rss_bytes)
 		e->usage.max_rss_bytes = u->max_rss_bytes;
+	uint64_t used_ms = codepod_exec_cpu_us(e) / 1000u;
+	if (enforce && e->state == CODEPOD_ST_RUNNING && e->pol.max_cpu_ms != CODEPOD_POLICY_NONE &&
+	    used_ms > e->pol.max_cpu_ms)
+		codepod_exec_finish(e, CP_E_CPU_LIMIT,
+		               "The program used %llu ms of CPU time, over its limit of %llu ms "
+		               "(maxCpuMs); time spent waiting on tools does not count.",
+		               (unsigned long long)used_ms, (unsigned long long)e->pol.max_cpu_ms);
+}
+
+static void on_usage(void *ud, const struct codepod_usage *u)
+{
+	note_usage(ud, u, 1);
+}
+
+static void on_cpu_poll(uv_timer_t *t)
+{
+	struct codepod_exec *e = t->data;
+	const struct codepod_backend_ops *ops = e->cp->cfg.backend->ops;
+	if (e->state == CODEPOD_ST_RUNNING && e->proc && ops->sample)
+		ops->sample(e->proc); /* on_usage() holds it to the budget */
 }
 
 static void deliver(struct codepod_exec *e)
@@ -263,6 +292,7 @@ void codepod_exec_finish(struct codepod_exec *e, enum cp_code code, const char *
 	}
 	codepod_calls_cancel_all(e);
 	uv_timer_stop(&e->timer);
+	uv_timer_stop(&e->cpu_timer);
 	if (e->proc) {
 		/* before the kill: a killed() from inside it brings this forward */
 		uv_timer_start(&e->timer, on_deliver_timer, GRACE_MS, 0);
@@ -353,6 +383,8 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 		ops->note_pid(e->proc, (long)pid, start > 0 ? (unsigned long long)start : 0);
 	uv_timer_stop(&e->timer);
 	uv_timer_start(&e->timer, on_deadline, e->pol.timeout_ms, 0);
+	if (e->pol.max_cpu_ms != CODEPOD_POLICY_NONE && ops->sample)
+		uv_timer_start(&e->cpu_timer, on_cpu_poll, CPU_POLL_MS, CPU_POLL_MS);
 }
 
 static void on_return(struct codepod_exec *e, const char *payload, size_t len)
@@ -506,7 +538,7 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 {
 	struct codepod_exec *e = ud;
 	e->proc = NULL;
-	note_usage(e, &ex->usage);
+	note_usage(e, &ex->usage, 0);
 	int cut = codepod_frame_finish(e->frames, &frame_sink, e);
 	/* A stream that was lost explains a cut frame: the loss decides the
 	 * outcome (a tool call in flight makes it unknown). */
@@ -548,7 +580,7 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 static void on_killed(void *ud, const struct codepod_usage *u)
 {
 	struct codepod_exec *e = ud;
-	note_usage(e, u);
+	note_usage(e, u, 0);
 	if (e->state == CODEPOD_ST_FINISHING)
 		uv_timer_start(&e->timer, on_deliver_timer, 0, 0);
 }
@@ -749,7 +781,9 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 		return rc;
 	}
 	uv_timer_init(cp->cfg.loop, &e->timer);
-	e->timer.data = e;
+	uv_timer_init(cp->cfg.loop, &e->cpu_timer);
+	e->timer.data = e->cpu_timer.data = e;
+	e->handles_open = 2;
 	cp->running++;
 	*out = e;
 	cp_log(CP_LOG_INFO, "exec.start", "id", json_string(e->id),

@@ -86,6 +86,8 @@ struct codepod_exec {
 	int prestarted;          /* the runner was waiting when this began */
 	int prestart_noted;      /* the pool was told it started: tell it the end */
 	uv_timer_t timer;        /* startup, then deadline, then grace */
+	uv_timer_t cpu_timer;    /* maxCpuMs: readings of the tree while it runs */
+	int handles_open;        /* timer and cpu_timer, until both are closed */
 	uint64_t t_submit_ms, t_ready_ms, t_end_ms;
 
 	/* usage (docs/contract.md §4) */

@@ -6,9 +6,11 @@
 struct field {
 	const char *name;
 	size_t offset;
+	int may_be_none; /* 0 in the struct means no limit (CODEPOD_POLICY_NONE) */
 };
 
-#define F(json, member) { json, offsetof(struct codepod_policy, member) }
+#define F(json, member) { json, offsetof(struct codepod_policy, member), 0 }
+#define F_NONE(json, member) { json, offsetof(struct codepod_policy, member), 1 }
 static const struct field fields[] = {
 	F("timeoutMs", timeout_ms),
 	F("startupTimeoutMs", startup_timeout_ms),
@@ -19,13 +21,22 @@ static const struct field fields[] = {
 	F("maxToolInputBytes", max_tool_input_bytes),
 	F("maxToolOutputBytes", max_tool_output_bytes),
 	F("maxMemoryMb", max_memory_mb),
+	F_NONE("maxCpuMs", max_cpu_ms),
 };
 #undef F
+#undef F_NONE
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
 static uint64_t *slot(struct codepod_policy *p, size_t i)
 {
 	return (uint64_t *)(void *)((char *)p + fields[i].offset);
+}
+
+/* The value to compare with: a limit that is none is above every number. */
+static uint64_t bound(struct codepod_policy *p, size_t i)
+{
+	uint64_t v = *slot(p, i);
+	return fields[i].may_be_none && v == CODEPOD_POLICY_NONE ? UINT64_MAX : v;
 }
 
 void codepod_policy_defaults(struct codepod_policy *p)
@@ -39,6 +50,7 @@ void codepod_policy_defaults(struct codepod_policy *p)
 	p->max_tool_input_bytes = 65536;
 	p->max_tool_output_bytes = 1048576;
 	p->max_memory_mb = 512;
+	p->max_cpu_ms = CODEPOD_POLICY_NONE;
 }
 
 void codepod_policy_ceiling_defaults(struct codepod_policy *p)
@@ -52,6 +64,7 @@ void codepod_policy_ceiling_defaults(struct codepod_policy *p)
 	p->max_tool_input_bytes = 4 << 20;
 	p->max_tool_output_bytes = 16 << 20;
 	p->max_memory_mb = 8192;
+	p->max_cpu_ms = CODEPOD_POLICY_NONE;
 }
 
 int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
@@ -72,7 +85,8 @@ int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
 			                  "policy.%.64s is not a policy field (known: timeoutMs, "
 			                  "startupTimeoutMs, maxSourceBytes, maxResultBytes, "
 			                  "maxBridgeRequests, maxInFlightBridgeRequests, "
-			                  "maxToolInputBytes, maxToolOutputBytes, maxMemoryMb)", key);
+			                  "maxToolInputBytes, maxToolOutputBytes, maxMemoryMb, "
+			                  "maxCpuMs)", key);
 	}
 	struct codepod_policy c = *ceiling;
 	for (size_t i = 0; i < NFIELDS; i++) {
@@ -83,7 +97,7 @@ int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
 			return cp_err_set(err, CP_E_INVALID_REQUEST,
 			                  "policy.%s must be a positive integer", fields[i].name);
 		uint64_t n = (uint64_t)json_integer_value(v);
-		uint64_t max = *slot(&c, i);
+		uint64_t max = bound(&c, i);
 		if (n > max)
 			return cp_err_set(err, CP_E_INVALID_REQUEST,
 			                  "policy.%s is %llu, over this deployment's ceiling of %llu",
@@ -101,8 +115,9 @@ json_t *codepod_policy_to_json(const struct codepod_policy *p)
 		return NULL;
 	struct codepod_policy copy = *p;
 	for (size_t i = 0; i < NFIELDS; i++)
-		json_object_set_new(o, fields[i].name,
-		                    json_integer((json_int_t)*slot(&copy, i)));
+		if (!fields[i].may_be_none || *slot(&copy, i) != CODEPOD_POLICY_NONE)
+			json_object_set_new(o, fields[i].name,
+			                    json_integer((json_int_t)*slot(&copy, i)));
 	return o;
 }
 
@@ -117,7 +132,7 @@ int codepod_policy_deployment(struct codepod_policy *defaults, struct codepod_po
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < NFIELDS; i++) /* a lowered ceiling lowers its default */
-		if (*slot(&d, i) > *slot(&c, i))
+		if (bound(&d, i) > bound(&c, i))
 			*slot(&d, i) = *slot(&c, i);
 	rc = codepod_policy_apply(&d, def, &c, err);
 	if (rc)

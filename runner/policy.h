@@ -31,7 +31,14 @@ struct codepod_policy {
 	uint64_t max_tool_input_bytes;
 	uint64_t max_tool_output_bytes;
 	uint64_t max_memory_mb;         /* V8 heap and address-space rlimit */
+	uint64_t max_cpu_ms;            /* CPU time of the process tree; 0: none */
 };
+
+/* A limit that may be "none": max_cpu_ms, where 0 means no limit. Its
+ * default and its built-in ceiling are none; a request's value is a
+ * positive integer like any other, and a deployment's ceiling brings a
+ * default of none down to it. */
+#define CODEPOD_POLICY_NONE 0
 
 /* The defaults of docs/contract.md §3 (memory: 512 MiB). */
 void codepod_policy_defaults(struct codepod_policy *p);
@@ -62,7 +69,9 @@ int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
 int codepod_policy_deployment(struct codepod_policy *defaults, struct codepod_policy *ceiling,
                          const json_t *def, const json_t *ceil, struct cp_err *err);
 
-/* The policy as a JSON object with the contract's field names (new ref). */
+/* The policy as a JSON object with the contract's field names (new ref).
+ * A limit that is none (maxCpuMs 0) is left out, so the digest of an
+ * execution that sets none is the one it had before the key existed. */
 json_t *codepod_policy_to_json(const struct codepod_policy *p);
 
 #endif

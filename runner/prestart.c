@@ -265,7 +265,14 @@ static void on_killed(void *ud, const struct codepod_usage *u)
 		r->cbs->killed(r->ud, u);
 }
 
-static const struct codepod_proc_cbs runner_cbs = { on_out, on_err, on_exited, on_killed };
+static void on_usage(void *ud, const struct codepod_usage *u)
+{
+	struct ps_runner *r = ud;
+	if (r->state == PS_TAKEN && r->cbs->usage)
+		r->cbs->usage(r->ud, u);
+}
+
+static const struct codepod_proc_cbs runner_cbs = { on_out, on_err, on_exited, on_killed, on_usage };
 
 static int make_tag(char out[33])
 {

@@ -68,6 +68,9 @@ struct codepod_proc_cbs {
 	 * @usage: the tree's usage read before any of it got SIGKILL, so
 	 * what the killed processes used is in it (known 0: no reading). */
 	void (*killed)(void *ud, const struct codepod_usage *usage);
+	/* May be NULL: a reading sample() asked for (borrowed for the call).
+	 * May come from inside sample(), later, or never (the stream went). */
+	void (*usage)(void *ud, const struct codepod_usage *usage);
 };
 
 struct codepod_spawn_req {
@@ -119,6 +122,11 @@ struct codepod_backend_ops {
 	/* A standby runner now serves execution @exec_id (borrowed for the
 	 * call; may be NULL: nothing to do). */
 	void (*adopt)(struct codepod_proc *p, const char *exec_id);
+	/* Read the process tree's usage now; the reading comes through the
+	 * usage() callback. Without it (NULL) the engine has the readings of
+	 * killed() and exited() only, and cannot hold a program to a CPU
+	 * budget (policy maxCpuMs) while it runs. */
+	void (*sample)(struct codepod_proc *p);
 	/* Fills at most @max counters, returns how many (may be NULL: none). */
 	size_t (*stats)(const struct codepod_backend *b, struct codepod_backend_stat *out, size_t max);
 	/* The runner the engine starts for an execution of the built-in

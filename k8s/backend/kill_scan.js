@@ -4,7 +4,8 @@
 // one, the killer exec of k8s/backend/kube_backend.c (k8s/backend/killer.js).
 // The build puts this file where either has the line `// @insert kill-scan`
 // (scripts/gen-js.sh): function declarations and their state, using `fs`
-// (node:fs) from around them; killScan() is the entry.
+// (node:fs) from around them; killScan() is the entry, usageScan() reads
+// the same set without signalling it (the supervisor's usage readings).
 //
 // Taken: the runner's process tree and process group, every process
 // carrying the execution's tag in its environment (the runner sets
@@ -129,6 +130,41 @@ function killScan(root, tag, t0, others) {
     // (a process gone meanwhile throws: nothing to do)
     for (const p of fresh) { try { process.kill(p, 'SIGSTOP'); } catch (e) { } }
     for (const p of fresh) { try { process.kill(p, 'SIGKILL'); } catch (e) { } signalled.add(p); }
+  }
+  return used;
+}
+
+// What the runner @root's processes have used so far, read and never
+// signalled: its tree and the orphans started after it (@t0), as killScan
+// would take them but for tagged processes elsewhere (reading every
+// environment would wait on processes being torn down, and a process that
+// carries the tag and is neither is rare: reparented to another reaper).
+// Returns { ticks, hwmKb } as killScan.
+function usageScan(root, t0, others) {
+  const kids = new Map(), ticksOf = new Map(), hit = new Set();
+  if (root > 1) hit.add(root);
+  let names = [];
+  try { names = fs.readdirSync('/proc'); } catch (e) { names = []; }
+  for (const d of names) {
+    if (!/^\d+$/.test(d)) continue;
+    const p = +d;
+    if (p === process.pid || p === 1 || others.has(p)) continue;
+    const st = statOf(p);
+    if (!st) continue;
+    ticksOf.set(p, st.ticks);
+    if (!kids.has(st.ppid)) kids.set(st.ppid, []);
+    kids.get(st.ppid).push(p);
+    if (st.ppid === 1 && t0 > 0 && st.start > t0) hit.add(p);
+  }
+  const q = [...hit];
+  while (q.length) {
+    const p = q.pop();
+    for (const c of kids.get(p) || []) if (!hit.has(c) && !others.has(c)) { hit.add(c); q.push(c); }
+  }
+  const used = { ticks: 0, hwmKb: 0 };
+  for (const p of hit) {
+    used.ticks += ticksOf.get(p) || 0;
+    used.hwmKb = Math.max(used.hwmKb, hwmOf(p));
   }
   return used;
 }

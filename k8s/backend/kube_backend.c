@@ -205,7 +205,16 @@ static void chan_killed(void *ud, const struct codepod_usage *u)
 		p->cbs->killed(p->ud, u);
 }
 
-static const struct codepod_proc_cbs chan_cbs = { on_out, on_err, chan_exited, chan_killed };
+/* The supervisor's reading of the runner's processes (kube_super_sample). */
+static void chan_usage(void *ud, const struct codepod_usage *u)
+{
+	struct codepod_proc *p = ud;
+	if (p->state != KUBE_PROC_DONE && !p->standby && p->cbs->usage)
+		p->cbs->usage(p->ud, u);
+}
+
+static const struct codepod_proc_cbs chan_cbs = { on_out, on_err, chan_exited, chan_killed,
+	                                          chan_usage };
 
 static void start_direct(struct codepod_proc *p);
 
@@ -608,6 +617,14 @@ static void kube_adopt(struct codepod_proc *p, const char *exec_id)
 		count_running(p);
 }
 
+/* Only through a supervisor: a direct exec has nobody in the pod to read
+ * /proc for it (such an execution's outcome carries no cpuMs). */
+static void kube_sample(struct codepod_proc *p)
+{
+	if (p->state == KUBE_PROC_EXEC && p->sup && !p->killed)
+		kube_super_sample(p->sup, p->chan);
+}
+
 static void kube_note_pid(struct codepod_proc *p, long pid, unsigned long long start)
 {
 	p->pid = pid;
@@ -813,7 +830,7 @@ static size_t kube_stats(const struct codepod_backend *b, struct codepod_backend
 
 static const struct codepod_backend_ops kube_ops = {
 	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
-	.note_pid = kube_note_pid, .adopt = kube_adopt, .stats = kube_stats,
+	.note_pid = kube_note_pid, .adopt = kube_adopt, .sample = kube_sample, .stats = kube_stats,
 	.default_runner = kube_default_runner, .destroy = kube_destroy,
 };
 

@@ -59,7 +59,7 @@ static void broken(struct kube_super *s, const char *why)
 	k8s_exec_abort(s->ex);
 }
 
-/* The USAGE fields of a D or X frame (supervisor.js): none when absent.
+/* The USAGE fields of a D, X or R frame (supervisor.js): none when absent.
  * They come from the pod, where a program could write such a frame: they
  * only ever raise the engine's figures (it keeps the largest). */
 static void usage_of(const json_t *v, struct codepod_usage *u)
@@ -132,6 +132,12 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed killed frame");
 		else
 			usage_of(v, &out->usage);
+	} else if (kind == KUBE_SFRAME_READING) {
+		out->act = KUBE_CTL_USAGE;
+		if (!json_is_object(v))
+			rc = cp_err_set(err, CP_E_PARSE, "a malformed usage frame");
+		else
+			usage_of(v, &out->usage);
 	} else if (kind == KUBE_SFRAME_HELLO) {
 		if (json_is_object(v))
 			out->act = KUBE_CTL_READY;
@@ -182,6 +188,10 @@ static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t le
 			ch->killed = 1;
 			ch->cbs->killed(ch->ud, &c.usage);
 		}
+		break;
+	case KUBE_CTL_USAGE: /* a reading kube_super_sample() asked for */
+		if (ch && ch->cbs->usage && c.usage.known)
+			ch->cbs->usage(ch->ud, &c.usage);
 		break;
 	case KUBE_CTL_EXITED:
 		if (ch) { /* else detached meanwhile */
@@ -385,6 +395,13 @@ void kube_super_kill(struct kube_super *s, uint32_t chan, const char *tag)
 	struct cp_err err;
 	if (!s->dead && find(s, chan))
 		send_frame(s, KUBE_SFRAME_KILL, chan, body, (size_t)n, &err);
+}
+
+void kube_super_sample(struct kube_super *s, uint32_t chan)
+{
+	struct cp_err err;
+	if (!s->dead && find(s, chan))
+		send_frame(s, KUBE_SFRAME_USAGE, chan, "", 0, &err);
 }
 
 void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct codepod_proc_cbs *cbs, void *ud)

@@ -86,6 +86,10 @@ int kube_super_write(struct kube_super *s, uint32_t chan, const char *buf, size_
  * orphans started after it (its exited() follows). */
 void kube_super_kill(struct kube_super *s, uint32_t chan, const char *tag);
 
+/* Ask for a reading of the channel's usage (its usage() callback answers,
+ * unless the channel ends first: its D or X carries the figures then). */
+void kube_super_sample(struct kube_super *s, uint32_t chan);
+
 /* The channel's callbacks are now @cbs/@ud (a standby runner taken). */
 void kube_super_rebind(struct kube_super *s, uint32_t chan, const struct codepod_proc_cbs *cbs, void *ud);
 
@@ -100,7 +104,7 @@ void kube_super_detach(struct kube_super *s, uint32_t chan);
 void kube_super_close(struct kube_super *s);
 
 /*
- * What one control frame from the pod means (H, X, F, D: super_frame.h has
+ * What one control frame from the pod means (H, X, F, D, R: super_frame.h has
  * the framing, supervisor.js the payloads), decided from its bytes alone:
  * on_ctl acts on the decision, tests/fuzz/fuzz_super_ctl.c holds it to its
  * rules. A program in the pod can write such frames (see above), so a frame
@@ -112,16 +116,18 @@ void kube_super_close(struct kube_super *s);
  *      a signal or a code                                -> KUBE_CTL_EXITED
  *   F  a channel, {"error":"..."}                        -> KUBE_CTL_EXITED
  *      (unavailable; the error cut at 120 bytes, never inside a character)
+ *   R  a channel, a JSON object {USAGE}, the answer to a U
+ *      (kube_super_sample)                               -> KUBE_CTL_USAGE
  * USAGE ("cpuUs":N,"maxRssBytes":N) is optional: known only when both are
  * integers, a negative figure read as 0 (the engine keeps the largest).
  * A decision names a channel; whether it is still open is the caller's.
  */
-enum kube_ctl_act { KUBE_CTL_READY, KUBE_CTL_KILLED, KUBE_CTL_EXITED };
+enum kube_ctl_act { KUBE_CTL_READY, KUBE_CTL_KILLED, KUBE_CTL_EXITED, KUBE_CTL_USAGE };
 
 struct kube_ctl {
 	enum kube_ctl_act act;
 	struct codepod_proc_exit exit; /* KUBE_CTL_EXITED: how; detail is valid UTF-8 */
-	struct codepod_usage usage;    /* KUBE_CTL_KILLED: the figures it carried */
+	struct codepod_usage usage;    /* KUBE_CTL_KILLED, KUBE_CTL_USAGE: the figures */
 };
 
 /* @kind, @chan and the @len bytes of @buf as the frame decoder gave them;

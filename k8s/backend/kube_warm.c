@@ -69,7 +69,7 @@ static void sb_exited(void *ud, const struct codepod_proc_exit *ex)
 	free(sb);
 }
 
-static const struct codepod_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited, NULL };
+static const struct codepod_proc_cbs sb_cbs = { sb_out, sb_out, sb_exited, NULL, NULL };
 
 static void warm_free(struct kube_warm_pod *w)
 {

@@ -32,13 +32,13 @@ enum kube_sframe_kind {
 #undef KUBE_SFRAME_CONST
 };
 #define KUBE_SFRAME_MAX_DATA (1u << 20) /* O, E: the supervisor sends pipe reads */
-#define KUBE_SFRAME_MAX_CTL 4096u       /* H, X, F, D */
+#define KUBE_SFRAME_MAX_CTL 4096u       /* H, X, F, D, R */
 
 struct kube_sframe_sink {
 	/* O/E payload bytes, in pieces as they arrive (a frame may come in
 	 * several calls). Non-zero: stop feeding at once. */
 	int (*data)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
-	/* A whole H/X/F/D frame. Non-zero: stop feeding at once. */
+	/* A whole H/X/F/D/R frame. Non-zero: stop feeding at once. */
 	int (*ctl)(void *ud, char kind, uint32_t chan, const char *buf, size_t len);
 };
 

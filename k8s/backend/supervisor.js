@@ -13,6 +13,7 @@
 //   codepod -> supervisor:  S start {"argv":[...],"tag":"<32 hex>"}   I stdin bytes
 //                           K kill {"tag":"<32 hex>"} (process tree, tagged
 //                           processes, orphans started after the runner)
+//                           U read the usage now (empty)
 //   supervisor -> codepod:  H ready {"v":1,"pid":N} (channel 0)
 //                           O stdout bytes   E stderr bytes
 //                           X exited {"code":N|null,"signal":N|0,USAGE}, last
@@ -21,6 +22,7 @@
 //                           final frame (FINAL_KINDS, found with the nonce of
 //                           the hello it carried): every process of it has
 //                           been sent SIGKILL and its stderr forwarded
+//                           R {USAGE} the reading a U asked for
 // USAGE is "cpuUs":N,"maxRssBytes":N: what the runner's processes used
 // (runner/sandbox.h, struct codepod_usage), left out when nothing was read.
 // A runner's own output only ever travels inside frames of its channel, so
@@ -250,6 +252,10 @@
       try { msg = JSON.parse(body.toString('utf8')) || {}; } catch (e) { /* kill anyway */ }
       if (typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag)) c.tag = msg.tag;
       killNow(chan, c);
+    } else if (kind === SFRAME_USAGE) {
+      if (!c || c.killed || c.exited) return; // D or X carries the figures
+      noteUsed(c, usageScan(c.pid, c.start, others(c.pid)));
+      frame(SFRAME_READING, chan, '{' + usageJson(c) + '}');
     } else {
       shutdown(3);
     }

@@ -877,6 +877,12 @@ static void local_note_pid(struct codepod_proc *p, long pid, unsigned long long 
 	p->wrap_us = us;
 }
 
+static void local_sample(struct codepod_proc *p)
+{
+	if (read_tree(p) == 0 && p->cbs->usage)
+		p->cbs->usage(p->ud, &p->seen);
+}
+
 /* SIGKILL @pid, then everything under it, top-down: a process is signalled
  * before its children are listed, so it can start no more (a fork racing
  * the signal fails). A killed process may be gone before its children are
@@ -1059,7 +1065,7 @@ static void local_destroy(struct codepod_backend *base)
 
 static const struct codepod_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
-	.note_pid = local_note_pid, .destroy = local_destroy,
+	.note_pid = local_note_pid, .sample = local_sample, .destroy = local_destroy,
 };
 
 /* The sandbox's pieces, then one real run through it that proves each

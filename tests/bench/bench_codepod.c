@@ -252,7 +252,7 @@ static void bare_exited(void *ud, const struct codepod_proc_exit *ex)
 	}
 }
 
-static const struct codepod_proc_cbs bare_cbs = { bare_out, bare_out, bare_exited, NULL };
+static const struct codepod_proc_cbs bare_cbs = { bare_out, bare_out, bare_exited, NULL, NULL };
 
 /* A bare `node -e 0` through the backend: the backend resolves "node" and,
  * when isolating, puts the same bwrap argv in front. */

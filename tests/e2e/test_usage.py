@@ -1,6 +1,7 @@
 """docs/contract.md §4: the usage figures of every outcome (cpuMs,
-maxRssBytes, wallMs, toolCalls, the bytes that crossed the bridge). On both
-backends (CODEPOD_BACKEND=kubernetes: the pod's supervisor reads them).
+maxRssBytes, wallMs, toolCalls, the bytes that crossed the bridge), and §3's
+CPU budget, maxCpuMs, ending a program with CPU_LIMIT. On both backends
+(CODEPOD_BACKEND=kubernetes: the pod's supervisor reads them).
 
 The programs burn CPU time by process.cpuUsage(), not by the clock, so a
 loaded machine changes how long they take, never what they use."""
@@ -121,6 +122,56 @@ def test_bytes_of_a_known_tool_exchange(session):
 def test_no_result_no_bytes(session):
     u = usage(assert_ok(session.run("return;")))
     assert u["resultBytes"] == 0 and u["toolCalls"] == 0 and u["logBytes"] == 0, u
+
+
+def test_cpu_limit_ends_a_busy_loop_near_the_limit(session):
+    res = session.run("let x = 0; for (;;) x++;", policy={"maxCpuMs": 200, "timeoutMs": 20000})
+    err = assert_failed(res, "CPU_LIMIT")
+    u = usage(res)
+    assert 200 < u["cpuMs"] <= 700, u
+    assert "200 ms" in err["message"] and "maxCpuMs" in err["message"], err
+    # the figure it names is over the limit
+    used = int(err["message"].split("used ")[1].split(" ms")[0])
+    assert 200 < used <= u["cpuMs"], (err, u)
+
+
+def test_cpu_limit_counts_a_child_process(session):
+    js = ("const { execFileSync } = require('node:child_process');\n"
+          f"execFileSync(process.execPath, ['-e', {json.dumps(burn_src(5000))}]);\n"
+          "return 1;")
+    res = session.run(js, policy={"maxCpuMs": 300, "timeoutMs": 30000}, timeout=90)
+    assert_failed(res, "CPU_LIMIT")
+    assert 300 < usage(res)["cpuMs"] <= 900, res["usage"]
+
+
+def test_waiting_on_a_slow_tool_is_not_cpu_time(session):
+    session.serve({"slow": lambda inp: {"ok": True}}, delay=1.0)
+    res = session.run("return await tools.slow({});", policy={"maxCpuMs": 200})
+    u = usage(assert_ok(res))
+    assert res["result"] == {"ok": True}
+    assert u["cpuMs"] < 200 and u["runMs"] >= 1000, u
+
+
+def test_max_cpu_ms_is_validated_like_the_other_limits(session):
+    for bad in (0, -5, "100", 1.5):
+        eid = session.execute("return 1", policy={"maxCpuMs": bad})
+        err = session.wait_error(eid)
+        assert err["inReplyTo"] == "execute" and err["error"]["code"] == "INVALID_REQUEST", err
+        assert "maxCpuMs" in err["error"]["message"], err
+
+
+def test_max_cpu_ms_over_the_deployment_ceiling(tmp_path):
+    s = Session(tmp_path / "state", args=["--policy-ceiling", '{"maxCpuMs":1000}'])
+    try:
+        eid = s.execute("return 1", policy={"maxCpuMs": 5000})
+        err = s.wait_error(eid)
+        assert err["error"]["code"] == "INVALID_REQUEST" and "1000" in err["error"]["message"], err
+        # the default, none, comes down to the ceiling
+        res = s.run("let x = 0; for (;;) x++;", policy={"timeoutMs": 20000})
+        assert_failed(res, "CPU_LIMIT")
+        assert "1000 ms" in res["error"]["message"], res["error"]
+    finally:
+        assert s.close() == 0
 
 
 def test_a_runner_started_ahead_does_not_bill_its_boot(tmp_path):

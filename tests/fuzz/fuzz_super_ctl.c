@@ -1,7 +1,8 @@
 /* fuzz_super_ctl.c - a control frame from the pod's supervisor
  * (kube_super_ctl_parse, k8s/backend/kube_super.h) on arbitrary bytes:
- * byte 0 picks the kind (H, X, F, D, or itself), byte 1 the channel and
- * whether a ready frame came before, the rest is the payload. A frame is
+ * byte 0 picks the kind (H, X, F, D, R; U, O, S, which are no control
+ * frame of the pod's; or itself), byte 1 the channel and whether a ready
+ * frame came before, the rest is the payload. A frame is
  * either refused with a message that carries no byte of it, or decided as
  * its kind says, with an exit that holds together and a detail of valid
  * UTF-8 within its buffer (it ends up in the outcome's JSON). */
@@ -38,10 +39,11 @@ static void check_exit(char kind, const struct codepod_proc_exit *ex)
 static int names_a_rule(const char *msg)
 {
 	static const char *const whole[] = {
-		"a control frame over its size limit", "a malformed killed frame",
+		"a control frame over its size limit", "a malformed killed frame", "a malformed usage frame",
 		"a second ready frame", "a malformed ready frame", "a malformed exit frame",
 		"a malformed start-failure frame", "a X frame on channel 0, the supervisor's own",
 		"a F frame on channel 0, the supervisor's own", "a D frame on channel 0, the supervisor's own",
+		"a R frame on channel 0, the supervisor's own",
 	};
 	static const char *const numbered[] = {
 		"a control frame of unknown kind 0x", "a ready frame on channel ",
@@ -60,11 +62,11 @@ static int names_a_rule(const char *msg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char kinds[] = { 'H', 'X', 'F', 'D' };
+	static const char kinds[] = { 'H', 'X', 'F', 'D', 'R', 'U', 'O', 'S' };
 	static const uint32_t chans[] = { 0, 1, 2, 0xffffffffu };
 	if (size < 2)
 		return 0;
-	char kind = (data[0] & 0x80) ? (char)data[0] : kinds[data[0] & 3];
+	char kind = (data[0] & 0x80) ? (char)data[0] : kinds[data[0] & 7];
 	uint32_t chan = chans[data[1] & 3];
 	int ready = (data[1] >> 2) & 1;
 	const char *buf = (const char *)data + 2;
@@ -91,6 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 'D':
 		if (c.act != KUBE_CTL_KILLED || (!len && c.usage.known))
+			abort();
+		break;
+	case 'R':
+		if (c.act != KUBE_CTL_USAGE || !len)
 			abort();
 		break;
 	case 'X':

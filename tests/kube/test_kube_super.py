@@ -197,8 +197,13 @@ def test_no_supervisor_means_one_exec_per_script(fake, codepods):
     res = assert_ok(result_of(s, s.execute("return 2", conversation=conv, tools=[]), 120))
     assert exec_requests(fake, pod) - before in (1, 2), describe({}, s)
     assert events(s, "kube.supervisor_ready") == []
-    # nobody in the pod reads /proc for it: no CPU figures
+    # nobody in the pod reads /proc for it: no CPU figures, and no budget held
     assert "cpuMs" not in res["usage"] and "maxRssBytes" not in res["usage"], res["usage"]
+    res = assert_ok(result_of(s, s.execute(
+        "const t0 = process.cpuUsage(); for (;;) { const t = process.cpuUsage(t0);"
+        " if (t.user + t.system >= 300000) break; } return 3", conversation=conv, tools=[],
+        policy={"maxCpuMs": 100}), 120))
+    assert res["result"] == 3 and "cpuMs" not in res["usage"], res
 
 
 def test_warm_pod_comes_with_its_supervisor_and_a_runner(fake, codepods):

@@ -16,7 +16,8 @@
 #include "runner/policy.h"
 
 /* The contract's names, in struct order, with docs/contract.md §3's default
- * (memory: policy.h's 512 MiB) and the built-in ceiling. */
+ * (memory: policy.h's 512 MiB) and the built-in ceiling. maxCpuMs, whose
+ * default and built-in ceiling are none, has tests of its own below. */
 struct row {
 	const char *name;
 	size_t offset;
@@ -74,7 +75,8 @@ static void test_defaults_match_design(void **state)
 	struct codepod_policy p;
 	memset(&p, 0xAB, sizeof p);
 	codepod_policy_defaults(&p);
-	assert_int_equal(sizeof p, NROWS * sizeof(uint64_t)); /* no field untested */
+	assert_int_equal(sizeof p, (NROWS + 1) * sizeof(uint64_t)); /* no field untested */
+	assert_int_equal(p.max_cpu_ms, CODEPOD_POLICY_NONE);
 	for (size_t i = 0; i < NROWS; i++) {
 		if (get(&p, i) != rows[i].def)
 			fail_msg("%s: default %llu, want %llu", rows[i].name,
@@ -329,6 +331,7 @@ static void test_to_json_round_trip(void **state)
 	struct codepod_policy src, back, ceil;
 	struct cp_err err;
 	codepod_policy_ceiling_defaults(&ceil);
+	memset(&src, 0, sizeof src);
 	for (size_t i = 0; i < NROWS; i++)
 		memcpy((char *)&src + rows[i].offset, &(uint64_t){ rows[i].ceil - i }, sizeof(uint64_t));
 	json_t *o = codepod_policy_to_json(&src);
@@ -360,6 +363,55 @@ static void test_to_json_round_trip(void **state)
 	json_decref(o);
 }
 
+/* maxCpuMs: none (0) by default and as the built-in ceiling; a request's
+ * value is a positive integer like any other; none is left out of the JSON
+ * (the digest of an execution without it is unchanged); a deployment's
+ * ceiling brings the default none down to it. */
+static void test_max_cpu_ms(void **state)
+{
+	(void)state;
+	struct codepod_policy p, d, c;
+	struct cp_err err;
+	codepod_policy_ceiling_defaults(&c);
+	assert_int_equal(c.max_cpu_ms, CODEPOD_POLICY_NONE);
+	assert_int_equal(apply_text(&p, "{\"maxCpuMs\":1}", &err), 0);
+	assert_int_equal(p.max_cpu_ms, 1);
+	assert_int_equal(apply_text(&p, "{\"maxCpuMs\":9223372036854775807}", &err), 0);
+	assert_int_equal(p.max_cpu_ms, 9223372036854775807ULL);
+	static const char *const bad[] = { "0", "-1", "\"100\"", "1.5", "null", "true" };
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		char text[64];
+		snprintf(text, sizeof text, "{\"maxCpuMs\":%s}", bad[k]);
+		expect_refused(text, "maxCpuMs", "positive integer");
+	}
+	codepod_policy_defaults(&p);
+	json_t *o = codepod_policy_to_json(&p);
+	assert_null(json_object_get(o, "maxCpuMs"));
+	json_decref(o);
+	p.max_cpu_ms = 250;
+	o = codepod_policy_to_json(&p);
+	assert_int_equal(json_integer_value(json_object_get(o, "maxCpuMs")), 250);
+	json_decref(o);
+	/* the deployment's ceiling: none lowered to 1000, the default with it */
+	json_t *ceil = parse("{\"maxCpuMs\":1000}");
+	assert_int_equal(codepod_policy_deployment(&d, &c, NULL, ceil, &err), 0);
+	assert_int_equal(c.max_cpu_ms, 1000);
+	assert_int_equal(d.max_cpu_ms, 1000);
+	json_t *def = parse("{\"maxCpuMs\":300}");
+	assert_int_equal(codepod_policy_deployment(&d, &c, def, ceil, &err), 0);
+	assert_int_equal(d.max_cpu_ms, 300);
+	json_decref(def);
+	json_t *over = parse("{\"maxCpuMs\":1001}");
+	assert_int_equal(codepod_policy_apply(&d, over, &c, &err), CP_E_INVALID_REQUEST);
+	assert_non_null(strstr(err.msg, "ceiling of 1000"));
+	json_decref(over);
+	json_decref(ceil);
+	/* without a ceiling for it, the default stays none */
+	assert_int_equal(codepod_policy_deployment(&d, &c, NULL, NULL, &err), 0);
+	assert_int_equal(d.max_cpu_ms, CODEPOD_POLICY_NONE);
+	assert_int_equal(c.max_cpu_ms, CODEPOD_POLICY_NONE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_not_an_object_refused),
 		cmocka_unit_test(test_to_json_contract_names),
 		cmocka_unit_test(test_to_json_round_trip),
+		cmocka_unit_test(test_max_cpu_ms),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

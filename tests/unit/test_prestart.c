@@ -84,7 +84,7 @@ static void taker_exited(void *ud, const struct codepod_proc_exit *ex)
 	taker_exits++;
 }
 
-static const struct codepod_proc_cbs taker = { never_out, never_out, taker_exited, NULL };
+static const struct codepod_proc_cbs taker = { never_out, never_out, taker_exited, NULL, NULL };
 
 static uv_loop_t loop;
 

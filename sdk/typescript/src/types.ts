@@ -16,6 +16,8 @@ export interface Policy {
   maxToolInputBytes?: number;
   maxToolOutputBytes?: number;
   maxMemoryMb?: number;
+  /** CPU time of the execution's processes; over it CPU_LIMIT (default: none). */
+  maxCpuMs?: number;
 }
 
 export type ErrorCode =
@@ -31,6 +33,7 @@ export type ErrorCode =
   | "CANCELLED"
   | "OUTCOME_UNKNOWN"
   | "INTERNAL"
+  | "CPU_LIMIT"
   | "TOO_MANY_EXECUTIONS"
   | "TOO_MANY_SESSIONS"
   | "SHUTTING_DOWN"
