@@ -1,7 +1,8 @@
 /*
  * http_server_metrics.c - counters kept from the outcomes the sessions
- * deliver (status, error.code, usage.startupMs/runMs, calls[].status), the
- * Prometheus text exposition format 0.0.4, and the audit line.
+ * deliver (status, error.code, usage.startupMs/runMs/cpuMs/maxRssBytes and
+ * the tool bytes, calls[].status), the Prometheus text exposition format
+ * 0.0.4, and the audit line.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -29,6 +30,34 @@ struct histo {
 	double sum;
 };
 
+/* A histogram by labels (status, backend, ...), with buckets of its own.
+ * Label values come from codepod's own outcome (status, usage.sandbox, a
+ * fixed direction): a handful of series, never one per conversation. */
+#define MAX_LBUCKETS 16
+#define MAX_LSERIES 16
+
+struct lseries {
+	char labels[128]; /* `status="succeeded",backend="local"` */
+	unsigned long long buckets[MAX_LBUCKETS], count;
+	double sum;
+};
+
+struct lhisto {
+	const char *name, *help;
+	const double *bounds;
+	int nbounds;
+	struct lseries s[MAX_LSERIES];
+	size_t n;
+};
+
+static const double cpu_s[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                                30, 60, 300 };
+static const double rss_bytes[] = { 16777216, 33554432, 67108864, 134217728, 268435456,
+                                    536870912, 1073741824, 2147483648.0, 4294967296.0,
+                                    8589934592.0 };
+static const double tool_bytes[] = { 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576,
+                                     4194304, 16777216, 67108864 };
+
 struct broker_http_metrics {
 	struct series execs[MAX_SERIES]; /* status, code */
 	size_t nexecs;
@@ -37,11 +66,29 @@ struct broker_http_metrics {
 	struct series rejected[MAX_SERIES]; /* reason */
 	size_t nrejected;
 	struct histo startup, run;
+	struct lhisto cpu, rss, tool;
 };
+
+#define LHISTO(h, n, text, b) \
+	((h)->name = (n), (h)->help = (text), (h)->bounds = (b), \
+	 (h)->nbounds = (int)(sizeof(b) / sizeof((b)[0])))
 
 struct broker_http_metrics *broker_http_metrics_new(void)
 {
-	return calloc(1, sizeof(struct broker_http_metrics));
+	struct broker_http_metrics *m = calloc(1, sizeof(struct broker_http_metrics));
+	if (!m)
+		return NULL;
+	_Static_assert(sizeof cpu_s / sizeof cpu_s[0] <= MAX_LBUCKETS, "cpu buckets");
+	_Static_assert(sizeof tool_bytes / sizeof tool_bytes[0] <= MAX_LBUCKETS, "tool buckets");
+	LHISTO(&m->cpu, "codepod_execution_cpu_seconds",
+	       "CPU time of an execution's processes (usage.cpuMs), by status and backend.", cpu_s);
+	LHISTO(&m->rss, "codepod_execution_max_rss_bytes",
+	       "Peak resident set of an execution's largest process (usage.maxRssBytes), by "
+	       "status and backend.", rss_bytes);
+	LHISTO(&m->tool, "codepod_tool_bytes",
+	       "JSON bytes of an execution's tool inputs and outputs (usage.toolInputBytes, "
+	       "toolOutputBytes), for executions that called a tool.", tool_bytes);
+	return m;
 }
 
 void broker_http_metrics_free(struct broker_http_metrics *m)
@@ -91,6 +138,48 @@ static void observe(struct histo *h, double v)
 	h->sum += v;
 }
 
+/* @labels is label-safe already (label_copy'd values). */
+static void observe_l(struct lhisto *h, const char *labels, double v)
+{
+	struct lseries *s = NULL;
+	for (size_t i = 0; i < h->n && !s; i++)
+		if (strcmp(h->s[i].labels, labels) == 0)
+			s = &h->s[i];
+	if (!s) {
+		if (h->n == MAX_LSERIES)
+			return;
+		s = &h->s[h->n++];
+		snprintf(s->labels, sizeof s->labels, "%s", labels);
+	}
+	for (int i = 0; i < h->nbounds; i++)
+		if (v <= h->bounds[i])
+			s->buckets[i]++;
+	s->count++;
+	s->sum += v;
+}
+
+static void observe_usage(struct broker_http_metrics *m, const char *status, const json_t *usage)
+{
+	char st[40], be[40], labels[128];
+	label_copy(st, sizeof st, status);
+	label_copy(be, sizeof be, json_string_value(json_object_get(usage, "sandbox")));
+	snprintf(labels, sizeof labels, "status=\"%s\",backend=\"%s\"", st, be);
+	const json_t *cpu = json_object_get(usage, "cpuMs"), *rss = json_object_get(usage, "maxRssBytes");
+	if (json_is_integer(cpu)) /* absent: the backend could not read it */
+		observe_l(&m->cpu, labels, (double)json_integer_value(cpu) / 1000.0);
+	if (json_is_integer(rss))
+		observe_l(&m->rss, labels, (double)json_integer_value(rss));
+	if (json_integer_value(json_object_get(usage, "toolCalls")) > 0) {
+		static const char *const dirs[2][2] = { { "input", "toolInputBytes" },
+			                                { "output", "toolOutputBytes" } };
+		for (int i = 0; i < 2; i++) {
+			char l2[160];
+			snprintf(l2, sizeof l2, "direction=\"%s\",%s", dirs[i][0], labels);
+			observe_l(&m->tool, l2, (double)json_integer_value(json_object_get(usage, dirs[i][1])));
+		}
+	}
+}
+
 void broker_http_metrics_outcome(struct broker_http_metrics *m, const json_t *outcome)
 {
 	const char *status = json_string_value(json_object_get(outcome, "status"));
@@ -102,6 +191,8 @@ void broker_http_metrics_outcome(struct broker_http_metrics *m, const json_t *ou
 		observe(&m->startup, (double)json_integer_value(su) / 1000.0);
 	if (json_is_integer(ru))
 		observe(&m->run, (double)json_integer_value(ru) / 1000.0);
+	if (json_is_object(usage))
+		observe_usage(m, status ? status : "unknown", usage);
 	size_t i;
 	const json_t *c;
 	json_array_foreach(json_object_get(outcome, "calls"), i, c)
@@ -141,6 +232,29 @@ static void put_histo(struct out *o, const char *name, const char *help, const s
 	    h->sum, name, h->count);
 }
 
+static void put_le(struct out *o, const char *name, const char *labels, double le,
+                   unsigned long long n)
+{
+	/* whole numbers (byte sizes) as such, not in %g's exponent form */
+	if (le == (double)(unsigned long long)le && le >= 1)
+		put(o, "%s_bucket{%s,le=\"%.0f\"} %llu\n", name, labels, le, n);
+	else
+		put(o, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, le, n);
+}
+
+static void put_lhisto(struct out *o, const struct lhisto *h)
+{
+	put(o, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+	for (size_t i = 0; i < h->n; i++) {
+		const struct lseries *s = &h->s[i];
+		for (int b = 0; b < h->nbounds; b++)
+			put_le(o, h->name, s->labels, h->bounds[b], s->buckets[b]);
+		put(o, "%s_bucket{%s,le=\"+Inf\"} %llu\n%s_sum{%s} %.6g\n%s_count{%s} %llu\n",
+		    h->name, s->labels, s->count, h->name, s->labels, s->sum, h->name, s->labels,
+		    s->count);
+	}
+}
+
 /* The backend's own counters (codepod_backend_ops.stats), grouped by name. */
 static void put_backend(struct out *o, const struct codepod_backend *b)
 {
@@ -167,6 +281,9 @@ char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cod
 	put_histo(&o, "codepod_execution_startup_seconds",
 	          "Time from submission until the program started running.", &m->startup);
 	put_histo(&o, "codepod_execution_run_seconds", "Time the program ran.", &m->run);
+	put_lhisto(&o, &m->cpu);
+	put_lhisto(&o, &m->rss);
+	put_lhisto(&o, &m->tool);
 	put(&o, "# HELP codepod_tool_calls_total Tool calls of finished executions, by status.\n"
 	        "# TYPE codepod_tool_calls_total counter\n");
 	for (size_t i = 0; i < m->ncalls; i++)
@@ -220,15 +337,18 @@ void broker_http_audit(struct broker_http *srv, const char *id, const char *conv
 	json_t *digest = json_incref(json_object_get(usage, "digest"));
 	json_t *startup = json_incref(json_object_get(usage, "startupMs"));
 	json_t *run = json_incref(json_object_get(usage, "runMs"));
+	/* the outcome's usage object itself: the same figures, one definition */
+	json_t *use = json_incref(json_object_get(outcome, "usage"));
 	if (!srv->audit) {
 		cp_log(CP_LOG_INFO, "audit", "id", json_string(id), "conversationHash",
 		       json_string(conv), "digest", digest, "tools", tools, "code",
-		       json_string(code ? code : "OK"), "startupMs", startup, "runMs", run, NULL);
+		       json_string(code ? code : "OK"), "startupMs", startup, "runMs", run,
+		       "usage", use, NULL);
 		return;
 	}
-	json_t *o = json_pack("{s:s,s:s,s:s,s:o?,s:o,s:s,s:o?,s:o?}", "event", "audit", "id", id,
+	json_t *o = json_pack("{s:s,s:s,s:s,s:o?,s:o,s:s,s:o?,s:o?,s:o?}", "event", "audit", "id", id,
 	                      "conversationHash", conv, "digest", digest, "tools", tools, "code",
-	                      code ? code : "OK", "startupMs", startup, "runMs", run);
+	                      code ? code : "OK", "startupMs", startup, "runMs", run, "usage", use);
 	char *line = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(o);
 	if (line) {

@@ -68,3 +68,41 @@ def test_audit_file(serve, tmp_path):
     lines = [json.loads(x) for x in f.read_text().splitlines()]
     assert sorted(x["id"] for x in lines) == ["m1", "m2", "m3"]
     assert not s.logs("audit")
+
+
+def test_usage_histograms(serve):
+    s = serve()
+    run_some(s)
+    status, _, body = http_request(s.host, s.port, "GET", "/metrics")
+    assert status == 200
+    text = body.decode()
+    for name in ("codepod_execution_cpu_seconds", "codepod_execution_max_rss_bytes",
+                 "codepod_tool_bytes"):
+        assert f"# TYPE {name} histogram" in text, name
+    # by status and backend, no other label (no conversation, no id)
+    assert 'codepod_execution_cpu_seconds_count{status="succeeded",backend="local"} 2' in text \
+        or 'codepod_execution_cpu_seconds_count{status="succeeded",backend="kubernetes"} 2' in text, text
+    assert 'codepod_execution_cpu_seconds_count{status="failed",backend="' in text
+    assert 'codepod_execution_max_rss_bytes_bucket{status="succeeded",backend="' in text
+    # one execution called a tool: one observation a direction
+    for d in ("input", "output"):
+        assert f'codepod_tool_bytes_count{{direction="{d}",status="succeeded",backend="' in text, d
+    assert 'le="16777216"' in text  # byte buckets as whole numbers
+    assert "secret-conversation-key" not in text
+    promtool = shutil.which("promtool")
+    if not promtool:
+        pytest.skip("promtool (Debian package prometheus) is not installed")
+    r = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True)
+    assert r.returncode == 0, (r.stdout + r.stderr).decode()
+
+
+def test_audit_line_carries_the_usage(serve, tmp_path):
+    import json
+    f = tmp_path / "audit.jsonl"
+    s = serve("--audit-file", str(f))
+    run_some(s)
+    lines = {x["id"]: x for x in (json.loads(t) for t in f.read_text().splitlines())}
+    u = lines["m1"]["usage"]
+    assert u["toolCalls"] == 1 and u["toolInputBytes"] == len(b'{"v":"TOOL-DATA-MARKER"}'), u
+    assert isinstance(u["cpuMs"], int) and u["maxRssBytes"] > 0 and u["wallMs"] >= u["runMs"], u
+    assert u["digest"] == lines["m1"]["digest"]
