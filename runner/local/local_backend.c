@@ -924,9 +924,10 @@ static int pidfd_signal(int fd, int sig)
 #endif
 }
 
-/* kill_from for the namespace's init, held by @fd: it is no child of
- * codepod, so once its namespace has ended it may be reaped and its PID
- * reused between passes. Signalled and checked through the pidfd; a list
+/* kill_from for the namespace's init, held by @fd: it is bubblewrap's
+ * child (codepod's, as subreaper, only once bubblewrap's process is gone),
+ * so once its namespace has ended it may be reaped and its PID reused
+ * between passes. Signalled and checked through the pidfd; a list
  * read while it was reaped is dropped (its namespace has ended then: none
  * of its processes is left). */
 static int kill_top(pid_t pid, int fd, struct kill_walk *w)
