@@ -77,6 +77,54 @@ function hasEnv(pid, mark) {
   return false;
 }
 
+// The /proc entries (none without /proc: the runner and its group only).
+function procNames() {
+  try { return fs.readdirSync('/proc'); } catch (e) { return []; }
+}
+
+// One pass over /proc into @st = { seen, kids, ticksOf, hit }: each process
+// not seen yet (and not this one, PID 1 or one of @others) gets its CPU
+// ticks and its parent noted; orphans started after @t0 (clock ticks since
+// boot, 0: none) and, with @mark, processes whose environment holds it are
+// taken into @st.hit; then every descendant of what @st.hit holds.
+function scanPass(st, t0, mark, others) {
+  for (const d of procNames()) {
+    if (!/^\d+$/.test(d)) continue;
+    const p = +d;
+    if (st.seen.has(p) || p === process.pid || p === 1 || others.has(p)) continue;
+    st.seen.add(p);
+    const s = statOf(p);
+    if (!s) continue;
+    st.ticksOf.set(p, s.ticks);
+    if (!st.kids.has(s.ppid)) st.kids.set(s.ppid, []);
+    st.kids.get(s.ppid).push(p);
+    if (s.ppid === 1 && t0 > 0 && s.start > t0) st.hit.add(p);
+    else if (mark && !st.hit.has(p) && hasEnv(p, mark)) st.hit.add(p);
+  }
+  const q = [...st.hit];
+  while (q.length) {
+    const p = q.pop();
+    for (const c of st.kids.get(p) || []) if (!st.hit.has(c) && !others.has(c)) { st.hit.add(c); q.push(c); }
+  }
+  st.hit.delete(process.pid);
+  st.hit.delete(1);
+}
+
+function newScanState(root) {
+  const st = { seen: new Set(), kids: new Map(), ticksOf: new Map(), hit: new Set() };
+  if (root > 1) st.hit.add(root);
+  return st;
+}
+
+// Adds what @pids used (their ticks as read, their peak RSS now) to @used.
+function addUsage(used, pids, ticksOf) {
+  for (const p of pids) {
+    used.ticks += ticksOf.get(p) || 0;
+    used.hwmKb = Math.max(used.hwmKb, hwmOf(p));
+  }
+  return used;
+}
+
 // @root: the runner's PID (0: unknown, then no tree); @tag: 32 hex or ''
 // (none); @t0: the runner's start in clock ticks since boot (0: unknown,
 // then no orphans); @others: a Set of PIDs to spare.
@@ -90,40 +138,12 @@ function hasEnv(pid, mark) {
 // signalled: { ticks, hwmKb } (CPU clock ticks, theirs and their reaped
 // children's; the largest peak RSS of one of them).
 function killScan(root, tag, t0, others) {
-  const mark = 'CODEPOD_TAG=' + tag;
-  const seen = new Set(), kids = new Map(), hit = new Set(), signalled = new Set();
-  const ticksOf = new Map();
+  const st = newScanState(root), signalled = new Set();
   const used = { ticks: 0, hwmKb: 0 };
-  if (root > 1) hit.add(root);
   for (let round = 0; round < 3; round++) {
-    let names = [];
-    // (no /proc: the runner and its group only)
-    try { names = fs.readdirSync('/proc'); } catch (e) { names = []; }
-    for (const d of names) {
-      if (!/^\d+$/.test(d)) continue;
-      const p = +d;
-      if (seen.has(p) || p === process.pid || p === 1 || others.has(p)) continue;
-      seen.add(p);
-      const st = statOf(p);
-      if (!st) continue;
-      ticksOf.set(p, st.ticks);
-      if (!kids.has(st.ppid)) kids.set(st.ppid, []);
-      kids.get(st.ppid).push(p);
-      if (st.ppid === 1 && t0 > 0 && st.start > t0) hit.add(p);
-      else if (tag && !hit.has(p) && hasEnv(p, mark)) hit.add(p);
-    }
-    const q = [...hit];
-    while (q.length) {
-      const p = q.pop();
-      for (const c of kids.get(p) || []) if (!hit.has(c) && !others.has(c)) { hit.add(c); q.push(c); }
-    }
-    hit.delete(process.pid);
-    hit.delete(1);
-    const fresh = [...hit].filter((p) => !signalled.has(p));
-    for (const p of fresh) {
-      used.ticks += ticksOf.get(p) || 0;
-      used.hwmKb = Math.max(used.hwmKb, hwmOf(p));
-    }
+    scanPass(st, t0, tag ? 'CODEPOD_TAG=' + tag : '', others);
+    const fresh = [...st.hit].filter((p) => !signalled.has(p));
+    addUsage(used, fresh, st.ticksOf);
     // (no group: the runner did not make one)
     if (root > 1) { try { process.kill(-root, 'SIGKILL'); } catch (e) { } }
     if (!fresh.length) break;
@@ -141,30 +161,7 @@ function killScan(root, tag, t0, others) {
 // carries the tag and is neither is rare: reparented to another reaper).
 // Returns { ticks, hwmKb } as killScan.
 function usageScan(root, t0, others) {
-  const kids = new Map(), ticksOf = new Map(), hit = new Set();
-  if (root > 1) hit.add(root);
-  let names = [];
-  try { names = fs.readdirSync('/proc'); } catch (e) { names = []; }
-  for (const d of names) {
-    if (!/^\d+$/.test(d)) continue;
-    const p = +d;
-    if (p === process.pid || p === 1 || others.has(p)) continue;
-    const st = statOf(p);
-    if (!st) continue;
-    ticksOf.set(p, st.ticks);
-    if (!kids.has(st.ppid)) kids.set(st.ppid, []);
-    kids.get(st.ppid).push(p);
-    if (st.ppid === 1 && t0 > 0 && st.start > t0) hit.add(p);
-  }
-  const q = [...hit];
-  while (q.length) {
-    const p = q.pop();
-    for (const c of kids.get(p) || []) if (!hit.has(c) && !others.has(c)) { hit.add(c); q.push(c); }
-  }
-  const used = { ticks: 0, hwmKb: 0 };
-  for (const p of hit) {
-    used.ticks += ticksOf.get(p) || 0;
-    used.hwmKb = Math.max(used.hwmKb, hwmOf(p));
-  }
-  return used;
+  const st = newScanState(root);
+  scanPass(st, t0, '', others);
+  return addUsage({ ticks: 0, hwmKb: 0 }, st.hit, st.ticksOf);
 }
