@@ -471,8 +471,10 @@ static int lift_fd(int fd)
  * stdin/stdout/stderr on socket pairs (what uv_spawn's pipes are) whose
  * other ends become p->in/out/err, and @sfd on fd 3 (the seccomp filter for
  * bubblewrap; -1: none). @plain_mb: the soft data limit for a process
- * without the sandbox, set on codepod itself around the spawn (posix_spawn
- * has no pre-exec hook; the child inherits it), then restored; 0: none.
+ * without the sandbox, set on the child with prlimit() right after the
+ * spawn (posix_spawn has no pre-exec hook, and lowering codepod's own limit
+ * around it made the spawn's own stack allocation fail once codepod used
+ * more than the limit); 0: none.
  */
 static int spawn_child(struct codepod_proc *p, const char *const *argv, char *const *env,
                        const char *cwd, int sfd, unsigned long plain_mb, pid_t *pid,
@@ -524,17 +526,14 @@ static int spawn_child(struct codepod_proc *p, const char *const *argv, char *co
 		                                   POSIX_SPAWN_SETSIGDEF);
 		posix_spawnattr_setsigmask(&at, &none);
 		posix_spawnattr_setsigdefault(&at, &all);
+		int e = posix_spawn(pid, exe, &fa, &at, (char *const *)argv, env);
 		struct rlimit old, lim;
-		int limited = plain_mb && getrlimit(RLIMIT_DATA, &old) == 0;
-		if (limited) {
+		if (e == 0 && plain_mb && getrlimit(RLIMIT_DATA, &old) == 0) {
 			lim = old;
 			rlim_t want = (rlim_t)(plain_mb * 2 + 1024) << 20;
 			lim.rlim_cur = old.rlim_max == RLIM_INFINITY || want < old.rlim_max ? want : old.rlim_max;
-			setrlimit(RLIMIT_DATA, &lim);
+			prlimit(*pid, RLIMIT_DATA, &lim, NULL);
 		}
-		int e = posix_spawn(pid, exe, &fa, &at, (char *const *)argv, env);
-		if (limited)
-			setrlimit(RLIMIT_DATA, &old);
 		posix_spawn_file_actions_destroy(&fa);
 		posix_spawnattr_destroy(&at);
 		if (e)
