@@ -892,9 +892,13 @@ static int kill_from(pid_t pid, int depth, struct kill_walk *w)
 {
 	if (depth > KILL_WALK_DEPTH || --w->budget < 0 || walk_note(w, pid))
 		return -1;
-	kill(pid, SIGKILL);
+	/* Stopped before its children are listed and killed after: a process
+	 * killed first can be gone before the listing, its children then
+	 * reparented out of the walk's reach. */
+	kill(pid, SIGSTOP);
 	pid_t kids[KIDS_MAX];
 	int n = children_of(pid, kids);
+	kill(pid, SIGKILL);
 	for (int i = 0; i < n; i++)
 		if (kill_from(kids[i], depth + 1, w))
 			return -1;

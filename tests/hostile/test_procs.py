@@ -37,7 +37,7 @@ const running = () => fs.readdirSync('/proc').filter((p) => {{
   try {{ return /^\\d+$/.test(p) && fs.readFileSync('/proc/' + p + '/cmdline', 'utf8').includes('{marker}'); }}
   catch {{ return false; }}
 }}).length;
-for (let i = 0; i < 250 && running() < 3; i++) await new Promise((r) => setTimeout(r, 20));
+for (let i = 0; i < 1000 && running() < 3; i++) await new Promise((r) => setTimeout(r, 20));
 return running();"""))
     assert res["result"] == 3, res  # the three daemons ran when the program returned
     assert gone(marker), f"daemons survived their execution: {processes_with_marker(marker)}"
