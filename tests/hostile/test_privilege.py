@@ -136,11 +136,11 @@ return {{ secret: code(() => fs.readFileSync({json.dumps(str(secret))}, 'utf8'))
         pytest.skip("the test's own files belong to codepod's user here")
     assert r["secret"] == "EACCES" and r["shadow"] == "EACCES", r
     # /root is 0700 root: unreadable, or hidden behind an empty folder. A
-    # checkout under /root is the one thing the fake API server puts back
-    # into its pods' /root (their Node lives in it, as a node's image holds
-    # its own): that is not the host's /root showing.
+    # checkout under /root is the one thing the sandbox (or the fake API
+    # server's pods) puts back into /root: the programs' Node lives in it.
+    # That is not the host's /root showing.
     host_root = set(os.listdir("/root")) if IS_ROOT else set()
-    if BACKEND == "kubernetes" and REPO.parts[:2] == ("/", "root") and len(REPO.parts) > 2:
+    if REPO.parts[:2] == ("/", "root") and len(REPO.parts) > 2:
         host_root.discard(REPO.parts[2])
     assert r["root"] == "EACCES" or (isinstance(r["root"], list) and not host_root & set(r["root"])), r
     hs.next_works()
