@@ -113,7 +113,7 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
                          struct kube_ctl *out, struct cp_err *err)
 {
 	memset(out, 0, sizeof *out);
-	if (kube_sframe_from_pod(kind) != 2)
+	if (kube_sframe_from_pod(kind) != KUBE_SFRAME_CTL)
 		return cp_err_set(err, CP_E_PARSE, "a control frame of unknown kind 0x%02x",
 		                  (unsigned char)kind);
 	if (len > KUBE_SFRAME_MAX_CTL)

@@ -10,12 +10,12 @@ void kube_sframe_init(struct kube_sframe_parser *p)
 	memset(p, 0, sizeof *p);
 }
 
-#define KUBE_SFRAME_FROM_POD_DATA 1
-#define KUBE_SFRAME_FROM_POD_CTL 2
-#define KUBE_SFRAME_TO_POD_DATA 0
-#define KUBE_SFRAME_TO_POD_CTL 0
+#define KUBE_SFRAME_FROM_POD_DATA KUBE_SFRAME_DATA
+#define KUBE_SFRAME_FROM_POD_CTL KUBE_SFRAME_CTL
+#define KUBE_SFRAME_TO_POD_DATA KUBE_SFRAME_NOT_FROM_POD
+#define KUBE_SFRAME_TO_POD_CTL KUBE_SFRAME_NOT_FROM_POD
 
-int kube_sframe_from_pod(char kind)
+enum kube_sframe_class kube_sframe_from_pod(char kind)
 {
 	switch (kind) {
 #define KUBE_SFRAME_CONST(name, value)
@@ -24,7 +24,7 @@ int kube_sframe_from_pod(char kind)
 #include "k8s/backend/super_frame_kinds.def"
 #undef KUBE_SFRAME_KIND
 #undef KUBE_SFRAME_CONST
-	default: return 0;
+	default: return KUBE_SFRAME_NOT_FROM_POD;
 	}
 }
 
@@ -49,8 +49,8 @@ int kube_sframe_feed(struct kube_sframe_parser *p, const char *buf, size_t len, 
 			p->chan = be32(p->hdr + 2);
 			p->left = be32(p->hdr + 6);
 			p->ctl_len = 0;
-			int data = kube_sframe_from_pod(p->kind) == 1;
-			int ctl = kube_sframe_from_pod(p->kind) == 2;
+			int data = kube_sframe_from_pod(p->kind) == KUBE_SFRAME_DATA;
+			int ctl = kube_sframe_from_pod(p->kind) == KUBE_SFRAME_CTL;
 			if (p->hdr[0] != KUBE_SFRAME_MAGIC || (!data && !ctl)) {
 				*why = "a malformed frame header";
 				return -1;
@@ -67,7 +67,7 @@ int kube_sframe_feed(struct kube_sframe_parser *p, const char *buf, size_t len, 
 			}
 		}
 		size_t take = p->left < len ? p->left : len;
-		int data = kube_sframe_from_pod(p->kind) == 1;
+		int data = kube_sframe_from_pod(p->kind) == KUBE_SFRAME_DATA;
 		if (data) {
 			if (sink->data(ud, p->kind, p->chan, buf, take)) {
 				p->left -= (uint32_t)take;

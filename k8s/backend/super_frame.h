@@ -53,9 +53,13 @@ struct kube_sframe_parser {
 
 void kube_sframe_init(struct kube_sframe_parser *p);
 
-/* What a frame of @kind from the pod carries: 1 a runner's bytes (DATA),
- * 2 a control message (CTL), 0 no kind the supervisor sends. */
-int kube_sframe_from_pod(char kind);
+/* What a frame of @kind from the pod carries. */
+enum kube_sframe_class {
+	KUBE_SFRAME_NOT_FROM_POD, /* no kind the supervisor sends */
+	KUBE_SFRAME_DATA,         /* a runner's bytes */
+	KUBE_SFRAME_CTL,          /* a control message */
+};
+enum kube_sframe_class kube_sframe_from_pod(char kind);
 
 /* 0 when all was consumed (or a sink asked to stop), -1 on a frame that
  * breaks the rules (*why says which; the stream is unusable from there). */
