@@ -9,6 +9,9 @@
 #   make bench      speed and memory figures, written to build/bench.txt
 #                   (make bench-latency BENCH_SECTIONS=a,b: section (g) alone)
 #   make lint       banned calls and shellcheck
+#   make install    the binary, its man page and documents under PREFIX
+#                   (default /usr/local), staged under DESTDIR when given
+#   make deb        build/codepod_VERSION_ARCH.deb from the same install
 #
 #   CP_ASSERTS=0    compiles CP_ASSERT out (base/assert.h; on by default, in
 #                   every build); give it its own BUILD folder
@@ -204,7 +207,7 @@ sdk-tests: all
 # when one fails, then fails, its last line `N passed, M failed (test groups)`
 # (scripts/test-groups.sh). A new group is a new target added to this list.
 TEST_GROUPS := lint unit replay runner-js e2e e2e-kube hostile fakekube decl-typecheck \
-               serve-tests chart-tests sdk-tests
+               serve-tests chart-tests sdk-tests install-tests
 
 test: all
 	$(Q)bash scripts/test-groups.sh "$(MAKE)" $(TEST_GROUPS)
@@ -279,6 +282,32 @@ images: all
 
 lint:
 	$(Q)bash scripts/lint.sh
+
+# The runner, its boot and the pod supervisor are embedded in the binary
+# (build/gen/runner_js.c): the binary is all codepod needs at run time.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  := $(PREFIX)/bin
+MAN1DIR := $(PREFIX)/share/man/man1
+DOCDIR  := $(PREFIX)/share/doc/codepod
+DOCS    := README.md SECURITY.md docs/contract.md broker/SESSION.md $(wildcard CHANGELOG.md)
+.PHONY: install uninstall deb install-tests
+install: all
+	$(Q)install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(DOCDIR)
+	$(Q)install -m 0755 $(BUILD)/codepod $(DESTDIR)$(BINDIR)/codepod
+	$(Q)bash scripts/gen-man.sh $(BUILD)/codepod $(DOCDIR) | gzip -9n > $(DESTDIR)$(MAN1DIR)/codepod.1.gz
+	$(Q)install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+
+uninstall:
+	$(Q)rm -f $(DESTDIR)$(BINDIR)/codepod $(DESTDIR)$(MAN1DIR)/codepod.1.gz
+	$(Q)rm -rf $(DESTDIR)$(DOCDIR)
+
+deb: all
+	$(Q)bash scripts/deb.sh "$(MAKE)" $(BUILD)
+
+# make install into a scratch DESTDIR and make deb, checked (tests/install).
+install-tests: all
+	$(Q)CODEPOD_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/install
 
 clean:
 	rm -rf build

@@ -69,6 +69,13 @@ static int path_node(char *out, size_t cap)
 	return found;
 }
 
+/* Where a Node 22 comes from, for a machine without one: Debian's own
+ * nodejs is too old (18 in bookworm), so the package cannot bring it. */
+#define NODE_HINT                                                                   \
+	" (Debian's nodejs is too old: get Node.js 22 from https://nodejs.org/en/download " \
+	"or the node_22.x packages of https://deb.nodesource.com; in a checkout, "       \
+	"`make deps` installs one into .deps/node)"
+
 int local_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
 {
 	const char *from = "--node";
@@ -85,7 +92,7 @@ int local_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
 	} else {
 		return cp_err_set(err, CP_E_UNSUPPORTED,
 		                  "Node.js 22 not found: give --node PATH or CODEPOD_NODE, "
-		                  "or run `make deps` to install it into .deps/node");
+		                  "or put its bin folder on PATH" NODE_HINT);
 	}
 	char version[64];
 	int ok = version_ok(out, version, sizeof version);
@@ -94,7 +101,7 @@ int local_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
 		                  out, from);
 	if (!ok)
 		return cp_err_set(err, CP_E_UNSUPPORTED,
-		                  "%s (from %s) is Node.js %s; codepod needs 22.13 or later",
+		                  "%s (from %s) is Node.js %s; codepod needs 22.13 or later" NODE_HINT,
 		                  out, from, version);
 	return 0;
 }
