@@ -12,6 +12,7 @@
 #   make install    the binary, its man page and documents under PREFIX
 #                   (default /usr/local), staged under DESTDIR when given
 #   make deb        build/codepod_VERSION_ARCH.deb from the same install
+#   make sdk        build/sdk/: the client libraries' npm tarball, wheel and sdist
 #
 #   CP_ASSERTS=0    compiles CP_ASSERT out (base/assert.h; on by default, in
 #                   every build); give it its own BUILD folder
@@ -305,7 +306,15 @@ uninstall:
 deb: all
 	$(Q)bash scripts/deb.sh "$(MAKE)" $(BUILD)
 
-# make install into a scratch DESTDIR and make deb, checked (tests/install).
+# The client libraries as registry files in build/sdk/ (scripts/sdk.sh):
+# the npm tarball, the Python wheel and sdist; SDK_REPOSITORY=https://...
+# puts the repository's URL in their metadata.
+.PHONY: sdk
+sdk: all
+	$(Q)SDK_REPOSITORY='$(SDK_REPOSITORY)' bash scripts/sdk.sh $(BUILD)
+
+# make install into a scratch DESTDIR and make deb, checked, and the
+# packages of make sdk installed in scratch projects (tests/install).
 install-tests: all
 	$(Q)CODEPOD_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/install
 
