@@ -10,6 +10,7 @@
 
 #include <openssl/crypto.h>
 
+#include "broker/features.h"
 #include "broker/http_server_int.h"
 #include "base/log.h"
 #include "broker/webhook_sign.h"
@@ -360,6 +361,22 @@ static void serve_execution(struct broker_http *srv, struct lws *wsi, struct bro
 	}
 }
 
+/* GET /v1/info: what this server speaks and has (broker/features.h); also
+ * while draining, so that a client can still tell what it talks to. */
+static void serve_info(struct lws *wsi, struct broker_http_pss *pss, int get)
+{
+	if (!get) {
+		broker_http_respond_error(wsi, pss, 405, "INVALID_REQUEST", "use GET");
+		return;
+	}
+	json_t *info = broker_info(BROKER_SERVED_LISTEN);
+	if (info)
+		broker_http_respond_json(wsi, pss, 200, info);
+	else
+		broker_http_respond_error(wsi, pss, 500, "INTERNAL", "out of memory");
+	json_decref(info);
+}
+
 static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
                    const char *uri)
 {
@@ -376,6 +393,8 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 		broker_http_respond_error(wsi, pss, 401, "UNAUTHORIZED", unauthorized_msg);
 	} else if (get && !strncmp(uri, EXECUTIONS_PREFIX, sizeof EXECUTIONS_PREFIX - 1)) {
 		serve_execution(srv, wsi, pss, uri + sizeof EXECUTIONS_PREFIX - 1);
+	} else if (!strcmp(uri, "/v1/info")) {
+		serve_info(wsi, pss, get);
 	} else if (srv->draining) {
 		broker_http_respond_error(wsi, pss, 503, "SHUTTING_DOWN", "the server is shutting down");
 	} else if (!strcmp(uri, "/v1/session")) {

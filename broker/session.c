@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/decl.h"
+#include "broker/features.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
 #include "broker/session_int.h"
@@ -518,6 +519,27 @@ static void do_declarations(struct broker_session *s, const json_t *msg, const c
 	send_to(s, m);
 }
 
+/* ---- hello ---- */
+
+/* Discovery: the protocol, the release and this server's features. */
+static void do_hello(struct broker_session *s, const json_t *msg, const char *type,
+                     const char *id)
+{
+	(void)msg;
+	json_t *info = broker_info(s->own_hub ? BROKER_SERVED_STDIO : BROKER_SERVED_LISTEN);
+	json_t *m = info ? json_pack("{s:s}", "type", type) : NULL;
+	if (m && json_object_update(m, info)) {
+		json_decref(m);
+		m = NULL;
+	}
+	json_decref(info);
+	if (m && id)
+		json_object_set_new(m, "id", json_string(id));
+	if (!m)
+		send_error(s, id, type, NULL, "INTERNAL", "out of memory");
+	send_to(s, m);
+}
+
 /* ---- dispatch ---- */
 
 /* The messages a backend may send, each with its handler: the one place a
@@ -536,6 +558,7 @@ static const struct message_type {
 	{ "stop", do_stop },
 	{ "attach", do_attach },
 	{ "declarations", do_declarations },
+	{ "hello", do_hello },
 };
 
 #define N_MESSAGE_TYPES (sizeof message_types / sizeof message_types[0])

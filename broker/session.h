@@ -1,8 +1,8 @@
 /*
  * session.h - the session protocol v1.1 (broker/SESSION.md), independent of
  * its transport: JSON messages in (execute, tool_result, tool_error, stop,
- * attach, declarations), JSON messages out (accepted, tool_call,
- * cancel_call, log, result, error, declarations). Used by `codepod serve
+ * attach, declarations, hello), JSON messages out (accepted, tool_call,
+ * cancel_call, log, result, error, declarations, hello). Used by `codepod serve
  * --stdio` (JSON lines), the WebSocket session and POST /v1/executions.
  *
  * Many executions multiplex on one session; tool calls may be answered in

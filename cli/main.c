@@ -16,6 +16,7 @@
 #include "cli/decl_cli.h"
 #include "base/fileio.h"
 #include "base/idset.h"
+#include "base/version.h"
 #include "k8s/backend/kube_backend.h"
 #include "runner/local/local_backend.h"
 #include "base/log.h"
@@ -24,7 +25,6 @@
 #include "runner/prestart.h"
 #include "broker/stdio_serve.h"
 
-#define CODEPOD_VERSION "0.1.0"
 /* The execution ids a server refuses to reuse: the running ones and the
  * last finished ones. No fewer than --max-executions allows at most. */
 #define RECENT_IDS 100000
@@ -548,7 +548,7 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
-		printf("codepod %s\n", CODEPOD_VERSION);
+		printf("codepod %s\n", CP_VERSION);
 		return 0;
 	}
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
