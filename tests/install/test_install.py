@@ -77,7 +77,7 @@ def test_make_install_gives_a_working_tree(tmp_path):
     assert not missing, f"options of --help missing from the man page: {missing}"
     assert "SYNOPSIS" in text and "codepod serve --stdio" in text
     assert "/usr/local/share/doc/codepod" in text, "SEE ALSO names where the documents went"
-    for doc in ("README.md", "SESSION.md", "contract.md", "SECURITY.md"):
+    for doc in ("README.md", "SESSION.md", "contract.md", "SECURITY.md", "CHANGELOG.md"):
         assert (prefix / "share" / "doc" / "codepod" / doc).is_file(), doc
 
     # the installed program, outside the checkout, on the local backend:
@@ -176,7 +176,7 @@ def test_deb_contents(deb, tmp_path):
         files[name] = mode
     assert files["./usr/bin/codepod"] == "-rwxr-xr-x"
     assert files["./usr/share/man/man1/codepod.1.gz"] == "-rw-r--r--"
-    for doc in ("README.md", "SESSION.md", "contract.md", "SECURITY.md"):
+    for doc in ("README.md", "SESSION.md", "contract.md", "SECURITY.md", "CHANGELOG.md"):
         assert f"./usr/share/doc/codepod/{doc}" in files
     outside = [n for n in files if not (n in ("./", "./usr/") or n.startswith("./usr/"))
                or n.startswith("./usr/local")]
