@@ -37,7 +37,7 @@ PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
       python3-yaml python3-aiohttp python3-uvloop python3-kubernetes python3-websocket libclang-rt-14-dev
       openssl shellcheck prometheus yamllint python3-jsonschema python3-pip
       libseccomp-dev util-linux
-      python3-build python3-setuptools python3-wheel python3-venv)
+      python3-build python3-setuptools python3-wheel python3-venv dpkg-dev man-db)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -10,15 +10,20 @@
 # then `make test` in /home/dev/codepod (world-readable), then
 # `scripts/deps.sh` and `make test` in /root/p (/root is mode 0700, so the
 # fake cluster's non-root pods cannot search it) with no network but
-# loopback: the suite must pass offline once deps.sh has run. The tree is entered as a mount namespace whose root IS
-# the tree (pivot_root, not a chroot: a chrooted process may not create the
-# user namespaces that the sandbox and the fake API server's pods need),
+# loopback: the suite must pass offline once deps.sh has run. After `make
+# run`, the Debian package (`make deb`) is installed with apt and a backend
+# project outside the checkout installs the SDK packages (`make sdk`) and
+# runs the README's example on both transports (tests/fresh-machine/backend.sh).
+# The tree is entered as a mount namespace whose root IS the tree
+# (pivot_root, not a chroot: a chrooted process may not create the user
+# namespaces that the sandbox and the fake API server's pods need),
 # with the host's /dev and /sys, its own /proc and PID namespace, and the
 # host's network (apt and npm must be reachable).
 #
 # Prints each step's and each test group's result, and as its last line
-# `fresh machine: make run OK|FAILED, make test OK|FAILED (N passed, M failed)`.
-# Exit status: 0 when both commands passed. Needs root and about 15-30
+# `fresh machine: make run OK|FAILED, the .deb and the SDK packages OK|FAILED,
+# make test OK|FAILED (N passed, M failed), ...`.
+# Exit status: 0 when every step passed. Needs root and about 15-30
 # minutes (more on a loaded machine); not part of `make test`. WORK_DIR
 # (default: a new folder under /var/tmp) is removed at the end unless
 # KEEP=1. Logs: WORK_DIR/run.log, WORK_DIR/test.log (kept with KEEP=1).
@@ -126,6 +131,25 @@ in_tree /home/dev/codepod make run >"$work/run.log" 2>&1 || run_rc=$?
 tail -n 15 "$work/run.log"
 step "make run: $([ "$run_rc" = 0 ] && echo OK || echo "FAILED (exit $run_rc)") after $((SECONDS - start)) s"
 
+# As a new user installs it: the .deb built by make deb in the checkout, then
+# a backend project of its own (/home/dev/backend) with the SDK packages of
+# make sdk, running the README's example on both transports
+# (tests/fresh-machine/backend.sh; it removes the package again, so make
+# test below sees the checkout's codepod only).
+backend_rc=0
+t0=$SECONDS
+if [ "$run_rc" = 0 ]; then
+	step "the .deb, and a backend project with the SDK packages (log: $work/backend.log)"
+	in_tree /home/dev/codepod bash tests/fresh-machine/backend.sh /home/dev/codepod /home/dev/backend \
+		>"$work/backend.log" 2>&1 || backend_rc=$?
+	grep '^backend: ' "$work/backend.log" || true
+	[ "$backend_rc" = 0 ] || tail -n 25 "$work/backend.log"
+else
+	backend_rc=1
+	step "the .deb and the SDK packages: skipped (make run failed)"
+fi
+step "the .deb and the SDK packages: $([ "$backend_rc" = 0 ] && echo OK || echo "FAILED (exit $backend_rc)") after $((SECONDS - t0)) s"
+
 # Prints a test log's group results and each failed group's last lines.
 report() {
 	echo "fresh-machine: test groups:"
@@ -154,7 +178,8 @@ report "$work/test-root.log"
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/test.log" | tail -n 1 || true)
 summary_root=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/test-root.log" | tail -n 1 || true)
 echo "fresh machine: make run $([ "$run_rc" = 0 ] && echo OK || echo FAILED)," \
+	"the .deb and the SDK packages $([ "$backend_rc" = 0 ] && echo OK || echo FAILED)," \
 	"make test $([ "$test_rc" = 0 ] && echo OK || echo FAILED) (${summary:-no summary})," \
 	"/root/p offline $([ "$root_rc" = 0 ] && echo OK || echo FAILED) (${summary_root:-no summary})" \
 	"in $((SECONDS - start)) s"
-[ "$run_rc" = 0 ] && [ "$test_rc" = 0 ] && [ "$root_rc" = 0 ]
+[ "$run_rc" = 0 ] && [ "$backend_rc" = 0 ] && [ "$test_rc" = 0 ] && [ "$root_rc" = 0 ]
