@@ -32,7 +32,8 @@
  * Invariants checked (abort() on failure): every outgoing message is a JSON
  * object with a string "type" that serializes; error messages carry
  * error.code and error.message strings and inReplyTo (a string or null);
- * results carry id and status; log messages a stream and a text;
+ * results carry id and status; log messages a stream and a text; hello
+ * answers a protocol, a version and a features array;
  * nothing is sent after close(s, 0); drained() comes exactly once, after
  * close; at the end no execution, process or libuv handle is left.
  */
@@ -309,6 +310,10 @@ static void on_send(void *ud, const json_t *msg)
 			abort();
 	} else if (strcmp(type, "declarations") == 0) {
 		if (!is_str(msg, "declarations"))
+			abort();
+	} else if (strcmp(type, "hello") == 0) {
+		if (!is_str(msg, "protocol") || !is_str(msg, "version") ||
+		    !json_is_array(json_object_get(msg, "features")))
 			abort();
 	} else {
 		abort(); /* codepod sends no other type */
