@@ -56,7 +56,7 @@ def assert_ranked(text):
 @pytest.fixture(scope="module")
 def sdk_files(tmp_path_factory):
     before = tree_state()
-    lines = make("sdk", "SDK_REPOSITORY=https://git.example.test/codepod").split()
+    lines = make("sdk").split()
     assert tree_state() == before, "make sdk wrote into sdk/"
     files = {Path(p).name: Path(p) for p in lines}
     want = {f"codepod-client-{VERSION}.tgz", f"codepod-{VERSION}-py3-none-any.whl",
@@ -120,8 +120,7 @@ def test_npm_tarball(sdk_files, tmp_path):
     assert not [n for n in names if "node_modules" in n or n.startswith("package/test")]
     assert set(pkg["dependencies"]) == {"ajv", "ws"}, "only the runtime dependencies"
     assert pkg["engines"]["node"] and pkg["license"] and pkg["publishConfig"]["access"] == "public"
-    assert pkg["repository"] == {"type": "git", "url": "git+https://git.example.test/codepod.git",
-                                 "directory": "sdk/typescript"}
+    assert "repository" not in pkg, "make sdk without SDK_REPOSITORY names no repository"
     # the README a registry shows starts with how to install it
     with tarfile.open(files[f"codepod-client-{VERSION}.tgz"]) as t:
         readme = t.extractfile("package/README.md").read().decode()
@@ -136,12 +135,39 @@ def test_python_wheel_and_sdist(sdk_files):
     assert {"codepod/__init__.py", "codepod/client.py", "codepod/py.typed"} <= names
     assert not [n for n in names if n.startswith("tests/") or "examples" in n]
     assert "Requires-Python: >=3.11" in meta and "License: MIT" in meta
-    assert "Project-URL: Source, https://git.example.test/codepod" in meta
+    assert "Project-URL" not in meta
     assert "Requires-Dist: aiohttp" in meta and "Requires-Dist: jsonschema" in meta
     assert meta.split("\n## ")[1].startswith("Install\n")
     with tarfile.open(files[f"codepod-{VERSION}.tar.gz"]) as t:
         names = set(t.getnames())
     assert {f"codepod-{VERSION}/pyproject.toml", f"codepod-{VERSION}/codepod/client.py"} <= names
+
+
+def sdk_script(out, repository):
+    return subprocess.run(["bash", str(REPO / "scripts" / "sdk.sh"), str(out)],
+                          env={**os.environ, "SDK_REPOSITORY": repository},
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_sdk_repository_goes_into_both_packages(tmp_path):
+    """SDK_REPOSITORY (make sdk SDK_REPOSITORY=...): the one fact the tree
+    lacks for publishing, written into the copies' metadata. Built into a
+    scratch folder: build/sdk/ keeps the files make sdk wrote."""
+    p = sdk_script(tmp_path, "https://git.example.test/codepod")
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "sdk"
+    with tarfile.open(out / f"codepod-client-{VERSION}.tgz") as t:
+        pkg = json.load(t.extractfile("package/package.json"))
+    assert pkg["repository"] == {"type": "git", "url": "git+https://git.example.test/codepod.git",
+                                 "directory": "sdk/typescript"}
+    assert pkg["bugs"] == {"url": "https://git.example.test/codepod/issues"}
+    with zipfile.ZipFile(out / f"codepod-{VERSION}-py3-none-any.whl") as z:
+        meta = z.read(f"codepod-{VERSION}.dist-info/METADATA").decode()
+    assert "Project-URL: Source, https://git.example.test/codepod" in meta
+    # anything but a https URL is refused before anything is built
+    p = sdk_script(tmp_path / "bad", 'https://x.test/"; rm -rf /')
+    assert p.returncode != 0 and "SDK_REPOSITORY must be a https URL" in p.stderr, p.stderr
+    assert not list((tmp_path / "bad" / "sdk").glob("*"))
 
 
 def test_typescript_backend_project(sdk_files, tmp_path):
