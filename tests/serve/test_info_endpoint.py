@@ -3,6 +3,7 @@ client, and the hello message over a WebSocket with the websocket-client
 library (Debian's python3-websocket): both say the same."""
 
 import json
+import re
 import signal
 import subprocess
 import urllib.error
@@ -38,6 +39,12 @@ def test_info_says_protocol_version_and_features(serve):
                              text=True).stdout
     assert version == f"codepod {body['version']}\n"
     assert {"executions", "stream", "declarations", "attach", "webhook"} <= set(body["features"])
+    # serve --listen has every feature; SESSION.md's Discovery table lists
+    # exactly those (a feature added to broker/features.c needs its line)
+    md = (harness.REPO / "broker" / "SESSION.md").read_text()
+    section = md.split("\n## Discovery")[1].split("\n## ")[0]
+    documented = re.findall(r"^\| `([a-z][a-z0-9_-]*)` \|", section, re.M)
+    assert sorted(body["features"]) == sorted(documented), (body["features"], documented)
 
 
 @pytest.mark.parametrize("token", [None, "e2e-token-0123456789abcdeX"])
