@@ -11,6 +11,9 @@
 # (bubblewrap; prlimit and setpriv from util-linux). Not Node.js: Debian's
 # nodejs is 18 in bookworm and codepod needs 22.13, so the description says
 # where Node 22 comes from (and so does codepod when it finds none).
+# DEB_MAINTAINER ("Name <address>") is the Maintainer field; the tree names
+# no maintainer, so the default is a placeholder to replace before the
+# package is published anywhere.
 set -euo pipefail
 
 make_cmd=$1
