@@ -36,6 +36,8 @@ void broker_http_config_defaults(struct broker_http_config *cfg)
 	cfg->max_queue = (size_t)64 << 20;
 	cfg->header_timeout_s = 10;
 	cfg->idle_timeout_s = 300;
+	cfg->ws_ping_interval_s = 15;
+	cfg->ws_idle_timeout_s = 45;
 	cfg->webhook_timeout_ms = 0; /* the program's deadline bounds each call */
 	broker_hub_config_defaults(&cfg->hub);
 }
@@ -579,6 +581,12 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 	if (!cfg->nlisten) {
 		broker_http_free(srv);
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "serve needs --listen HOST:PORT");
+	}
+	if (cfg->ws_idle_timeout_s <= cfg->ws_ping_interval_s) {
+		broker_http_free(srv);
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "--ws-idle-timeout (%u) must be longer "
+		                  "than --ws-ping-interval (%u): a peer must get a ping before it "
+		                  "can be dropped", cfg->ws_idle_timeout_s, cfg->ws_ping_interval_s);
 	}
 	srv->auth = broker_http_auth_new(srv->token_file, err);
 	srv->metrics = broker_http_metrics_new();

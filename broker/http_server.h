@@ -18,7 +18,9 @@
  * INVALID_REQUEST `error`: the connection stays up, as on stdio), request
  * bodies up to max_body (413), a bounded send queue per connection (a client
  * that does not read is disconnected), header/body timeouts and an idle
- * timeout for sessions with nothing running, max_sessions (429 on upgrade)
+ * timeout for sessions with nothing running, a ping every ws_ping_interval_s
+ * and a drop of a WebSocket peer silent for ws_idle_timeout_s (its
+ * executions are detached as when its connection resets), max_sessions (429 on upgrade)
  * and max_executions in flight (an `error` with code TOO_MANY_EXECUTIONS, or
  * 429). While draining, new executes get SHUTTING_DOWN (503 over HTTP).
  *
@@ -60,6 +62,8 @@ struct broker_http_config {
 	size_t max_queue;            /* bytes queued for one connection */
 	unsigned header_timeout_s;   /* headers, and a request body, must arrive within */
 	unsigned idle_timeout_s;     /* a session with nothing running and no traffic */
+	unsigned ws_ping_interval_s; /* a WebSocket peer is pinged this often */
+	unsigned ws_idle_timeout_s;  /* ... and dropped when silent this long (> the interval) */
 	unsigned webhook_timeout_ms; /* one tool call POSTed to a broker; 0: the deadline's */
 	const char *webhook_secret_file; /* signs webhook requests; NULL: unsigned */
 	struct broker_hub_config hub; /* reattach grace, outcome retention (loop: ours) */
@@ -71,7 +75,8 @@ void broker_http_config_defaults(struct broker_http_config *cfg);
 /**
  * broker_http_start() - listen on every address and serve.
  * Logs one "serve.listen" line per address with the bound port.
- * Returns 0, CP_E_INVALID_REQUEST (a bad address), CP_E_IO (bind failed,
+ * Returns 0, CP_E_INVALID_REQUEST (a bad address, a ws_idle_timeout_s not
+ * above ws_ping_interval_s), CP_E_IO (bind failed,
  * token file unreadable), CP_E_UNSUPPORTED (lws cannot use the uv loop).
  */
 int broker_http_start(const struct broker_http_config *cfg, struct broker_http **out,

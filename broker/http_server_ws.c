@@ -9,6 +9,16 @@
  * (LWS_PRE headroom each) written from SERVER_WRITEABLE; a client that lets
  * more than max_queue bytes pile up is disconnected.
  *
+ * Liveness: every ws_ping_interval_s the sweep asks for a PING (written from
+ * SERVER_WRITEABLE); a peer that sent nothing, not even a PONG, for
+ * ws_idle_timeout_s is disconnected, and its executions are detached as on
+ * a reset (they wait for `attach`). A connection that stops forwarding
+ * without a reset would otherwise hold a program's tool call until TCP
+ * gives up. The pings are ours rather than libwebsockets' validity policy:
+ * that policy is per vhost and would also hang up the plain HTTP
+ * connections on it (a POST /v1/executions waiting for a long program), which
+ * have no PING to answer.
+ *
  * RFC 6455 5.4: "a receiver MUST be prepared to receive fragmented messages";
  * 5.6: "the text data MUST be UTF-8", checked by jansson on parse.
  */
@@ -33,7 +43,11 @@ struct ws_conn {
 	unsigned long long rx_total;
 	int in_msg, rx_over, rx_binary;
 	int finishing;           /* close once the queue is empty */
-	uint64_t last_active_ms;
+	int killing;             /* kill_conn was called */
+	int ping_due;            /* the next SERVER_WRITEABLE writes a PING */
+	uint64_t last_active_ms; /* traffic either way: the idle timeout */
+	uint64_t last_heard_ms;  /* a message or PONG from the peer: liveness */
+	uint64_t last_ping_ms;
 };
 
 static void touch(struct ws_conn *c)
@@ -41,10 +55,16 @@ static void touch(struct ws_conn *c)
 	c->last_active_ms = uv_now(c->base.srv->loop);
 }
 
+static void heard(struct ws_conn *c)
+{
+	c->last_heard_ms = uv_now(c->base.srv->loop);
+}
+
 static void kill_conn(struct ws_conn *c, const char *why)
 {
-	if (!c->wsi)
+	if (!c->wsi || c->killing)
 		return;
+	c->killing = 1; /* the sweep comes again before lws reports CLOSED */
 	cp_log(CP_LOG_WARN, "ws.disconnect", "reason", json_string(why), NULL);
 	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 	/* Outside lws's own callbacks nothing wakes its timer list: see on_sweep. */
@@ -154,6 +174,8 @@ static int on_established(struct broker_http *srv, struct lws *wsi, struct ws_co
 	c->wsi = wsi;
 	broker_http_sess_link(srv, &c->base, BROKER_SESS_WS);
 	touch(c);
+	heard(c);
+	c->last_ping_ms = c->last_heard_ms;
 	*slot = c;
 	cp_log(CP_LOG_DEBUG, "ws.open", "sessions", json_integer(srv->nsessions), NULL);
 	return 0;
@@ -192,6 +214,7 @@ static void deliver(struct ws_conn *c)
 static int on_receive(struct ws_conn *c, struct lws *wsi, const char *in, size_t len)
 {
 	touch(c);
+	heard(c);
 	if (!c->in_msg) {
 		c->in_msg = 1;
 		c->rx_binary = lws_frame_is_binary(wsi);
@@ -216,6 +239,20 @@ static int on_receive(struct ws_conn *c, struct lws *wsi, const char *in, size_t
 
 static int on_writeable(struct ws_conn *c, struct lws *wsi)
 {
+	if (c->ping_due) {
+		/* One lws_write per callback: the queue waits for the next one. A
+		 * PING with a payload: lws reports no RECEIVE_PONG for an empty
+		 * PONG. */
+		static const char payload[] = "codepod";
+		unsigned char ping[LWS_PRE + sizeof payload];
+		memcpy(ping + LWS_PRE, payload, sizeof payload - 1);
+		c->ping_due = 0;
+		if (lws_write(wsi, ping + LWS_PRE, sizeof payload - 1, LWS_WRITE_PING) < 0)
+			return -1;
+		if (c->head || c->finishing)
+			lws_callback_on_writable(wsi);
+		return 0;
+	}
 	struct out_msg *m = c->head;
 	if (m) {
 		c->head = m->next;
@@ -254,6 +291,10 @@ int broker_http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 		return c ? on_receive(c, wsi, in, len) : -1;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return c ? on_writeable(c, wsi) : 0;
+	case LWS_CALLBACK_RECEIVE_PONG:
+		if (c)
+			heard(c);
+		return 0;
 	case LWS_CALLBACK_CLOSED:
 		if (c) {
 			*slot = NULL;
@@ -265,12 +306,25 @@ int broker_http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 	}
 }
 
-/* Called once a second: a session with nothing running and no traffic for
- * idle_timeout_s is closed. */
+/* Called once a second: a peer silent for ws_idle_timeout_s is dropped, one
+ * not pinged for ws_ping_interval_s gets a PING, and a session with nothing
+ * running and no traffic for idle_timeout_s is closed. */
 void broker_http_ws_sweep(struct sess_base *b, uint64_t now_ms)
 {
 	struct ws_conn *c = (struct ws_conn *)b;
-	if (!c->wsi || broker_session_running(b->session) > 0)
+	const struct broker_http_config *cfg = &b->srv->cfg;
+	if (!c->wsi)
+		return;
+	if (now_ms - c->last_heard_ms > (uint64_t)cfg->ws_idle_timeout_s * 1000) {
+		kill_conn(c, "silent peer: no pong or message within --ws-idle-timeout");
+		return;
+	}
+	if (now_ms - c->last_ping_ms >= (uint64_t)cfg->ws_ping_interval_s * 1000 && !c->ping_due) {
+		c->ping_due = 1;
+		c->last_ping_ms = now_ms;
+		lws_callback_on_writable(c->wsi);
+	}
+	if (broker_session_running(b->session) > 0)
 		return;
 	if (now_ms - c->last_active_ms > (uint64_t)b->srv->cfg.idle_timeout_s * 1000)
 		kill_conn(c, "idle");

@@ -69,6 +69,11 @@ static const struct cli_opt listen_opts[] = {
 	  .help = "headers, and a request body, must arrive within S seconds" },
 	{ "idle-timeout", "S", CLI_UINT_AT(L, http.idle_timeout_s, 1, 86400),
 	  .help = "a session with nothing running and no traffic is closed after S seconds" },
+	{ "ws-ping-interval", "S", CLI_UINT_AT(L, http.ws_ping_interval_s, 1, 3600),
+	  .help = "a WebSocket peer is pinged every S seconds" },
+	{ "ws-idle-timeout", "S", CLI_UINT_AT(L, http.ws_idle_timeout_s, 1, 86400),
+	  .help = "a WebSocket peer silent for S seconds (no pong, no message) is dropped; "
+	          "its executions wait for attach" },
 	{ "webhook-timeout-ms", "N", CLI_UINT_AT(L, http.webhook_timeout_ms, 1, 3600000),
 	  .help = "lowers every webhook call's timeout (default: the program's deadline)" },
 	{ "reattach-grace", "S", CLI_UINT_AT(L, http.hub.grace_s, 0, 86400),

@@ -75,6 +75,7 @@ class WsClient:
         self.wlock = threading.Lock()
         self.closed = False
         self.close_code = None
+        self.pings = 0  # PINGs read (each answered by recv)
 
     # ------------------------------------------------------------ writing
     def _frame(self, opcode, payload, fin=True):
@@ -166,6 +167,7 @@ class WsClient:
         while True:
             fin, op, payload = self._read_frame()
             if op == 0x9:
+                self.pings += 1
                 self.send_frame(0xA, payload)
                 continue
             if op == 0xA:
