@@ -21,6 +21,9 @@ Trace = Callable[[str, str], None]
 OnLog = Callable[[str, str], None]
 MAX_TOOL_ERROR = 2000
 CLOSE_WAIT_S = 5.0   # how long close() waits for the outcomes of the executions it stops
+STOP_WAIT_S = 3.0    # after a stop, how long run() waits for codepod's CANCELLED before settling by itself
+DEADLINE_SLACK_S = 10.0  # past the program's startup and deadline, how long run() waits for its outcome
+DEFAULT_STARTUP_MS = 120000  # the server's startup timeout when the policy does not say
 
 
 def _lost(eid: str, code: str, message: str) -> dict:
@@ -46,6 +49,7 @@ class _Exec:
     saw_call: bool = False
     stop_wanted: bool = False
     attaching: bool = False
+    unconfirmed: bool = False   # an answer was sent and nothing of the execution came since
     calls: dict[str, _Call] = field(default_factory=dict)
 
 
@@ -61,6 +65,9 @@ class Codepod:
         self._trace = trace
         self._link = None
         self._execs: dict[str, _Exec] = {}
+        # Settled here without codepod's word (stop or deadline with the
+        # connection dead): stopped once a session is back.
+        self._orphans: set[str] = set()
         self._decl: dict[str, asyncio.Future] = {}
         self._decl_seq = 0
         self._closing = False
@@ -83,12 +90,16 @@ class Codepod:
 
     @classmethod
     async def connect(cls, url: str, token: str, *, headers: Mapping[str, str] | None = None,
-                      reconnect_s: float = 25.0, trace: Trace | None = None) -> "Codepod":
+                      reconnect_s: float = 25.0, trace: Trace | None = None,
+                      heartbeat_s: float = 15.0, idle_timeout_s: float = 45.0) -> "Codepod":
         """A WebSocket session with `codepod serve --listen` at ``url``
         (``http://host:port``). A dropped connection is reconnected and its
-        executions re-attached for up to ``reconnect_s`` seconds."""
+        executions re-attached for up to ``reconnect_s`` seconds. The client
+        pings every ``heartbeat_s``; a server silent for ``idle_timeout_s``
+        (not even a PONG) counts as a dropped connection (0: never)."""
         hdrs = dict(headers or {})
-        cp = cls(lambda on_msg, on_closed: WebSocketLink.open(url, token, on_msg, on_closed, hdrs),
+        cp = cls(lambda on_msg, on_closed: WebSocketLink.open(url, token, on_msg, on_closed, hdrs,
+                                                              heartbeat_s, idle_timeout_s),
                  http=(url, token, hdrs, reconnect_s), trace=trace)
         await cp._open()
         return cp
@@ -117,7 +128,11 @@ class Codepod:
 
         ``on_log(stream, text)`` receives the program's output live. Setting
         ``stop`` stops the execution (the outcome then says CANCELLED); so does
-        cancelling the task awaiting run(), which then raises CancelledError."""
+        cancelling the task awaiting run(), which then raises CancelledError.
+        run() returns within a few seconds of ``stop`` even when codepod cannot
+        be reached: then with a local CANCELLED, or OUTCOME_UNKNOWN when a tool
+        call was in flight, and the stop is sent once the session is back. The
+        same holds at the deadline when ``policy["timeoutMs"]`` is given."""
         if self._closing:
             raise RuntimeError("this Codepod session is closed")
         runnable = prepare(tools)
@@ -139,7 +154,15 @@ class Codepod:
         self._send(msg)
         watcher = None
         if stop is not None:
-            watcher = asyncio.ensure_future(self._stop_when(stop, eid))
+            watcher = asyncio.ensure_future(self._stop_when(stop, ex))
+        deadline = None
+        timeout_ms = (policy or {}).get("timeoutMs")
+        if isinstance(timeout_ms, (int, float)) and not isinstance(timeout_ms, bool) and timeout_ms > 0:
+            startup_ms = (policy or {}).get("startupTimeoutMs", DEFAULT_STARTUP_MS)
+            if not isinstance(startup_ms, (int, float)):
+                startup_ms = DEFAULT_STARTUP_MS
+            deadline = asyncio.get_running_loop().call_later(
+                (startup_ms + timeout_ms) / 1000 + DEADLINE_SLACK_S, self._deadline_passed, ex)
         try:
             return await asyncio.shield(ex.future)
         except asyncio.CancelledError:
@@ -148,6 +171,8 @@ class Codepod:
         finally:
             if watcher:
                 watcher.cancel()
+            if deadline:
+                deadline.cancel()
 
     def stop(self, execution_id: str) -> None:
         """Asks codepod to stop a running execution (its outcome says CANCELLED)."""
@@ -241,9 +266,40 @@ class Codepod:
 
     # ---- internals --------------------------------------------------------------
 
-    async def _stop_when(self, ev: asyncio.Event, eid: str):
+    async def _stop_when(self, ev: asyncio.Event, ex: _Exec):
         await ev.wait()
-        self.stop(eid)
+        self.stop(ex.id)
+        # codepod answers a stop at once; when it does not (the connection is
+        # dead and not yet known to be), the caller is not kept waiting.
+        if self._link is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(ex.future), STOP_WAIT_S)
+                return
+            except asyncio.TimeoutError:
+                pass
+        self._settle_locally(ex, "the execution was stopped")
+
+    def _deadline_passed(self, ex: _Exec) -> None:
+        self.stop(ex.id)
+        self._settle_locally(ex, "no outcome from codepod by the program's deadline")
+
+    def _settle_locally(self, ex: _Exec, why: str) -> None:
+        """The outcome without codepod's word: CANCELLED, or OUTCOME_UNKNOWN
+        when a tool call was in flight. codepod gets the stop when a session is back."""
+        if self._execs.get(ex.id) is not ex:
+            return
+        in_flight = ex.unconfirmed or any(c.answer is None for c in ex.calls.values())
+        self._orphans.add(ex.id)
+        if in_flight:
+            self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN",
+                                   f"{why}; codepod could not be reached and a tool call was in flight, "
+                                   "so what the program did is unknown"))
+        else:
+            self._finish(ex, _lost(ex.id, "CANCELLED",
+                                   f"{why}; codepod could not be reached, so it is stopped when the "
+                                   "session is back"))
+        if self._link is None and self._http:
+            self._spawn_task(self._reconnect())
 
     def _send(self, msg: dict) -> bool:
         return self._send_text(json.dumps(msg, separators=(",", ":"), ensure_ascii=False))
@@ -282,7 +338,7 @@ class Codepod:
                 self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN",
                                        f"codepod went away before the outcome arrived ({reason})"))
             return
-        if self._execs:
+        if self._execs or self._orphans:
             self._spawn_task(self._reconnect())
 
     async def _reconnect(self) -> bool:
@@ -305,6 +361,7 @@ class Codepod:
                 break
             except ConnectError as e:
                 if e.code == "UNAUTHORIZED" or time.monotonic() + delay > deadline:
+                    self._orphans.clear()  # their stop cannot be delivered; the server's grace ends them
                     for ex in list(self._execs.values()):
                         self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN",
                                                "the connection to codepod dropped and could not be re-established"))
@@ -313,6 +370,11 @@ class Codepod:
                 delay = min(delay * 2, 1.0)
         if self._closing:
             return False
+        for eid in self._orphans:
+            # Taken over only to be stopped: whatever codepod then sends of it is ignored.
+            self._send({"type": "attach", "id": eid})
+            self._send({"type": "stop", "id": eid})
+        self._orphans.clear()
         for ex in self._execs.values():
             ex.attaching = True
             self._send({"type": "attach", "id": ex.id})
@@ -343,7 +405,10 @@ class Codepod:
             return
         ex = self._execs.get(mid) if mid else None
         if ex is None:
+            if typ == "result" and mid:
+                self._orphans.discard(mid)  # stopped after all
             return
+        ex.unconfirmed = False
         if typ != "error":
             ex.attaching = False
         if typ == "accepted":
@@ -438,6 +503,7 @@ class Codepod:
                                 json.dumps(call) + ',"output":' + body + '}')
         c.answer = text
         if not (c.ctx and c.ctx.cancelled.is_set()):
+            ex.unconfirmed = True
             self._send_text(text)
 
     async def _cli_declarations(self, decls: list) -> str:

@@ -96,26 +96,38 @@ class StdioLink:
 
 
 class WebSocketLink:
-    """One WebSocket session with `codepod serve --listen`."""
+    """One WebSocket session with `codepod serve --listen`.
 
-    def __init__(self, http, ws, on_message: OnMessage, on_closed: OnClosed):
+    Liveness: a PING every ``heartbeat_s``; when nothing (no message, PING or
+    PONG) came from the server for ``idle_timeout_s`` the connection is closed
+    and reported down, as after a reset. A path that stops forwarding without
+    a reset shows no error: only silence tells. 0 turns either off."""
+
+    def __init__(self, http, ws, on_message: OnMessage, on_closed: OnClosed,
+                 heartbeat_s: float = 15.0, idle_timeout_s: float = 45.0):
         self._http = http
         self._ws = ws
         self._on_message = on_message
         self._on_closed = on_closed
+        self._heartbeat_s = heartbeat_s
+        self._idle_timeout_s = idle_timeout_s
+        self._heard = self._pinged = asyncio.get_running_loop().time()
+        self._why = None
         self._out: asyncio.Queue[str] = asyncio.Queue()
         self._writer = asyncio.ensure_future(self._write())
         self._reader = asyncio.ensure_future(self._read())
+        self._watch = asyncio.ensure_future(self._watchdog()) if heartbeat_s > 0 or idle_timeout_s > 0 else None
 
     @classmethod
     async def open(cls, url: str, token: str, on_message: OnMessage, on_closed: OnClosed,
-                   headers=None) -> "WebSocketLink":
+                   headers=None, heartbeat_s: float = 15.0, idle_timeout_s: float = 45.0) -> "WebSocketLink":
         import aiohttp
         http = aiohttp.ClientSession()
         try:
+            # autoping off: the PONGs are what tells a live server from a dead path.
             ws = await http.ws_connect(
                 session_url(url), protocols=("codepod.v1",), max_msg_size=64 << 20,
-                headers={**(headers or {}), "Authorization": f"Bearer {token}"}, autoping=True)
+                headers={**(headers or {}), "Authorization": f"Bearer {token}"}, autoping=False)
         except aiohttp.WSServerHandshakeError as e:
             await http.close()
             code = {401: "UNAUTHORIZED", 503: "SHUTTING_DOWN"}.get(e.status, "INTERNAL")
@@ -123,23 +135,50 @@ class WebSocketLink:
         except (aiohttp.ClientError, OSError) as e:
             await http.close()
             raise ConnectError("INTERNAL", f"cannot reach codepod: {e}") from e
-        return cls(http, ws, on_message, on_closed)
+        return cls(http, ws, on_message, on_closed, heartbeat_s, idle_timeout_s)
 
     async def _read(self):
         import aiohttp
+        loop = asyncio.get_running_loop()
         try:
             async for msg in self._ws:
+                self._heard = loop.time()
                 if msg.type == aiohttp.WSMsgType.TEXT:
                     self._on_message(msg.data)
-                elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE):
+                elif msg.type == aiohttp.WSMsgType.PING:
+                    await self._ws.pong(msg.data)
+                elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE,
+                                  aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
                     break
-        except (aiohttp.ClientError, OSError):
+        except (aiohttp.ClientError, OSError, RuntimeError):
             pass
+        except asyncio.CancelledError:
+            pass  # the watchdog: the server went silent
         finally:
             code = self._ws.close_code
             self._writer.cancel()
+            if self._watch:
+                self._watch.cancel()
             await self._http.close()
-            self._on_closed(f"the WebSocket closed ({code})")
+            self._on_closed(self._why or f"the WebSocket closed ({code})")
+
+    async def _watchdog(self):
+        loop = asyncio.get_running_loop()
+        tick = max(0.01, min(x for x in (self._heartbeat_s, self._idle_timeout_s, 4.0) if x > 0) / 2)
+        while True:
+            await asyncio.sleep(tick)
+            now = loop.time()
+            if self._idle_timeout_s > 0 and now - self._heard > self._idle_timeout_s:
+                self._why = (f"nothing from codepod for {self._idle_timeout_s} s (idle_timeout_s): "
+                             "the connection was closed")
+                self._reader.cancel()
+                return
+            if self._heartbeat_s > 0 and now - self._pinged >= self._heartbeat_s:
+                self._pinged = now
+                try:
+                    await self._ws.ping()
+                except (ConnectionError, RuntimeError, OSError):
+                    pass  # the reader reports the drop
 
     def send(self, text: str) -> bool:
         if self._ws.closed or self._writer.done():

@@ -132,12 +132,15 @@ class Server:
 
 
 class Proxy:
-    """A TCP proxy on 127.0.0.1 whose connections drop() cuts."""
+    """A TCP proxy on 127.0.0.1 whose connections drop() cuts, reset() cuts
+    with an RST, and freeze() silences (they stop forwarding and stay open, a
+    path that died; new connections work)."""
 
     def __init__(self, target_port):
         self.target = target_port
         self.accepted = 0
         self.writers = set()
+        self.frozen = []   # one Event per connection: set, it forwards nothing more
         self.server = None
 
     async def start(self):
@@ -149,10 +152,14 @@ class Proxy:
         self.accepted += 1
         ur, uw = await asyncio.open_connection("127.0.0.1", self.target)
         self.writers |= {w, uw}
+        frozen = asyncio.Event()
+        self.frozen.append(frozen)
 
         async def pipe(a, b):
             try:
                 while data := await a.read(65536):
+                    if frozen.is_set():
+                        await asyncio.Event().wait()  # held: never forwarded, never closed
                     b.write(data)
                     await b.drain()
             except (ConnectionError, OSError):
@@ -166,6 +173,21 @@ class Proxy:
         for w in list(self.writers):
             w.transport.abort()
         self.writers.clear()
+
+    def reset(self):
+        import socket
+        import struct
+        for w in list(self.writers):
+            sock = w.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            w.transport.abort()
+        self.writers.clear()
+
+    def freeze(self):
+        for f in self.frozen:
+            f.set()
+        self.frozen = []
 
     def close(self):
         """Stops accepting new connections too (codepod looks gone)."""
@@ -183,7 +205,7 @@ class Fixture:
         self.cp = None
         self.status = None
 
-    async def open(self, proxy=False, reconnect_s=25.0):
+    async def open(self, proxy=False, reconnect_s=25.0, **live):
         if self.transport == "stdio":
             # Through sh, which writes codepod's exit status to a file: under
             # ASan a report makes it nonzero, and the test must fail.
@@ -200,7 +222,7 @@ class Fixture:
         if proxy:
             self.proxy = await Proxy(self.server.port).start()
             url = f"http://127.0.0.1:{self.proxy.port}"
-        self.cp = await Codepod.connect(url, self.server.token, trace=self.log, reconnect_s=reconnect_s)
+        self.cp = await Codepod.connect(url, self.server.token, trace=self.log, reconnect_s=reconnect_s, **live)
         return self.cp
 
     async def aclose(self):

@@ -22,6 +22,12 @@ export interface ConnectOptions {
   reconnectMs?: number;
   /** Sees every protocol message, sent ("out") and received ("in"), as its JSON text: for debugging. */
   trace?: Trace;
+  /** The client pings the server this often (default 15000 ms; 0: never). */
+  heartbeatMs?: number;
+  /** Nothing heard from the server for this long (not even a PONG): the
+   * connection is closed and the running executions re-attached on a new one,
+   * as after a reset (default 45000 ms; 0: never). */
+  idleTimeoutMs?: number;
 }
 
 export type Trace = (direction: "in" | "out", text: string) => void;
@@ -34,7 +40,12 @@ export interface RunOptions {
   policy?: Policy;
   /** A short label for the user (the `code` tool's `reason`). */
   reason?: string;
-  /** Aborting it stops the execution (the outcome is then CANCELLED). */
+  /** Aborting it stops the execution (the outcome is then CANCELLED). run()
+   * settles within a few seconds of the abort even when codepod cannot be
+   * reached: then with a local CANCELLED, or OUTCOME_UNKNOWN when a tool call
+   * was in flight (its effect is unknown), and the stop is sent once the
+   * session is back. The same holds at the deadline when `policy.timeoutMs`
+   * is given. */
   signal?: AbortSignal;
   /** Live output while the program runs (asks codepod to stream it). */
   onLog?: (stream: "stdout" | "stderr", text: string) => void;
@@ -68,6 +79,8 @@ interface Exec {
   stopWanted: boolean;
   /** An attach was sent and nothing has answered it yet. */
   attaching: boolean;
+  /** A tool's answer was sent and nothing of the execution came since: it may be lost. */
+  unconfirmed: boolean;
   calls: Map<string, Call>;
   /** Settles with the outcome (set right after the execution is registered). */
   settled: Promise<Outcome>;
@@ -75,6 +88,12 @@ interface Exec {
 }
 
 const MAX_TOOL_ERROR = 2000;
+/** After an abort, how long run() waits for codepod's CANCELLED before settling by itself. */
+const ABORT_WAIT_MS = 3000;
+/** Past the program's startup and deadline, how long run() waits for its outcome. */
+const DEADLINE_SLACK_MS = 10_000;
+/** The server's startup timeout when the policy does not say (docs/contract.md §3). */
+const DEFAULT_STARTUP_MS = 120_000;
 /** How long close() waits for the outcomes of the executions it stops. */
 const CLOSE_WAIT_MS = 5000;
 
@@ -85,6 +104,9 @@ function lost(id: string, code: string, message: string): Outcome {
 export class Codepod {
   private link: Link | null = null;
   private readonly execs = new Map<string, Exec>();
+  /** Executions settled here without codepod's word (abort or deadline with
+   * the connection dead): stopped once a session is back. */
+  private readonly orphans = new Set<string>();
   private readonly declWaiters = new Map<string, { resolve(s: string): void; reject(e: Error): void }>();
   private closing = false;
   private reconnecting: Promise<boolean> | null = null;
@@ -106,7 +128,8 @@ export class Codepod {
   /** A session over `codepod serve --listen`'s WebSocket. */
   static async connect(opts: ConnectOptions): Promise<Codepod> {
     const headers = opts.headers ?? {};
-    const cp = new Codepod((ev) => openWebSocket(opts.url, opts.token, ev, headers), opts.trace, undefined,
+    const live = { heartbeatMs: opts.heartbeatMs, idleTimeoutMs: opts.idleTimeoutMs };
+    const cp = new Codepod((ev) => openWebSocket(opts.url, opts.token, ev, headers, live), opts.trace, undefined,
       { url: opts.url, token: opts.token, headers, reconnectMs: opts.reconnectMs ?? 25_000 });
     cp.link = await cp.opener(cp.events());
     return cp;
@@ -137,19 +160,38 @@ export class Codepod {
     }
     let registered!: Exec;
     const settled = new Promise<Outcome>((resolve) => {
-      const onAbort = () => this.stop(id);
+      let giveUp: NodeJS.Timeout | undefined;
+      let deadline: NodeJS.Timeout | undefined;
+      const onAbort = () => {
+        this.stop(id);
+        // codepod answers a stop at once; when it does not (the connection is
+        // dead and not yet known to be), the caller is not kept waiting.
+        giveUp ??= setTimeout(() => this.settleLocally(ex, "the execution was stopped (aborted)"),
+          this.link ? ABORT_WAIT_MS : 0);
+      };
       const ex: Exec = {
         id, conversation: opts.conversation, tools, onLog: opts.onLog,
-        accepted: false, sawCall: false, stopWanted: false, attaching: false, calls: new Map(),
+        accepted: false, sawCall: false, stopWanted: false, attaching: false, unconfirmed: false, calls: new Map(),
         settled: undefined as unknown as Promise<Outcome>,
         finish: (o) => {
           if (this.execs.get(id) !== ex) return;
           this.execs.delete(id);
+          clearTimeout(giveUp);
+          clearTimeout(deadline);
           opts.signal?.removeEventListener("abort", onAbort);
           for (const c of ex.calls.values()) c.abort.abort(new Error("the execution ended"));
           resolve(o);
         },
       };
+      const timeoutMs = opts.policy?.timeoutMs;
+      if (typeof timeoutMs === "number" && timeoutMs > 0) {
+        const startupMs = opts.policy?.startupTimeoutMs ?? DEFAULT_STARTUP_MS;
+        deadline = setTimeout(() => {
+          this.stop(id);
+          this.settleLocally(ex, "no outcome from codepod by the program's deadline");
+        }, startupMs + timeoutMs + DEADLINE_SLACK_MS);
+        deadline.unref();
+      }
       registered = ex;
       this.execs.set(id, ex);
       this.send(msg);
@@ -158,6 +200,18 @@ export class Codepod {
     });
     registered.settled = settled;
     return settled;
+  }
+
+  /** The outcome without codepod's word: CANCELLED, or OUTCOME_UNKNOWN when a
+   * tool call was in flight. codepod gets the stop when a session is back. */
+  private settleLocally(ex: Exec, why: string): void {
+    if (this.execs.get(ex.id) !== ex) return;
+    const inFlight = ex.unconfirmed || [...ex.calls.values()].some((c) => c.answer === undefined);
+    this.orphans.add(ex.id);
+    ex.finish(inFlight
+      ? lost(ex.id, "OUTCOME_UNKNOWN", `${why}; codepod could not be reached and a tool call was in flight, so what the program did is unknown`)
+      : lost(ex.id, "CANCELLED", `${why}; codepod could not be reached, so it is stopped when the session is back`));
+    if (!this.link && this.http) void this.reconnect();
   }
 
   /** Asks codepod to stop a running execution (its outcome then says CANCELLED). */
@@ -280,7 +334,7 @@ export class Codepod {
       }
       return;
     }
-    if (this.execs.size) void this.reconnect();
+    if (this.execs.size || this.orphans.size) void this.reconnect();
   }
 
   /** WebSocket only: reconnect, then take the running executions over again (attach). */
@@ -296,6 +350,7 @@ export class Codepod {
         } catch (e) {
           const code = e instanceof CodepodConnectError ? e.code : "";
           if (code === "UNAUTHORIZED" || Date.now() + delay > deadline) {
+            this.orphans.clear(); // their stop cannot be delivered; the server's grace ends them
             for (const ex of [...this.execs.values()]) {
               ex.finish(lost(ex.id, "OUTCOME_UNKNOWN", "the connection to codepod dropped and could not be re-established"));
             }
@@ -306,6 +361,12 @@ export class Codepod {
         }
       }
       if (this.closing) return false;
+      for (const id of this.orphans) {
+        // Taken over only to be stopped: whatever codepod then sends of it is ignored.
+        this.send({ type: "attach", id });
+        this.send({ type: "stop", id });
+      }
+      this.orphans.clear();
       for (const ex of this.execs.values()) {
         ex.attaching = true;
         this.send({ type: "attach", id: ex.id });
@@ -342,7 +403,11 @@ export class Codepod {
       return;
     }
     const ex = id !== undefined ? this.execs.get(id) : undefined;
-    if (!ex) return;
+    if (!ex) {
+      if (m.type === "result" && id !== undefined) this.orphans.delete(id); // stopped after all
+      return;
+    }
+    ex.unconfirmed = false;
     if (m.type !== "error") ex.attaching = false;
     switch (m.type) {
       case "accepted":
@@ -424,7 +489,10 @@ export class Codepod {
     const name = String(m.tool);
     void this.answer(ex, call, name, m.input, c.abort.signal).then((text) => {
       c.answer = text;
-      if (!c.abort.signal.aborted) this.sendText(text);
+      if (!c.abort.signal.aborted) {
+        ex.unconfirmed = true;
+        this.sendText(text);
+      }
     });
   }
 

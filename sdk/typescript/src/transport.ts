@@ -35,8 +35,19 @@ export function sessionUrl(base: string): string {
   return u.toString();
 }
 
+/** How a WebSocket proves it is alive (both in milliseconds; 0 turns it off). */
+export interface Liveness {
+  /** A PING this often (default 15000). */
+  heartbeatMs?: number;
+  /** Nothing from the server (no message, PING or PONG) for this long: the
+   * connection is closed and treated as a reset (default 45000). */
+  idleTimeoutMs?: number;
+}
+
 export function openWebSocket(url: string, token: string, ev: LinkEvents,
-  headers: Record<string, string> = {}): Promise<Link> {
+  headers: Record<string, string> = {}, live: Liveness = {}): Promise<Link> {
+  const heartbeatMs = live.heartbeatMs ?? 15_000;
+  const idleTimeoutMs = live.idleTimeoutMs ?? 45_000;
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(sessionUrl(url), "codepod.v1", {
       headers: { ...headers, Authorization: `Bearer ${token}` },
@@ -71,8 +82,35 @@ export function openWebSocket(url: string, token: string, ev: LinkEvents,
         reject(new CodepodConnectError(code, msg));
       });
     });
+    // A path that stops forwarding without a reset shows no error: only
+    // silence tells, so the server must be heard from within idleTimeoutMs.
+    let heard = Date.now();
+    let pinged = Date.now();
+    let watch: NodeJS.Timeout | undefined;
+    const hear = () => { heard = Date.now(); };
+    const watchdog = () => {
+      const now = Date.now();
+      if (idleTimeoutMs > 0 && now - heard > idleTimeoutMs) {
+        clearInterval(watch);
+        ws.terminate(); // "close" follows: the session reconnects as after a reset
+        finish(`nothing from codepod for ${idleTimeoutMs} ms (idleTimeoutMs): the connection was closed`);
+        return;
+      }
+      if (heartbeatMs > 0 && now - pinged >= heartbeatMs && ws.readyState === WebSocket.OPEN) {
+        pinged = now;
+        ws.ping();
+      }
+    };
+    ws.on("pong", hear);
+    ws.on("ping", hear);
     ws.on("open", () => {
       open = true;
+      hear();
+      if (heartbeatMs > 0 || idleTimeoutMs > 0) {
+        const tick = Math.max(10, Math.min(heartbeatMs || Infinity, idleTimeoutMs || Infinity, 4000) / 2);
+        watch = setInterval(watchdog, tick);
+        watch.unref();
+      }
       resolve({
         send(text) {
           if (ws.readyState !== WebSocket.OPEN) return false;
@@ -91,6 +129,7 @@ export function openWebSocket(url: string, token: string, ev: LinkEvents,
       });
     });
     ws.on("message", (data, isBinary) => {
+      hear();
       if (isBinary) return;
       ev.message(Array.isArray(data) ? Buffer.concat(data).toString("utf8") : data.toString());
     });
@@ -98,6 +137,7 @@ export function openWebSocket(url: string, token: string, ev: LinkEvents,
       if (!open) reject(new CodepodConnectError("INTERNAL", `cannot reach codepod: ${err.message}`));
     });
     ws.on("close", (code) => {
+      clearInterval(watch);
       if (open) finish(`the WebSocket closed (${code})`);
     });
   });

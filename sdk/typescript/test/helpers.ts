@@ -123,7 +123,14 @@ export interface Fixture {
   close(): Promise<void>;
 }
 
-export async function open(transport: Transport, opts: { proxy?: boolean; reconnectMs?: number } = {}): Promise<Fixture> {
+export interface OpenOptions {
+  proxy?: boolean;
+  reconnectMs?: number;
+  heartbeatMs?: number;
+  idleTimeoutMs?: number;
+}
+
+export async function open(transport: Transport, opts: OpenOptions = {}): Promise<Fixture> {
   const dir = tempDir(transport);
   const log = new SchemaLog();
   if (transport === "stdio") {
@@ -151,6 +158,8 @@ export async function open(transport: Transport, opts: { proxy?: boolean; reconn
   const url = proxy ? `http://127.0.0.1:${proxy.port}` : server.url;
   const codepod = await Codepod.connect({
     url, token: server.token, trace: log.trace, ...(opts.reconnectMs !== undefined ? { reconnectMs: opts.reconnectMs } : {}),
+    ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
+    ...(opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: opts.idleTimeoutMs } : {}),
   });
   return {
     codepod, log, server, ...(proxy ? { proxy } : {}),
@@ -171,6 +180,11 @@ export interface Proxy {
   port: number;
   /** Cuts every connection through the proxy (the client sees its WebSocket drop). */
   drop(): void;
+  /** The same with an RST on both sides. */
+  reset(): void;
+  /** Every connection so far stops forwarding and stays open (a path that
+   * silently died); new ones work. */
+  freeze(): void;
   connections(): number;
   /** Stops accepting new connections too (codepod looks gone). */
   close(): void;
@@ -178,11 +192,13 @@ export interface Proxy {
 
 export function startProxy(target: number): Promise<Proxy> {
   const sockets = new Set<net.Socket>();
+  const pairs: Array<[net.Socket, net.Socket]> = [];
   let accepted = 0;
   const srv = net.createServer((client) => {
     accepted++;
     const upstream = net.connect(target, "127.0.0.1");
     sockets.add(client).add(upstream);
+    pairs.push([client, upstream]);
     const gone = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
     client.on("error", gone).on("close", gone);
     upstream.on("error", gone).on("close", gone);
@@ -195,6 +211,15 @@ export function startProxy(target: number): Promise<Proxy> {
       res({
         port,
         drop: () => { for (const s of sockets) s.destroy(); sockets.clear(); },
+        reset: () => { for (const s of sockets) s.resetAndDestroy(); sockets.clear(); },
+        freeze: () => {
+          for (const [a, b] of pairs.splice(0)) {
+            a.unpipe(b);
+            b.unpipe(a);
+            a.pause();
+            b.pause();
+          }
+        },
         connections: () => accepted,
         close: () => { for (const s of sockets) s.destroy(); srv.close(); },
       });
