@@ -19,11 +19,26 @@ from .transport import ConnectError, StdioLink, WebSocketLink, http_json
 
 Trace = Callable[[str, str], None]
 OnLog = Callable[[str, str], None]
+# (the exception a tool raised, {"tool", "call", "execution_id", "conversation"})
+# -> the message the program, and so the model, sees.
+ToModelError = Callable[[BaseException, dict], str]
 MAX_TOOL_ERROR = 2000
 CLOSE_WAIT_S = 5.0   # how long close() waits for the outcomes of the executions it stops
 STOP_WAIT_S = 3.0    # after a stop, how long run() waits for codepod's CANCELLED before settling by itself
 DEADLINE_SLACK_S = 10.0  # past the program's startup and deadline, how long run() waits for its outcome
 DEFAULT_STARTUP_MS = 120000  # the server's startup timeout when the policy does not say
+
+
+def _model_error(ex: "_Exec", e: BaseException, tool: str, call: str) -> str:
+    """What the program sees of a tool's exception: the hook's text, else its message."""
+    if ex.to_model_error is not None:
+        try:
+            text = ex.to_model_error(e, {"tool": tool, "call": call, "execution_id": ex.id,
+                                         "conversation": ex.conversation})
+        except Exception:  # noqa: BLE001 - a failing hook must not leak what it was hiding
+            text = None
+        return text if isinstance(text, str) and text else f"Tool {tool} failed"
+    return str(e) or f"Tool {tool} failed"
 
 
 def _lost(eid: str, code: str, message: str) -> dict:
@@ -45,6 +60,7 @@ class _Exec:
     tools: dict[str, Runnable]
     on_log: OnLog | None
     future: asyncio.Future
+    to_model_error: ToModelError | None = None
     accepted: bool = False
     saw_call: bool = False
     stop_wanted: bool = False
@@ -123,9 +139,12 @@ class Codepod:
     async def run(self, *, conversation: str, js: str, tools: Mapping[str, Tool] | None = None,
                   policy: Mapping[str, Any] | None = None, reason: str | None = None,
                   on_log: OnLog | None = None, stop: asyncio.Event | None = None,
-                  id: str | None = None) -> dict:
+                  id: str | None = None, to_model_error: ToModelError | None = None) -> dict:
         """Runs one program and returns its outcome (docs/contract.md §4) as a dict.
 
+        ``to_model_error(error, info)`` turns an exception a tool raised into
+        the message the program sees (default: ``str(error)``), e.g. to keep a
+        database's error text from the model.
         ``on_log(stream, text)`` receives the program's output live. Setting
         ``stop`` stops the execution (the outcome then says CANCELLED); so does
         cancelling the task awaiting run(), which then raises CancelledError.
@@ -149,7 +168,8 @@ class Codepod:
             msg["stream"] = True
         if self._link is None and not await self._reconnect():
             return _lost(eid, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run")
-        ex = _Exec(eid, conversation, runnable, on_log, asyncio.get_running_loop().create_future())
+        ex = _Exec(eid, conversation, runnable, on_log, asyncio.get_running_loop().create_future(),
+                   to_model_error)
         self._execs[eid] = ex
         self._send(msg)
         watcher = None
@@ -226,13 +246,14 @@ class Codepod:
 
     async def code_tool(self, *, conversation: str, tools: Mapping[str, Tool],
                         policy: Mapping[str, Any] | None = None, on_log: OnLog | None = None,
-                        name: str = "code") -> "model.CodeTool":
+                        name: str = "code", to_model_error: ToModelError | None = None) -> "model.CodeTool":
         """The `code` tool for a model: ``.definition`` is an OpenAI-style
         function tool (its description holds the script rules and codepod's
         declarations of ``tools``); ``await tool(arguments)`` runs the program
         and returns the text the model should read."""
         decl = await self.declarations(tools)
-        return model.CodeTool(self, conversation, dict(tools), dict(policy or {}), decl, on_log, name)
+        return model.CodeTool(self, conversation, dict(tools), dict(policy or {}), decl, on_log, name,
+                              to_model_error=to_model_error)
 
     async def close(self) -> None:
         """Ends the session. Executions still running are stopped and their
@@ -493,7 +514,7 @@ class Codepod:
                 except asyncio.CancelledError:
                     return  # codepod cancelled the call: it wants no answer
                 except Exception as e:  # noqa: BLE001 - a tool's failure is the program's to handle
-                    text = fail(str(e) or f"Tool {name} failed")
+                    text = fail(_model_error(ex, e, name, call))
                 else:
                     body, why = to_json_text(out)
                     if body is None:

@@ -89,8 +89,9 @@ class CodeTool:
     for the outcome itself."""
 
     def __init__(self, cp: "Codepod", conversation: str, tools: Mapping[str, "Tool"], policy: dict,
-                 declarations: str, on_log: "OnLog | None", name: str = "code"):
+                 declarations: str, on_log: "OnLog | None", name: str = "code", *, to_model_error=None):
         self.codepod = cp
+        self.to_model_error = to_model_error
         self.conversation = conversation
         self.tools = tools
         self.policy = policy
@@ -104,7 +105,8 @@ class CodeTool:
 
     async def run(self, reason: str, js: str, stop=None) -> dict:
         return await self.codepod.run(conversation=self.conversation, js=js, reason=reason, tools=self.tools,
-                                      policy=self.policy or None, on_log=self.on_log, stop=stop)
+                                      policy=self.policy or None, on_log=self.on_log, stop=stop,
+                                      to_model_error=self.to_model_error)
 
     async def __call__(self, arguments: str | Mapping[str, Any], stop=None) -> str:
         try:

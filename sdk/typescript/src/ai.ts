@@ -2,7 +2,7 @@
 import { jsonSchema, tool, type Tool } from "ai";
 import type { Codepod } from "./client.js";
 import { CODE_INPUT_SCHEMA, codeDescription, outputForModel, type CodeInput, type CodeOutput } from "./model.js";
-import type { Policy, Tools } from "./types.js";
+import type { Policy, ToModelError, Tools } from "./types.js";
 
 export { codeDescription, outputForModel, CODE_INPUT_SCHEMA };
 export type { CodeInput, CodeOutput };
@@ -16,6 +16,8 @@ export interface CodeModeToolOptions {
   executionPolicy?: Policy;
   /** Live output of each program. */
   onLog?: (stream: "stdout" | "stderr", text: string) => void;
+  /** What a program sees of an error a tool threw (default: its message). */
+  toModelError?: ToModelError;
 }
 
 /**
@@ -37,6 +39,7 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
         ...(opts.executionPolicy ? { policy: opts.executionPolicy } : {}),
         ...(options.abortSignal ? { signal: options.abortSignal } : {}),
         ...(opts.onLog ? { onLog: opts.onLog } : {}),
+        ...(opts.toModelError ? { toModelError: opts.toModelError } : {}),
       });
       return outputForModel(outcome);
     },

@@ -11,7 +11,7 @@ import { prepareTools, toJsonText, type RunnableTool } from "./tools.js";
 import {
   CodepodConnectError, openWebSocket, spawnStdio, type Link, type LinkEvents, type SpawnOptions,
 } from "./transport.js";
-import type { Outcome, OutcomeError, Policy, ToolContext, ToolDeclaration, Tools } from "./types.js";
+import type { Outcome, OutcomeError, Policy, ToModelError, ToolContext, ToolDeclaration, Tools } from "./types.js";
 
 export interface ConnectOptions {
   /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -51,6 +51,8 @@ export interface RunOptions {
   onLog?: (stream: "stdout" | "stderr", text: string) => void;
   /** The execution id; a fresh UUID by default. */
   id?: string;
+  /** What the program sees of an error a tool threw (default: its message). */
+  toModelError?: ToModelError;
 }
 
 /** What GET /v1/executions/{id} says of an execution that still runs. */
@@ -74,6 +76,7 @@ interface Exec {
   conversation: string;
   tools: Map<string, RunnableTool>;
   onLog: RunOptions["onLog"];
+  toModelError: ToModelError | undefined;
   accepted: boolean;
   sawCall: boolean;
   stopWanted: boolean;
@@ -170,7 +173,7 @@ export class Codepod {
           this.link ? ABORT_WAIT_MS : 0);
       };
       const ex: Exec = {
-        id, conversation: opts.conversation, tools, onLog: opts.onLog,
+        id, conversation: opts.conversation, tools, onLog: opts.onLog, toModelError: opts.toModelError,
         accepted: false, sawCall: false, stopWanted: false, attaching: false, unconfirmed: false, calls: new Map(),
         settled: undefined as unknown as Promise<Outcome>,
         finish: (o) => {
@@ -514,10 +517,24 @@ export class Codepod {
       if (!json.ok) return fail(`Tool ${name} returned a value that is not JSON: ${json.why}`);
       return `{"type":"tool_result","id":${JSON.stringify(ex.id)},"call":${JSON.stringify(call)},"output":${json.text}}`;
     } catch (e) {
-      const msg = e instanceof Error ? e.message : typeof e === "string" ? e : "";
-      return fail(msg || `Tool ${name} failed`);
+      return fail(modelError(ex, e, name, call));
     }
   }
+}
+
+/** What the program sees of a tool's error: the hook's text, else the message. */
+function modelError(ex: Exec, e: unknown, tool: string, call: string): string {
+  if (ex.toModelError) {
+    try {
+      const text = ex.toModelError(e, { tool, call, executionId: ex.id, conversation: ex.conversation });
+      if (typeof text === "string" && text) return text;
+    } catch {
+      // a failing hook must not leak what it was hiding
+    }
+    return `Tool ${tool} failed`;
+  }
+  const msg = e instanceof Error ? e.message : typeof e === "string" ? e : "";
+  return msg || `Tool ${tool} failed`;
 }
 
 /** `codepod declarations FILE`, for a stdio server older than the declarations message. */

@@ -137,6 +137,23 @@ export type AnyTool = PlainTool | { inputSchema: unknown; description?: unknown;
 /** Tools by the name a program calls them with. */
 export type Tools = Record<string, AnyTool>;
 
+/** Which call failed, for a `toModelError` hook. */
+export interface ToolErrorInfo {
+  /** The tool's name. */
+  tool: string;
+  /** The call's id (codepod's `call`). */
+  call: string;
+  executionId: string;
+  conversation: string;
+}
+
+/**
+ * Turns what a tool threw into the message the program (and so the model)
+ * sees. The default is the error's message; return something else to keep
+ * internal details (SQL, hosts, stack traces) away from the model.
+ */
+export type ToModelError = (error: unknown, info: ToolErrorInfo) => string;
+
 /** A tool as the session protocol declares it. */
 export interface ToolDeclaration {
   name: string;
