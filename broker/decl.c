@@ -1029,7 +1029,7 @@ int broker_decl_render(const json_t *tools, char **out, struct cp_err *err)
 	for (size_t i = 0; i < json_array_size(tools) && rc == 0; i++)
 		rc = check_tool(&c, tools, i);
 	if (rc == 0)
-		rc = buf_str(&c, &b, "declare const tools: {\n");
+		rc = buf_str(&c, &b, BROKER_DECL_PREAMBLE "declare const tools: {\n");
 	for (size_t i = 0; i < json_array_size(tools) && rc == 0; i++)
 		if (is_enabled(json_array_get(tools, i)))
 			rc = render_tool(&c, &b, tools, i);

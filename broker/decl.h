@@ -3,7 +3,9 @@
  * in, `declare const tools: { ... };` out (docs/contract.md §5,
  * POST /v1/declarations and `codepod declarations TOOLS.json`).
  *
- * The output follows the PAI code-mode rendering, one line per tool:
+ * The output follows the PAI code-mode rendering, one line per tool, after
+ * BROKER_DECL_PREAMBLE (a doc comment on `tools` with what every program of a
+ * conversation must know whatever its tools: they share one workspace):
  *
  *   declare const tools: {
  *     (a doc comment with the description: slash, two stars, text, star, slash)
@@ -74,6 +76,18 @@
 #define BROKER_DECL_MAX_DEPTH 32
 #define BROKER_DECL_MAX_NODES 200000L
 #define BROKER_DECL_MAX_OUT (1024UL * 1024UL)
+
+/* The first lines of every rendering, before `declare const tools: {`.
+ * Programs of one conversation that run at the same time (two `code` calls
+ * of one model turn) are not serialised: a model that does not know it
+ * writes the same scratch file from both. */
+#define BROKER_DECL_PREAMBLE \
+	"/**\n" \
+	" * The tools a program calls as `await tools.name(input)`. Programs of one\n" \
+	" * conversation may run at the same time, and then share its workspace\n" \
+	" * (the working directory): give files each program writes names of their\n" \
+	" * own.\n" \
+	" */\n"
 
 /**
  * broker_decl_render() - the TypeScript declarations of a tool list.

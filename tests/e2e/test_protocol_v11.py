@@ -88,7 +88,9 @@ def test_declarations_on_the_session_with_the_id_echoed(session):
     session.send({"type": "declarations", "id": "d1", "tools": tools})
     m = session.wait_for(lambda m: m["type"] == "declarations", what="declarations")
     assert m["id"] == "d1"
-    assert m["declarations"].startswith("declare const tools: {")
+    assert m["declarations"].startswith("/**\n * The tools a program calls")
+    assert "share its workspace" in m["declarations"]
+    assert "\ndeclare const tools: {\n" in m["declarations"]
     assert "listInvoices: (input: { month: string; }) => Promise<unknown>;" in m["declarations"]
     session.send({"type": "declarations", "tools": tools})
     m = session.wait_for(lambda m: m["type"] == "declarations", what="declarations")

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(const json_t *tools)
 {
-	static const char head[] = "declare const tools: {\n";
+	static const char head[] = BROKER_DECL_PREAMBLE "declare const tools: {\n";
 	struct cp_err err = { 0 };
 	char *out = NULL;
 	size_t n;

@@ -127,7 +127,8 @@ static void expect_input(const char *schema, const char *type)
 	char *out = render_input(schema);
 
 	snprintf(want, sizeof want,
-	         "declare const tools: {\n  t: (input: %s) => Promise<unknown>;\n};\n", type);
+	         BROKER_DECL_PREAMBLE "declare const tools: {\n  t: (input: %s) => Promise<unknown>;\n};\n",
+	         type);
 	if (strcmp(out, want) != 0)
 		fail_msg("%s\nwant %sgot  %s", schema, want, out);
 	free(out);

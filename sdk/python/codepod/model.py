@@ -5,8 +5,10 @@ its input schema, and the outcome turned into text. The TypeScript package
 
 from __future__ import annotations
 
+import inspect
 import json
-from typing import TYPE_CHECKING, Any, Mapping
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from .client import Codepod, OnLog
@@ -54,6 +56,8 @@ def code_description(declarations: str, policy: Mapping[str, Any] | None = None)
         "declarations are not allowed.",
         "- The working directory is the conversation's workspace: files written there persist across calls, "
         "JavaScript variables do not.",
+        "- Several `code` calls of this conversation may run at the same time (several in one turn) and then "
+        "share the workspace: give files each program writes names of their own.",
         f"- `return` a small JSON value; it comes back as `result` (a Map or Set becomes {{}}). Output of "
         f"console.* and process.stdout/stderr comes back as `logs` (the last {_bytes(budget)}).",
         f"- Limits: {_seconds(timeout)} s per program, waiting on tools included; {calls} tool calls; a result "
@@ -82,11 +86,27 @@ def output_for_model(outcome: Mapping[str, Any]) -> dict:
     return {"status": "failed", "error": e, "logs": outcome.get("logs", ""), **trunc}
 
 
+def _takes_two(fn: Callable) -> bool:
+    """Whether ``fn`` takes (stream, text), the older form of ``on_log``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
 class CodeTool:
     """The `code` tool: ``definition`` for the model's tool list, and
     ``await code(arguments)`` (the model's arguments: a JSON string or a dict)
     for the text the model reads back. Also ``await code.run(reason, js)``
-    for the outcome itself."""
+    for the outcome itself.
+
+    ``on_log(log)`` gets each piece of a program's live output as a dict
+    ``{"execution_id", "tool_call_id", "stream", "text"}``, ``tool_call_id``
+    being what the caller passed for the model's call (None when it passed
+    nothing), so a UI can route it; a function of two parameters gets
+    ``(stream, text)`` as before."""
 
     def __init__(self, cp: "Codepod", conversation: str, tools: Mapping[str, "Tool"], policy: dict,
                  declarations: str, on_log: "OnLog | None", name: str = "code", *, to_model_error=None):
@@ -103,12 +123,19 @@ class CodeTool:
             "function": {"name": name, "description": self.description, "parameters": CODE_INPUT_SCHEMA},
         }
 
-    async def run(self, reason: str, js: str, stop=None) -> dict:
+    async def run(self, reason: str, js: str, stop=None, tool_call_id: str | None = None) -> dict:
+        eid = str(uuid.uuid4())
+        on_log = self.on_log
+        if on_log is not None and not _takes_two(on_log):
+            user = on_log
+
+            def on_log(stream, text):
+                user({"execution_id": eid, "tool_call_id": tool_call_id, "stream": stream, "text": text})
         return await self.codepod.run(conversation=self.conversation, js=js, reason=reason, tools=self.tools,
-                                      policy=self.policy or None, on_log=self.on_log, stop=stop,
+                                      policy=self.policy or None, on_log=on_log, stop=stop, id=eid,
                                       to_model_error=self.to_model_error)
 
-    async def __call__(self, arguments: str | Mapping[str, Any], stop=None) -> str:
+    async def __call__(self, arguments: str | Mapping[str, Any], stop=None, tool_call_id: str | None = None) -> str:
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
         except (ValueError, TypeError):
@@ -118,5 +145,5 @@ class CodeTool:
                 "code": "INVALID_REQUEST",
                 "message": "the arguments must be a JSON object with a string `js` (and a string `reason`)"},
                 "logs": ""})
-        outcome = await self.run(str(args.get("reason", "")), args["js"], stop=stop)
+        outcome = await self.run(str(args.get("reason", "")), args["js"], stop=stop, tool_call_id=tool_call_id)
         return json.dumps(output_for_model(outcome), ensure_ascii=False)

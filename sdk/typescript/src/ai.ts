@@ -1,4 +1,5 @@
 // @codepod/client/ai: the `code` tool for the Vercel AI SDK (ai 6 and 7).
+import { randomUUID } from "node:crypto";
 import { jsonSchema, tool, type Tool } from "ai";
 import type { Codepod } from "./client.js";
 import { CODE_INPUT_SCHEMA, codeDescription, outputForModel, type CodeInput, type CodeOutput } from "./model.js";
@@ -7,6 +8,15 @@ import type { Policy, ToModelError, Tools } from "./types.js";
 export { codeDescription, outputForModel, CODE_INPUT_SCHEMA };
 export type { CodeInput, CodeOutput };
 
+/** One piece of a program's live output. */
+export interface CodeLog {
+  executionId: string;
+  /** The AI SDK's toolCallId of the `code` call that runs the program. */
+  toolCallId?: string;
+  stream: "stdout" | "stderr";
+  text: string;
+}
+
 export interface CodeModeToolOptions {
   codepod: Codepod;
   /** The conversation (scope key) whose sandbox runs the programs. */
@@ -14,8 +24,12 @@ export interface CodeModeToolOptions {
   /** The tools a program may call: AI SDK tool() objects or plain tools. */
   tools: Tools;
   executionPolicy?: Policy;
-  /** Live output of each program. */
-  onLog?: (stream: "stdout" | "stderr", text: string) => void;
+  /**
+   * Live output of each program, with the ids that route it to the right
+   * place in a UI: the execution, and the AI SDK's id of the `code` call.
+   * (A function of two parameters, the older form, gets `(stream, text)`.)
+   */
+  onLog?: (log: CodeLog) => void;
   /** What a program sees of an error a tool threw (default: its message). */
   toModelError?: ToModelError;
 }
@@ -30,15 +44,23 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
   return tool({
     description: codeDescription(declarations, opts.executionPolicy),
     inputSchema: jsonSchema<CodeInput>(CODE_INPUT_SCHEMA as unknown as Parameters<typeof jsonSchema>[0]),
-    execute: async (input: CodeInput, options: { abortSignal?: AbortSignal }): Promise<CodeOutput> => {
+    execute: async (input: CodeInput, options: { abortSignal?: AbortSignal; toolCallId?: string }): Promise<CodeOutput> => {
+      const id = randomUUID();
+      const onLog = opts.onLog;
+      const toolCallId = options.toolCallId;
+      const log = !onLog ? undefined : onLog.length >= 2
+        ? (onLog as unknown as (stream: "stdout" | "stderr", text: string) => void)
+        : (stream: "stdout" | "stderr", text: string) =>
+          onLog({ executionId: id, ...(toolCallId !== undefined ? { toolCallId } : {}), stream, text });
       const outcome = await opts.codepod.run({
+        id,
         conversation: opts.conversation,
         js: input.js,
         reason: input.reason,
         tools: opts.tools,
         ...(opts.executionPolicy ? { policy: opts.executionPolicy } : {}),
         ...(options.abortSignal ? { signal: options.abortSignal } : {}),
-        ...(opts.onLog ? { onLog: opts.onLog } : {}),
+        ...(log ? { onLog: log } : {}),
         ...(opts.toModelError ? { toModelError: opts.toModelError } : {}),
       });
       return outputForModel(outcome);

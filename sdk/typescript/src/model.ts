@@ -38,6 +38,7 @@ export function codeDescription(declarations: string, policy: Policy = {}): stri
     "- Call the tools declared below as `await tools.name(input)`; each takes and returns JSON. A call that fails throws an Error whose message says why; you can catch it.",
     "- Use `require(...)` or `await import(...)` for Node built-ins and installed packages; static `import` declarations are not allowed.",
     "- The working directory is the conversation's workspace: files written there persist across calls, JavaScript variables do not.",
+    "- Several `code` calls of this conversation may run at the same time (several in one turn) and then share the workspace: give files each program writes names of their own.",
     `- \`return\` a small JSON value; it comes back as \`result\` (a Map or Set becomes {}). Output of console.* and process.stdout/stderr comes back as \`logs\` (the last ${bytes(budget)}).`,
     `- Limits: ${timeout / 1000} s per program, waiting on tools included; ${calls} tool calls; a result over ${bytes(budget)} fails the program, so return a summary or save the full output to a workspace file.`,
     "- `reason` is a short label shown to the user.",

@@ -1,3 +1,9 @@
+/**
+ * The tools a program calls as `await tools.name(input)`. Programs of one
+ * conversation may run at the same time, and then share its workspace
+ * (the working directory): give files each program writes names of their
+ * own.
+ */
 declare const tools: {
   /** Enabled by default. */
   visible: (input: {}) => Promise<string>;

@@ -1,3 +1,9 @@
+/**
+ * The tools a program calls as `await tools.name(input)`. Programs of one
+ * conversation may run at the same time, and then share its workspace
+ * (the working directory): give files each program writes names of their
+ * own.
+ */
 declare const tools: {
   /** A tool whose name is not an identifier. */
   "my-tool": (input: { "first-name": string; "2fast"?: boolean; "with space"?: string; "quote\"d\\"?: string; "héllo"?: string; ""?: string; $ok?: number; _ok9?: number; class: string; default?: string; }) => Promise<string>;

@@ -1,3 +1,9 @@
+/**
+ * The tools a program calls as `await tools.name(input)`. Programs of one
+ * conversation may run at the same time, and then share its workspace
+ * (the working directory): give files each program writes names of their
+ * own.
+ */
 declare const tools: {
   /** Type arrays and OpenAPI nullable. */
   updateUser: (input: { nickname: string | null; age?: number | null; address?: { city: string; } | null; tags?: string[] | null; role?: "admin" | "member" | null; twice?: string | null; many?: string | number | boolean | null; empty?: unknown; weird?: unknown; }) => Promise<{ id: string; } | null>;

@@ -1,3 +1,9 @@
+/**
+ * The tools a program calls as `await tools.name(input)`. Programs of one
+ * conversation may run at the same time, and then share its workspace
+ * (the working directory): give files each program writes names of their
+ * own.
+ */
 declare const tools: {
   /** Remote and unresolvable references render as unknown. */
   fetchDoc: (input: { remote: unknown; relative?: unknown; missing?: unknown; anchor?: unknown; /** A document id. */ local: string; list?: unknown[]; notString?: unknown; }) => Promise<unknown>;
