@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import tempfile
 import time
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from . import model
+from .policy import check_policy
 from .tools import Runnable, Tool, ToolContext, prepare, to_json_text
 from .transport import ConnectError, StdioLink, WebSocketLink, http_json
 
@@ -27,6 +29,9 @@ CLOSE_WAIT_S = 5.0   # how long close() waits for the outcomes of the executions
 STOP_WAIT_S = 3.0    # after a stop, how long run() waits for codepod's CANCELLED before settling by itself
 DEADLINE_SLACK_S = 10.0  # past the program's startup and deadline, how long run() waits for its outcome
 DEFAULT_STARTUP_MS = 120000  # the server's startup timeout when the policy does not say
+
+
+_LOGGED = object()  # spawn()'s default stderr: line by line to its logger
 
 
 def _model_error(ex: "_Exec", e: BaseException, tool: str, call: str) -> str:
@@ -94,13 +99,21 @@ class Codepod:
 
     @classmethod
     async def spawn(cls, argv: Sequence[str] = ("codepod", "serve", "--stdio"), *, env=None, cwd=None,
-                    stderr=None, trace: Trace | None = None) -> "Codepod":
-        """A `codepod serve --stdio` child. ``stderr``: where its JSON-line logs
-        go (None: inherited; ``subprocess.DEVNULL`` to drop them)."""
+                    stderr=_LOGGED, logger: logging.Logger | None = None,
+                    trace: Trace | None = None) -> "Codepod":
+        """A `codepod serve --stdio` child. Its operational logs (JSON lines on
+        its stderr) go to ``logger`` at their level (default: the
+        ``codepod.server`` logger, which like any shows only warnings and
+        errors until logging is configured). ``stderr`` instead of that: the
+        child's stderr as it is (None: inherited; ``subprocess.DEVNULL``: dropped)."""
         argv = list(argv)
+        if stderr is _LOGGED:
+            stderr, logger = None, logger or logging.getLogger("codepod.server")
+        else:
+            logger = None
         cp = cls(None, argv=argv, env=env, trace=trace)
         cp._opener = lambda on_msg, on_closed: StdioLink.start(argv, on_msg, on_closed, env=env, cwd=cwd,
-                                                               stderr=stderr)
+                                                               stderr=stderr, logger=logger)
         await cp._open()
         return cp
 
@@ -154,6 +167,7 @@ class Codepod:
         same holds at the deadline when ``policy["timeoutMs"]`` is given."""
         if self._closing:
             raise RuntimeError("this Codepod session is closed")
+        check_policy(policy, "run()")
         runnable = prepare(tools)
         eid = id or str(uuid.uuid4())
         if eid in self._execs:
@@ -246,11 +260,16 @@ class Codepod:
 
     async def code_tool(self, *, conversation: str, tools: Mapping[str, Tool],
                         policy: Mapping[str, Any] | None = None, on_log: OnLog | None = None,
-                        name: str = "code", to_model_error: ToModelError | None = None) -> "model.CodeTool":
+                        name: str = "code", to_model_error: ToModelError | None = None,
+                        execution_policy: Mapping[str, Any] | None = None) -> "model.CodeTool":
         """The `code` tool for a model: ``.definition`` is an OpenAI-style
         function tool (its description holds the script rules and codepod's
         declarations of ``tools``); ``await tool(arguments)`` runs the program
         and returns the text the model should read."""
+        if policy is not None and execution_policy is not None:
+            raise ValueError("code_tool(): give policy or execution_policy (its alias), not both")
+        policy = policy if policy is not None else execution_policy
+        check_policy(policy, "code_tool()")
         decl = await self.declarations(tools)
         return model.CodeTool(self, conversation, dict(tools), dict(policy or {}), decl, on_log, name,
                               to_model_error=to_model_error)

@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import logging
 import subprocess
 from typing import Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
@@ -15,11 +17,25 @@ OnClosed = Callable[[str], None]
 
 
 class ConnectError(Exception):
-    """codepod could not be reached, or refused the session (``code`` says why)."""
+    """codepod could not be reached, or refused the session. ``code`` is the
+    client's own: UNAVAILABLE when nothing answered (no such command, nothing
+    listening, no route; ``cause_code`` then holds the system's code, such as
+    ENOENT or ECONNREFUSED, and ``__cause__`` the original error), else what
+    the server answered (UNAUTHORIZED, SHUTTING_DOWN, ...)."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, cause_code: str | None = None):
         super().__init__(message)
         self.code = code
+        self.cause_code = cause_code
+
+
+def _errno_name(e: BaseException) -> str | None:
+    """ENOENT, ECONNREFUSED, ... of an OSError, or of the one an aiohttp error wraps."""
+    for err in (e, getattr(e, "os_error", None), e.__cause__):
+        n = getattr(err, "errno", None)
+        if isinstance(n, int) and n in errno.errorcode:
+            return errno.errorcode[n]
+    return None
 
 
 def session_url(base: str) -> str:
@@ -29,25 +45,64 @@ def session_url(base: str) -> str:
     return urlunsplit((scheme, u.netloc, path, u.query, ""))
 
 
-class StdioLink:
-    """A `codepod serve --stdio` child process."""
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 
-    def __init__(self, proc: asyncio.subprocess.Process, on_message: OnMessage, on_closed: OnClosed):
+
+def log_line(logger: logging.Logger, raw: bytes) -> None:
+    """One line of codepod's stderr to ``logger`` at its level (a line that is
+    not JSON as a warning); the parsed record rides along as ``codepod``."""
+    line = raw.decode("utf-8", "replace").rstrip("\n")
+    if not line.strip():
+        return
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        rec = None
+    level = LEVELS.get(rec.get("level"), logging.WARNING) if isinstance(rec, dict) else logging.WARNING
+    logger.log(level, "%s", line, extra={"codepod": rec})
+
+
+class StdioLink:
+    """A `codepod serve --stdio` child process. With a ``logger``, its stderr
+    (JSON log lines) goes there line by line."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, on_message: OnMessage, on_closed: OnClosed,
+                 logger: logging.Logger | None = None):
         self.proc = proc
         self._on_message = on_message
         self._on_closed = on_closed
+        self._logs = asyncio.ensure_future(self._read_logs(logger)) if logger is not None else None
         self._reader = asyncio.ensure_future(self._read())
         self._down = False
 
     @classmethod
     async def start(cls, argv: Sequence[str], on_message: OnMessage, on_closed: OnClosed,
-                    env=None, cwd=None, stderr=None) -> "StdioLink":
+                    env=None, cwd=None, stderr=None, logger: logging.Logger | None = None) -> "StdioLink":
+        if logger is not None:
+            stderr = subprocess.PIPE
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd)
+                *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd,
+                limit=1 << 20)
         except OSError as e:
-            raise ConnectError("INTERNAL", f"cannot start {argv[0]}: {e.strerror or e}") from e
-        return cls(proc, on_message, on_closed)
+            name = _errno_name(e)
+            raise ConnectError("UNAVAILABLE", f"cannot start {argv[0]}: {name + ': ' if name else ''}{e.strerror or e}",
+                               name) from e
+        return cls(proc, on_message, on_closed, logger)
+
+    async def _read_logs(self, logger: logging.Logger):
+        err = self.proc.stderr
+        while True:
+            try:
+                raw = await err.readline()
+            except ValueError:  # one line past the limit: skip it, keep reading
+                continue
+            if not raw:
+                return
+            try:
+                log_line(logger, raw)
+            except Exception:  # noqa: BLE001 - a failing logger must not take the session down
+                pass
 
     async def _read(self):
         # Chunks, split by hand: StreamReader.readline() stops at 64 KiB, and a
@@ -93,6 +148,12 @@ class StdioLink:
             await self._reader
         except asyncio.CancelledError:
             pass
+        if self._logs is not None:
+            # Its last lines, unless something the child started still holds the pipe.
+            try:
+                await asyncio.wait_for(self._logs, 5)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
 
 
 class WebSocketLink:
@@ -134,7 +195,9 @@ class WebSocketLink:
             raise ConnectError(code, f"codepod refused the session: HTTP {e.status}") from e
         except (aiohttp.ClientError, OSError) as e:
             await http.close()
-            raise ConnectError("INTERNAL", f"cannot reach codepod: {e}") from e
+            name = _errno_name(e)
+            raise ConnectError("UNAVAILABLE", f"cannot reach codepod at {session_url(url)}: "
+                               f"{name + ': ' if name else ''}{e}", name) from e
         return cls(http, ws, on_message, on_closed, heartbeat_s, idle_timeout_s)
 
     async def _read(self):

@@ -19,7 +19,7 @@ const codepod = process.env.CODEPOD_URL
   : await Codepod.spawn({ command: process.env.CODEPOD_BIN ?? "codepod", args: ["serve", "--stdio"] });
 const code = await codeModeTool({
   codepod, conversation: "thread-42", tools: { listInvoices, listFirms },
-  executionPolicy: { timeoutMs: 10_000 },
+  policy: { timeoutMs: 10_000 },
 });
 const { text } = await generateText({
   model: scriptedModel(), tools: { code }, stopWhen: ({ steps }) => steps.length >= 4,

@@ -2,6 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { jsonSchema, tool, type Tool } from "ai";
 import type { Codepod } from "./client.js";
+import { checkPolicy } from "./policy.js";
 import { CODE_INPUT_SCHEMA, codeDescription, outputForModel, type CodeInput, type CodeOutput } from "./model.js";
 import type { Policy, ToModelError, Tools } from "./types.js";
 
@@ -23,6 +24,9 @@ export interface CodeModeToolOptions {
   conversation: string;
   /** The tools a program may call: AI SDK tool() objects or plain tools. */
   tools: Tools;
+  /** The limits of every program (checked here: a key codepod does not know throws). */
+  policy?: Policy;
+  /** The former name of `policy`, still taken. */
   executionPolicy?: Policy;
   /**
    * Live output of each program, with the ids that route it to the right
@@ -40,9 +44,14 @@ export interface CodeModeToolOptions {
  * once here.
  */
 export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<CodeInput, CodeOutput>> {
+  if (opts.policy && opts.executionPolicy) {
+    throw new TypeError("codeModeTool(): give policy or executionPolicy (its former name), not both");
+  }
+  const policy = opts.policy ?? opts.executionPolicy;
+  checkPolicy(policy, "codeModeTool()");
   const declarations = await opts.codepod.declarations(opts.tools);
   return tool({
-    description: codeDescription(declarations, opts.executionPolicy),
+    description: codeDescription(declarations, policy),
     inputSchema: jsonSchema<CodeInput>(CODE_INPUT_SCHEMA as unknown as Parameters<typeof jsonSchema>[0]),
     execute: async (input: CodeInput, options: { abortSignal?: AbortSignal; toolCallId?: string }): Promise<CodeOutput> => {
       const id = randomUUID();
@@ -58,7 +67,7 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
         js: input.js,
         reason: input.reason,
         tools: opts.tools,
-        ...(opts.executionPolicy ? { policy: opts.executionPolicy } : {}),
+        ...(policy ? { policy } : {}),
         ...(options.abortSignal ? { signal: options.abortSignal } : {}),
         ...(log ? { onLog: log } : {}),
         ...(opts.toModelError ? { toModelError: opts.toModelError } : {}),

@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { checkPolicy } from "./policy.js";
 import { prepareTools, toJsonText, type RunnableTool } from "./tools.js";
 import {
   CodepodConnectError, openWebSocket, spawnStdio, type Link, type LinkEvents, type SpawnOptions,
@@ -148,6 +149,7 @@ export class Codepod {
   /** Runs one program; resolves with its outcome (it never rejects for what the program or a tool did). */
   async run(opts: RunOptions): Promise<Outcome> {
     if (this.closing) throw new Error("this Codepod session is closed");
+    checkPolicy(opts.policy, "run()");
     const tools = await prepareTools(opts.tools);
     const id = opts.id ?? randomUUID();
     if (this.execs.has(id)) throw new Error(`execution id ${id} is already running on this session`);

@@ -2,7 +2,8 @@
 export { Codepod } from "./client.js";
 export type { ConnectOptions, RunOptions, RunningExecution, Trace } from "./client.js";
 export { CodepodConnectError } from "./transport.js";
-export type { SpawnOptions } from "./transport.js";
+export type { Logger, SpawnOptions } from "./transport.js";
 export { codeDescription, outputForModel, CODE_INPUT_SCHEMA } from "./model.js";
+export { POLICY_KEYS } from "./policy.js";
 export type { CodeInput, CodeOutput } from "./model.js";
 export type * from "./types.js";

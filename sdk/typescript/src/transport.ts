@@ -17,13 +17,28 @@ export interface LinkEvents {
   closed(reason: string): void;
 }
 
+/**
+ * codepod could not be reached or refused the session. `code` is the
+ * client's own: UNAVAILABLE when nothing answered (no such command, nothing
+ * listening, no route; `causeCode` then holds the system's code, such as
+ * ENOENT or ECONNREFUSED, and `cause` the original error), else what the
+ * server answered (UNAUTHORIZED, SHUTTING_DOWN, TOO_MANY_SESSIONS, ...).
+ */
 export class CodepodConnectError extends Error {
   readonly code: string;
-  constructor(code: string, message: string) {
-    super(message);
+  readonly causeCode: string | undefined;
+  constructor(code: string, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = "CodepodConnectError";
     this.code = code;
+    const c = (cause as { code?: unknown } | undefined)?.code;
+    this.causeCode = typeof c === "string" ? c : undefined;
   }
+}
+
+function unavailable(what: string, err: Error): CodepodConnectError {
+  const sys = (err as NodeJS.ErrnoException).code;
+  return new CodepodConnectError("UNAVAILABLE", `${what}: ${sys && !err.message.includes(sys) ? `${sys}: ` : ""}${err.message}`, err);
 }
 
 /** `http://host:port` (or ws://, https://, wss://) to the session's WebSocket URL. */
@@ -134,7 +149,7 @@ export function openWebSocket(url: string, token: string, ev: LinkEvents,
       ev.message(Array.isArray(data) ? Buffer.concat(data).toString("utf8") : data.toString());
     });
     ws.on("error", (err) => {
-      if (!open) reject(new CodepodConnectError("INTERNAL", `cannot reach codepod: ${err.message}`));
+      if (!open) reject(unavailable(`cannot reach codepod at ${sessionUrl(url)}`, err));
     });
     ws.on("close", (code) => {
       clearInterval(watch);
@@ -143,22 +158,80 @@ export function openWebSocket(url: string, token: string, ev: LinkEvents,
   });
 }
 
+/** Where codepod's own log lines go: `console` fits, and so do most loggers. */
+export interface Logger {
+  debug(record: unknown): void;
+  info(record: unknown): void;
+  warn(record: unknown): void;
+  error(record: unknown): void;
+}
+
 export interface SpawnOptions {
   command: string;
   args?: string[];
   env?: NodeJS.ProcessEnv;
   cwd?: string;
-  /** Where codepod's operational logs (JSON lines on stderr) go (default "inherit"). */
+  /**
+   * codepod's operational logs (JSON lines on its stderr), each parsed and
+   * handed to the method of its level (`debug`, `info`, `warn`, `error`; a
+   * line that is not JSON goes to `warn` as text). By default warnings and
+   * errors are written to this process's stderr and the rest is dropped.
+   */
+  logger?: Logger;
+  /** Instead of `logger`: the child's stderr as it is ("inherit"), none, or a pipe. */
   stderr?: "inherit" | "ignore" | "pipe";
+}
+
+type Level = "debug" | "info" | "warn" | "error";
+
+/** Warnings and errors, as codepod wrote them, on this process's stderr. */
+const quietLogger: Logger = {
+  debug() {},
+  info() {},
+  warn(r) { process.stderr.write((typeof r === "string" ? r : JSON.stringify(r)) + "\n"); },
+  error(r) { process.stderr.write((typeof r === "string" ? r : JSON.stringify(r)) + "\n"); },
+};
+
+function logLine(logger: Logger, line: string): void {
+  let rec: unknown = line;
+  let level: Level = "warn";
+  try {
+    rec = JSON.parse(line);
+    const l = (rec as { level?: unknown } | null)?.level;
+    if (l === "debug" || l === "info" || l === "warn" || l === "error") level = l;
+  } catch {
+    rec = line;
+  }
+  try {
+    logger[level](rec);
+  } catch {
+    // a failing logger must not take the session down
+  }
 }
 
 /** A `codepod serve --stdio` child; lines of any length (no line limit). */
 export function spawnStdio(opts: SpawnOptions, ev: LinkEvents): Promise<Link & { child: ChildProcess }> {
   return new Promise((resolve, reject) => {
-    const stdio: StdioOptions = ["pipe", "pipe", opts.stderr ?? "inherit"];
+    const stdio: StdioOptions = ["pipe", "pipe", opts.stderr ?? "pipe"];
     const child = spawnChild(opts.command, opts.args ?? ["serve", "--stdio"], {
       stdio, env: opts.env ?? process.env, cwd: opts.cwd,
     });
+    if (opts.stderr === undefined) {
+      const logger = opts.logger ?? quietLogger;
+      let rest = "";
+      child.stderr!.setEncoding("utf8");
+      child.stderr!.on("data", (chunk: string) => {
+        rest += chunk;
+        let nl: number;
+        while ((nl = rest.indexOf("\n")) !== -1) {
+          const line = rest.slice(0, nl);
+          rest = rest.slice(nl + 1);
+          if (line.trim()) logLine(logger, line);
+        }
+        if (rest.length > 1 << 20) rest = rest.slice(-65536); // one runaway line stays bounded
+      });
+      child.stderr!.on("end", () => { if (rest.trim()) logLine(logger, rest); });
+    }
     let parts: Buffer[] = [];
     let started = false;
     let done = false;
@@ -180,7 +253,7 @@ export function spawnStdio(opts: SpawnOptions, ev: LinkEvents): Promise<Link & {
     });
     child.stdin!.on("error", () => { /* EPIPE once codepod exited: reported by "exit" */ });
     child.on("error", (err) => {
-      if (!started) reject(new CodepodConnectError("INTERNAL", `cannot start ${opts.command}: ${err.message}`));
+      if (!started) reject(unavailable(`cannot start ${opts.command}`, err));
       else finish(`codepod failed: ${err.message}`);
     });
     child.on("spawn", () => {
