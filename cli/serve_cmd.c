@@ -111,6 +111,10 @@ int cli_serve_listen(uv_loop_t *loop, struct codepod *cp, struct cp_idset *ids,
 	struct cp_err err;
 	if (broker_http_start(&cfg, &st.srv, &err)) {
 		fprintf(stderr, "codepod: %s\n", err.msg);
+		/* The backend's handles (a Kubernetes client's timers and
+		 * connections) would keep the loop, and so this run, alive. */
+		if (quiet)
+			quiet(quiet_ud);
 		uv_run(loop, UV_RUN_DEFAULT); /* lws's handles finish closing */
 		return 2;
 	}
