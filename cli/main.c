@@ -266,12 +266,13 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 		                   "and write anywhere this user can"), NULL);
 	char buf[PATH_MAX];
 	const char *state = o->state_dir ? o->state_dir : default_state_dir(buf, sizeof buf);
-	const char *hide[3] = { NULL, NULL, NULL };
-	size_t nhide = 0;
-	if (o->listen.http.token_file)
-		hide[nhide++] = o->listen.http.token_file;
-	if (o->listen.http.audit_file)
-		hide[nhide++] = o->listen.http.audit_file;
+	/* Every file an option marked CLI_SECRET named: one rule, so a file
+	 * option added later is hidden by being marked. */
+	const char *const *hide = cli_secret_files();
+	if (!isolate && hide[0])
+		cp_log(CP_LOG_WARN, "local.secrets_visible", "message",
+		       json_string("without isolation, programs can read every file this user can, "
+		                   "the token, audit and webhook secret files included"), NULL);
 	struct local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
 	                               hide };
 	struct codepod_backend *b = NULL;

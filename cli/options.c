@@ -20,6 +20,15 @@ static const struct cli_opt help_opts[] = {
 };
 const struct cli_group cli_help_group = { "every command", help_opts };
 
+/* Every CLI_SECRET argument read: the sandbox hides them all. */
+static const char *secrets[CLI_MAX_SECRETS + 1];
+static size_t nsecrets;
+
+const char *const *cli_secret_files(void)
+{
+	return secrets;
+}
+
 static size_t count(const struct cli_opt *o)
 {
 	size_t n = 0;
@@ -31,6 +40,14 @@ static size_t count(const struct cli_opt *o)
 static int set(const struct cli_opt *o, void *base, const char *arg)
 {
 	char *field = (char *)base + o->off;
+	if (o->secret && arg) {
+		if (nsecrets == CLI_MAX_SECRETS) {
+			fprintf(stderr, "codepod: at most %d files holding secrets\n", CLI_MAX_SECRETS);
+			return -1;
+		}
+		secrets[nsecrets++] = arg;
+		secrets[nsecrets] = NULL;
+	}
 	switch (o->kind) {
 	case CLI_STR:
 		*(const char **)field = arg;
@@ -93,6 +110,8 @@ int cli_parse(int argc, char **argv, const struct cli_use *uses, size_t n,
 	}
 	int rc = CLI_PARSED, c;
 	optind = 1;
+	nsecrets = 0;
+	secrets[0] = NULL;
 	while (rc == CLI_PARSED && (c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
 		size_t at = total;
 		if (c >= VAL_BASE && (size_t)(c - VAL_BASE) < total)
@@ -169,7 +188,8 @@ void cli_help(FILE *f, const struct cli_group *g, const void *base)
 		if (base && o->kind == CLI_UINT && v >= o->min && v <= o->max)
 			snprintf(text, sizeof text, "%s (default %u)", o->help, v);
 		else
-			snprintf(text, sizeof text, "%s", o->help);
+			snprintf(text, sizeof text, "%s%s", o->help,
+			         o->secret ? "; hidden from programs" : "");
 		wrap(f, text);
 	}
 }

@@ -33,7 +33,16 @@ struct cli_opt {
 	int (*call)(void *base, const char *arg); /* 0, or -1 once it said why */
 	const char *help;
 	char letter;      /* a short form (-h), or 0 */
+	int secret;       /* names a file programs must not read: CLI_SECRET */
 };
+
+/* Marks an option whose argument names a file that holds a secret (a
+ * token, a key, records of other conversations): cli_parse() registers
+ * every such argument (cli_secret_files()), from which the local backend
+ * hides them all from its sandbox, and --help says so. Every option taking
+ * a file of codepod's that a program must not see carries it; a test walks
+ * --help for `-file` options without it. */
+#define CLI_SECRET .secret = 1
 
 /* The offset of member @m of struct @S, which must have type @T: a table
  * that names a field of another type does not compile. */
@@ -77,6 +86,16 @@ enum {
  */
 int cli_parse(int argc, char **argv, const struct cli_use *uses, size_t n,
               const struct cli_opt **given, int *args);
+
+/* Most secret files a command line can name (more are refused). */
+#define CLI_MAX_SECRETS 16
+
+/**
+ * cli_secret_files() - the arguments of every CLI_SECRET option cli_parse()
+ * read so far (an option given twice: both), NULL-terminated. The strings
+ * are argv's; the array is this module's, valid until the next cli_parse().
+ */
+const char *const *cli_secret_files(void);
 
 /* The group's heading and one entry per option, its help wrapped; with
  * @base, a number's default (the field's value there, when in range). */

@@ -201,11 +201,16 @@ int local_sandbox_init(struct local_sandbox *s, const char *user, const char *ui
 		local_sandbox_free(s);
 		return rc;
 	}
-	/* serve --listen's token and audit files, codepod's own home, and /run
+	/* the files holding secrets, codepod's own home, and /run
 	 * (the host's daemons listen on unix sockets there, which no network
 	 * namespace covers). */
-	for (size_t i = 0; hide && hide[i]; i++)
-		add_hide(s, hide[i]);
+	/* at the real path: a symlink cannot be mounted over, and its target
+	 * is what a program would read through it (or by its own path) */
+	for (size_t i = 0; hide && hide[i]; i++) {
+		char *real = realpath(hide[i], NULL);
+		add_hide(s, real);
+		free(real);
+	}
 	add_hide(s, getenv("HOME"));
 	add_hide(s, "/run");
 	return 0;

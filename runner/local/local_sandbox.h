@@ -37,7 +37,9 @@
  * process uses about a dozen. */
 #define LOCAL_SANDBOX_NPROC 4096
 
-#define LOCAL_SANDBOX_MAX_HIDE 8
+/* the secret files, $HOME, /run and
+ * the folders local_sandbox_reach() covers */
+#define LOCAL_SANDBOX_MAX_HIDE 48
 
 struct local_sandbox {
 	int as_root;          /* codepod is root: switch users with setpriv */
@@ -68,8 +70,9 @@ int local_sandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp
  * @uids: --sandbox-uids FIRST-LAST (a user per conversation), or NULL for
  *        the default range; with @user, refused. Either, given while codepod
  *        is not root, is refused (only root can switch users).
- * @hide: files to make unreadable inside (serve's token and audit files),
- *        NULL-terminated, or NULL.
+ * @hide: files to make unreadable inside (every file an option names that
+ *        holds a secret), NULL-terminated, or NULL. Each is covered at its
+ *        real path (a symlink's target; a relative path made absolute).
  *
  * Return: 0, or CP_E_UNSUPPORTED naming what is missing (setpriv, prlimit,
  * a seccomp filter), or CP_E_INVALID_REQUEST for a bad --sandbox-user.
