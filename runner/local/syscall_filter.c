@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
 #include <unistd.h>
 
 #include "base/fileio.h"
@@ -43,7 +44,24 @@ static const char *const denied[] = {
 	/* host-wide clocks and names */
 	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
 	"sethostname", "setdomainname",
+	/* x86's local descriptor tables: old exploits' favourite, no use to Node */
+	"modify_ldt",
 };
+
+/* Socket families a program may create: IPv4 and IPv6 (its own network
+ * namespace holds only lo) and netlink for NETLINK_ROUTE alone, which glibc's
+ * getifaddrs() (Node's os.networkInterfaces()) and getaddrinfo() with
+ * AI_ADDRCONFIG (dns.lookup) open to read the namespace's addresses. Every
+ * other family up to SOCKET_FAMILY_LIMIT, and any number past it, is refused:
+ * AF_UNIX (below), AF_VSOCK (a VM's host, which no network namespace
+ * covers), AF_PACKET, every other netlink protocol, and the rest. */
+#define SOCKET_FAMILY_LIMIT 64 /* past AF_MAX (46 in Linux 6.x) */
+
+/* personality(2) values left alone: PER_LINUX, PER_LINUX32 and UNAME26, as
+ * in Docker's profile; every other bit (ADDR_NO_RANDOMIZE,
+ * READ_IMPLIES_EXEC, ...) is refused, and so is the query 0xffffffff, which
+ * neither Node nor the C library makes. The kernel reads 32 bits. */
+#define PERSONALITY_ALLOWED_BITS 0x00020008u
 
 static const unsigned long long new_ns_flags[] = {
 	CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
@@ -71,6 +89,26 @@ static int add_rules(scmp_filter_ctx ctx)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
 		                      SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0));
+	/* The kernel reads the family as an int: compare 32 bits, and refuse
+	 * any value with upper bits set (none is a family a program needs). */
+	for (unsigned fam = 0; fam < SOCKET_FAMILY_LIMIT && rc == 0; fam++)
+		if (fam != AF_UNIX && fam != AF_INET && fam != AF_INET6 && fam != AF_NETLINK)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+			                      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, fam));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+		                      SCMP_A0(SCMP_CMP_GE, SOCKET_FAMILY_LIMIT, 0));
+	/* netlink but NETLINK_ROUTE (the C library passes the int protocol
+	 * sign-extended, so 64 bits compare) */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+		                      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_NETLINK),
+		                      SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
+	/* One rule per refused bit, as for clone's flags. */
+	for (unsigned bit = 0; bit < 32 && rc == 0; bit++)
+		if (!(PERSONALITY_ALLOWED_BITS & (1u << bit)))
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+			                      SCMP_A0(SCMP_CMP_MASKED_EQ, 1ull << bit, 1ull << bit));
 	/* The kernel reads an ioctl request as 32 bits: compare only those. */
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,

@@ -11,7 +11,11 @@
  * swap, reboot, accounting, quotas, the kernel log, clocks, io_uring,
  * terminal injection (TIOCSTI), and unix sockets of its own (socket(AF_UNIX):
  * a host daemon's socket file answers a connect() through any network
- * namespace and read-only mount; socketpair(2) stays allowed). clone3 answers ENOSYS, as in Docker's profile,
+ * namespace and read-only mount; socketpair(2) stays allowed), every other
+ * socket family but IPv4, IPv6 and netlink's NETLINK_ROUTE (AF_VSOCK,
+ * AF_PACKET, the other netlink protocols, ...; Node reads its addresses over
+ * NETLINK_ROUTE), personality(2) but PER_LINUX, PER_LINUX32 and UNAME26, and
+ * modify_ldt. clone3 answers ENOSYS, as in Docker's profile,
  * because its flags cannot be inspected: the C library then falls back to
  * clone, whose flags can. A syscall of another architecture (i386 or x32
  * entry points on x86_64) kills the process: nothing legitimate uses them

@@ -68,7 +68,7 @@ static const struct probe probes[] = {
 	P(perf_event_open), P(userfaultfd), P(fanotify_init), P(io_uring_setup),
 	P(io_uring_enter), P(io_uring_register),
 	P(settimeofday), P(clock_settime), P(clock_adjtime), P(adjtimex),
-	P(sethostname), P(setdomainname),
+	P(sethostname), P(setdomainname), P(modify_ldt),
 	{ "clone_newns", SYS_clone, CLONE_NEWNS | SIGCHLD, 0, 0 },
 	{ "clone_newcgroup", SYS_clone, CLONE_NEWCGROUP | SIGCHLD, 0, 0 },
 	{ "clone_newuts", SYS_clone, CLONE_NEWUTS | SIGCHLD, 0, 0 },
@@ -82,11 +82,28 @@ static const struct probe probes[] = {
 	/* the kernel reads the request as 32 bits, so must the filter */
 	{ "ioctl_tiocsti_high_bits", SYS_ioctl, 0, (long)(0xffffffff00000000ul | TIOCSTI), 0 },
 	{ "ioctl_tioclinux", SYS_ioctl, 0, TIOCLINUX, 0 },
+	/* socket families but IPv4, IPv6 and NETLINK_ROUTE (AF_PACKET would be
+	 * the kernel's EPERM without CAP_NET_RAW: marked, it is the filter's) */
+	{ "socket_vsock", SYS_socket, AF_VSOCK, SOCK_STREAM, 0 },
+	{ "socket_packet", SYS_socket, AF_PACKET, SOCK_RAW, 0 },
+	{ "socket_netlink_audit", SYS_socket, AF_NETLINK, SOCK_RAW, 9 },
+	{ "socket_netlink_uevent", SYS_socket, AF_NETLINK, SOCK_DGRAM, 15 },
+	{ "socket_netlink_sock_diag", SYS_socket, AF_NETLINK, SOCK_DGRAM, 4 },
+	{ "socket_bluetooth", SYS_socket, AF_BLUETOOTH, SOCK_STREAM, 0 },
+	{ "socket_alg", SYS_socket, AF_ALG, SOCK_SEQPACKET, 0 },
+	{ "socket_family_1000", SYS_socket, 1000, SOCK_STREAM, 0 },
+	{ "personality_addr_no_randomize", SYS_personality, 0x0040000, 0, 0 },
+	{ "personality_read_implies_exec", SYS_personality, 0x0400000, 0, 0 },
+	{ "personality_query", SYS_personality, 0xffffffffl, 0, 0 },
 	/* allowed: what fork(), libuv and Node themselves call */
 	{ "allowed_clone_fork", SYS_clone, SIGCHLD, 0, 0 },
 	{ "allowed_clone_thread", SYS_clone,
 	  CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM, 0, 0 },
 	{ "allowed_socket_inet", SYS_socket, AF_INET, SOCK_STREAM, 0 },
+	{ "allowed_socket_inet6", SYS_socket, AF_INET6, SOCK_DGRAM, 0 },
+	{ "allowed_socket_netlink_route", SYS_socket, AF_NETLINK, SOCK_RAW, 0 },
+	{ "allowed_personality_linux", SYS_personality, 0, 0, 0 },
+	{ "allowed_personality_linux32", SYS_personality, 0x0008, 0, 0 },
 	{ "allowed_socketpair_unix", SYS_socketpair, AF_UNIX, SOCK_STREAM, 0 },
 	{ "allowed_ioctl_tcgets", SYS_ioctl, 0, TCGETS, 0 },
 };

@@ -44,7 +44,7 @@ REFUSED = [
     "perf_event_open", "userfaultfd", "fanotify_init", "io_uring_setup", "io_uring_enter",
     "io_uring_register",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
-    "setdomainname",
+    "setdomainname", "modify_ldt",
 ]
 # Refused for these arguments only: clone with each CLONE_NEW* flag, a unix
 # socket of its own, terminal injection.
@@ -52,11 +52,16 @@ REFUSED_FOR_ARGS = [
     "clone_newns", "clone_newcgroup", "clone_newuts", "clone_newipc", "clone_newuser",
     "clone_newpid", "clone_newnet", "clone_newtime", "socket_unix", "ioctl_tiocsti",
     "ioctl_tiocsti_high_bits", "ioctl_tioclinux",
+    "socket_vsock", "socket_packet", "socket_netlink_audit", "socket_netlink_uevent",
+    "socket_netlink_sock_diag", "socket_bluetooth", "socket_alg", "socket_family_1000",
+    "personality_addr_no_randomize", "personality_read_implies_exec", "personality_query",
 ]
 # The same calls with arguments the filter lets through (fork, threads,
 # network sockets, socketpair, a terminal query): past the filter, ENOSYS.
 ALLOWED = ["allowed_clone_fork", "allowed_clone_thread", "allowed_socket_inet",
-           "allowed_socketpair_unix", "allowed_ioctl_tcgets"]
+           "allowed_socketpair_unix", "allowed_ioctl_tcgets", "allowed_socket_inet6",
+           "allowed_socket_netlink_route", "allowed_personality_linux",
+           "allowed_personality_linux32"]
 
 
 @pytest.fixture(scope="module")

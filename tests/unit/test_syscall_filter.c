@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <termios.h>
 
@@ -51,6 +52,7 @@ static const char *const refused[] = {
 	"io_uring_enter", "io_uring_register",
 	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
 	"sethostname", "setdomainname",
+	"modify_ldt",
 };
 
 /* Calls a program makes all the time: allowed. */
@@ -68,13 +70,13 @@ struct arch_case {
 	uint32_t token;         /* SCMP_ARCH_* */
 	uint32_t audit;         /* the seccomp_data.arch the kernel reports */
 	uint32_t foreign[2];    /* other entry points of such a machine */
-	const char *absent[12]; /* refused names this architecture has no call for */
+	const char *absent[16]; /* refused names this architecture has no call for */
 };
 
 static const struct arch_case aarch64 = {
 	SCMP_ARCH_AARCH64, AUDIT_ARCH_AARCH64, { AUDIT_ARCH_ARM, AUDIT_ARCH_X86_64 },
 	{ "umount", "create_module", "get_kernel_syms", "query_module", "uselib", "_sysctl",
-	  "iopl", "ioperm", "stime", NULL },
+	  "iopl", "ioperm", "stime", "modify_ldt", NULL },
 };
 
 static const struct arch_case x86_64 = {
@@ -216,6 +218,51 @@ static void check_refused_calls(const struct arch_case *arch)
 	free(f.insn);
 }
 
+static uint32_t socket_verdict(const struct filter *f, uint64_t family, uint64_t protocol)
+{
+	const uint64_t args[6] = { family, SOCK_RAW, protocol, 0, 0, 0 };
+	return verdict_for(f, f->arch->audit, nr_of(f, "socket"), args);
+}
+
+/* IPv4, IPv6 and NETLINK_ROUTE only (syscall_filter.c says why). */
+static void check_socket_families(const struct filter *f)
+{
+	for (uint64_t fam = 0; fam < 128; fam++) {
+		uint32_t want = fam == AF_INET || fam == AF_INET6 || fam == AF_NETLINK
+		                        ? SECCOMP_RET_ALLOW : EPERM_VERDICT;
+		if (socket_verdict(f, fam, 0) != want)
+			fail_msg("socket family %llu: verdict 0x%08x, want 0x%08x",
+			         (unsigned long long)fam, socket_verdict(f, fam, 0), want);
+	}
+	assert_int_equal(socket_verdict(f, AF_VSOCK, 0), EPERM_VERDICT);
+	assert_int_equal(socket_verdict(f, AF_PACKET, 0), EPERM_VERDICT);
+	assert_int_equal(socket_verdict(f, 0x7fffffff, 0), EPERM_VERDICT);
+	assert_int_equal(socket_verdict(f, 0xffffffff00000000ull | AF_VSOCK, 0), EPERM_VERDICT);
+	/* netlink: every protocol but NETLINK_ROUTE (0) */
+	for (uint64_t proto = 1; proto < 32; proto++)
+		if (socket_verdict(f, AF_NETLINK, proto) != EPERM_VERDICT)
+			fail_msg("netlink protocol %llu is not refused", (unsigned long long)proto);
+	assert_int_equal(socket_verdict(f, AF_NETLINK, 0xffffffffull), EPERM_VERDICT);
+	assert_int_equal(socket_verdict(f, AF_INET, IPPROTO_TCP), SECCOMP_RET_ALLOW);
+}
+
+/* PER_LINUX, PER_LINUX32 and UNAME26 and their combinations only. */
+static void check_personality(const struct filter *f)
+{
+	const uint64_t allowed[] = { 0, 0x0008, 0x20000, 0x20008 };
+	for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+		assert_int_equal(verdict(f, "personality", allowed[i], 0), SECCOMP_RET_ALLOW);
+	for (unsigned bit = 0; bit < 32; bit++) {
+		uint64_t v = 1ull << bit;
+		if (v == 0x0008 || v == 0x20000)
+			continue;
+		if (verdict(f, "personality", v, 0) != EPERM_VERDICT)
+			fail_msg("personality 0x%llx is not refused", (unsigned long long)v);
+	}
+	assert_int_equal(verdict(f, "personality", 0xffffffffull, 0), EPERM_VERDICT);
+	assert_int_equal(verdict(f, "personality", 0x0040000, 0), EPERM_VERDICT); /* ADDR_NO_RANDOMIZE */
+}
+
 static void check_argument_rules(const struct arch_case *arch)
 {
 	struct filter f = build(arch);
@@ -241,6 +288,8 @@ static void check_argument_rules(const struct arch_case *arch)
 	assert_int_equal(verdict(&f, "socket", AF_INET, SOCK_STREAM), SECCOMP_RET_ALLOW);
 	assert_int_equal(verdict(&f, "socket", AF_INET6, SOCK_DGRAM), SECCOMP_RET_ALLOW);
 	assert_int_equal(verdict(&f, "socketpair", AF_UNIX, SOCK_STREAM), SECCOMP_RET_ALLOW);
+	check_socket_families(&f);
+	check_personality(&f);
 
 	/* the kernel reads the request as 32 bits: so does the filter */
 	assert_int_equal(verdict(&f, "ioctl", 0, TIOCSTI), EPERM_VERDICT);
