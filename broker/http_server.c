@@ -4,7 +4,9 @@
  * WebSocket sessions are in http_server_ws.c, POST /v1/executions in
  * http_server_exec.c.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -501,6 +503,19 @@ static int parse_listen(const char *s, char *host, size_t cap, int *port, struct
 	return 0;
 }
 
+/* A listener of ours is never a broker: the guard learns its address (a
+ * name or the wildcard: every address of this host) and port. */
+static int self_listener(struct broker_http *srv, const char *host, int port, struct cp_err *err)
+{
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) };
+	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, host, &in.sin_addr) == 1)
+		return broker_urlguard_add_self(srv->guard, (struct sockaddr *)&in, err);
+	if (inet_pton(AF_INET6, host, &in6.sin6_addr) != 1)
+		in6.sin6_addr = in6addr_any;
+	return broker_urlguard_add_self(srv->guard, (struct sockaddr *)&in6, err);
+}
+
 static int add_vhost(struct broker_http *srv, size_t i, struct cp_err *err)
 {
 	char host[256], name[32];
@@ -525,6 +540,9 @@ static int add_vhost(struct broker_http *srv, size_t i, struct cp_err *err)
 	if (!vh)
 		return cp_err_set(err, CP_E_IO, "--listen %s: cannot listen (address in use or "
 		                  "not local?)", srv->listen[i]);
+	rc = self_listener(srv, any ? "" : host, lws_get_vhost_listen_port(vh), err);
+	if (rc)
+		return rc;
 	cp_log(CP_LOG_INFO, "serve.listen", "address", json_string(srv->listen[i]),
 	       "host", json_string(host), "port", json_integer(lws_get_vhost_listen_port(vh)), NULL);
 	return 0;
@@ -616,6 +634,10 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 		rc = CP_E_NOMEM;
 		goto fail;
 	}
+	rc = broker_urlguard_new(cfg->broker_allow, &srv->guard, err);
+	if (rc)
+		goto fail;
+	broker_webhook_set_guard(srv->webhook, srv->guard);
 	rc = new_context(srv, err);
 	for (size_t i = 0; rc == 0 && i < cfg->nlisten; i++)
 		rc = add_vhost(srv, i, err);
@@ -749,6 +771,7 @@ void broker_http_free(struct broker_http *srv)
 		free_sess(b);
 	}
 	broker_webhook_free(srv->webhook);
+	broker_urlguard_free(srv->guard); /* no call is left to check */
 	broker_hub_free(srv->hub);
 	if (srv->webhook_key)
 		OPENSSL_cleanse(srv->webhook_key, srv->webhook_key_len);

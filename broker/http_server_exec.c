@@ -49,6 +49,7 @@ struct exec_req {
 	int in_submit, answered;
 	unsigned err_status;
 	json_t *err_body;
+	struct cp_err refused; /* the URL guard's reason, for the 400 */
 };
 
 static unsigned status_for(const char *code)
@@ -311,6 +312,8 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 		*why = "broker.url must be an http:// or https:// URL";
 	else if (headers && !json_is_object(headers))
 		*why = "broker.headers must be an object of strings";
+	else if (broker_urlguard_url(r->base.srv->guard, url, NULL, 0, &r->refused))
+		*why = r->refused.msg; /* names the rule */
 	else
 		*why = NULL;
 	if (*why)

@@ -48,6 +48,7 @@ struct broker_http {
 	struct broker_http_auth *auth;
 	struct broker_http_metrics *metrics;
 	struct broker_webhook *webhook;
+	struct broker_urlguard *guard; /* the broker URLs allowed (url_guard.h) */
 	struct broker_hub *hub;     /* every execution of every session, kept outcomes */
 	unsigned char *webhook_key; /* --webhook-secret-file, or NULL: requests unsigned */
 	size_t webhook_key_len;

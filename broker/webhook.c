@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 
@@ -21,6 +22,8 @@ struct broker_webhook_call {
 	struct cp_buf resp; /* the answer, max_body at most */
 	size_t max_body;
 	int too_big, cancelled, finished;
+	char host[260];           /* the URL's host, for the guard */
+	struct cp_err refused;    /* the guard refused an address (code 0: not) */
 	broker_webhook_done_fn done;
 	void *ud;
 };
@@ -29,6 +32,7 @@ struct broker_webhook {
 	struct cp_curl *curl; /* the multi on the loop */
 	uv_timer_t deliver;   /* cancelled calls' done, on a later turn */
 	struct broker_webhook_call *calls;
+	const struct broker_urlguard *guard; /* or NULL */
 	int handles_open, freeing;
 };
 
@@ -69,7 +73,10 @@ static void on_transfer_done(void *ud, CURLcode res)
 	long status = 0;
 	struct cp_err err;
 	const struct cp_err *e = NULL;
-	if (c->too_big) {
+	if (c->refused.code) {
+		err = c->refused;
+		e = &err;
+	} else if (c->too_big) {
 		cp_err_set(&err, CP_E_TOO_BIG, "the broker's answer is over %zu bytes", c->max_body);
 		e = &err;
 	} else if (res == CURLE_OPERATION_TIMEDOUT) {
@@ -157,6 +164,26 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud)
 	return rc ? 0 : len; /* 0 aborts the transfer */
 }
 
+void broker_webhook_set_guard(struct broker_webhook *w, const struct broker_urlguard *g)
+{
+	w->guard = g;
+}
+
+/* libcurl is about to connect to @addr: the guard sees the address itself,
+ * after any name resolution, so DNS cannot answer around the rules. */
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	struct broker_webhook_call *c = ud;
+	if (purpose != CURLSOCKTYPE_IPCXN)
+		return CURL_SOCKET_BAD;
+	if (c->w->guard && !c->refused.code &&
+	    broker_urlguard_addr(c->w->guard, c->host, &addr->addr, &c->refused))
+		return CURL_SOCKET_BAD;
+	if (c->refused.code)
+		return CURL_SOCKET_BAD;
+	return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+}
+
 static int add_headers(struct broker_webhook_call *c, const json_t *headers, struct cp_err *err)
 {
 	const char *k;
@@ -201,7 +228,9 @@ int broker_webhook_post(struct broker_webhook *w, const char *url, const json_t 
 	c->ud = ud;
 	c->max_body = max_body;
 	cp_buf_init(&c->resp, max_body);
-	rc = add_headers(c, headers, err);
+	rc = w->guard ? broker_urlguard_url(w->guard, url, c->host, sizeof c->host, err) : 0;
+	if (rc == 0)
+		rc = add_headers(c, headers, err);
 	if (rc) {
 		call_free(c);
 		return rc;
@@ -217,6 +246,12 @@ int broker_webhook_post(struct broker_webhook *w, const char *url, const json_t 
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+	/* the guard checks the broker's own address: no proxy from the
+	 * environment in between, which would resolve the name itself */
+	if (w->guard)
+		curl_easy_setopt(e, CURLOPT_PROXY, "");
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
 	if (cp_curl_add(w->curl, &c->xfer, e, on_transfer_done, c, NULL)) {
 		call_free(c);
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "broker.url cannot be used");

@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "broker/url_guard.h"
 
 struct broker_webhook;
 struct broker_webhook_call;
@@ -40,10 +41,18 @@ typedef void (*broker_webhook_done_fn)(void *ud, long status, const char *body, 
 struct broker_webhook *broker_webhook_new(uv_loop_t *loop, struct cp_err *err);
 void broker_webhook_free(struct broker_webhook *w);
 
+/* Every later post is checked by @g (borrowed, outliving @w): its URL at
+ * post, and each address libcurl is about to connect to, so a name that
+ * resolves to a refused address fails with CP_E_INVALID_REQUEST naming the
+ * rule and no connection is made. */
+void broker_webhook_set_guard(struct broker_webhook *w, const struct broker_urlguard *g);
+
 /**
- * broker_webhook_post() - POST @body (JSON) to @url.
+ * broker_webhook_post() - POST @body (JSON) to @url, with exactly the
+ * headers given (and Content-Type): nothing of any other request's.
  * @headers: a JSON object of extra header names to string values, or NULL.
- * Returns 0 (done follows), CP_E_INVALID_REQUEST (bad headers), CP_E_NOMEM.
+ * Returns 0 (done follows), CP_E_INVALID_REQUEST (bad headers, or a URL the
+ * guard refuses), CP_E_NOMEM.
  */
 int broker_webhook_post(struct broker_webhook *w, const char *url, const json_t *headers,
                         const char *body, size_t len, long timeout_ms, size_t max_body,

@@ -50,6 +50,18 @@ static int add_listen(void *base, const char *arg)
 	return 0;
 }
 
+static int add_broker_allow(void *base, const char *arg)
+{
+	struct cli_listen_opts *o = base;
+	if (o->nbroker_allow == CLI_MAX_BROKER_ALLOW) {
+		fprintf(stderr, "codepod: at most %d --broker-allow (each may list several, "
+		        "comma-separated)\n", CLI_MAX_BROKER_ALLOW);
+		return -1;
+	}
+	o->broker_allow[o->nbroker_allow++] = arg;
+	return 0;
+}
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define L struct cli_listen_opts
@@ -82,6 +94,10 @@ static const struct cli_opt listen_opts[] = {
 	  .help = "finished outcomes are kept S seconds; 0: none" },
 	{ "webhook-secret-file", "FILE", CLI_STR_AT(L, http.webhook_secret_file), CLI_SECRET,
 	  .help = "signs every webhook request (default: unsigned)" },
+	{ "broker-allow", "HOST|CIDR", CLI_CALL, .call = add_broker_allow,
+	  .help = "the only brokers POST /v1/executions may name: host names, addresses "
+	          "and CIDRs, comma-separated or repeated (default: any but link-local and "
+	          "metadata addresses); codepod's own listener never" },
 	CLI_END,
 };
 #undef L
@@ -107,6 +123,7 @@ int cli_serve_listen(uv_loop_t *loop, struct codepod *cp, struct cp_idset *ids,
 	cfg.cp = cp;
 	cfg.ids = ids;
 	cfg.listen = o->addr;
+	cfg.broker_allow = o->nbroker_allow ? o->broker_allow : NULL;
 	struct serve_cmd st = { .drain_ms = o->drain_s * 1000u, .quiet = quiet, .quiet_ud = quiet_ud };
 	struct cp_err err;
 	if (broker_http_start(&cfg, &st.srv, &err)) {

@@ -16,11 +16,14 @@
 #include "runner/codepod.h"
 
 #define CLI_MAX_LISTEN 16
+#define CLI_MAX_BROKER_ALLOW 64 /* --broker-allow given this many times at most */
 
 struct cli_listen_opts {
 	struct broker_http_config http; /* its listen is set from addr at start */
 	const char *addr[CLI_MAX_LISTEN];
 	unsigned drain_s; /* SIGTERM: how long running executions may finish */
+	const char *broker_allow[CLI_MAX_BROKER_ALLOW + 1]; /* NULL-terminated */
+	size_t nbroker_allow;
 };
 
 /* serve --listen's own options (every one sets a field of cli_listen_opts). */
