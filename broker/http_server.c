@@ -37,6 +37,7 @@ void broker_http_config_defaults(struct broker_http_config *cfg)
 	cfg->max_body = (size_t)(16u << 20) + (1u << 20);
 	cfg->max_queue = (size_t)64 << 20;
 	cfg->header_timeout_s = 10;
+	cfg->max_pending = 256;
 	cfg->idle_timeout_s = 300;
 	cfg->ws_ping_interval_s = 15;
 	cfg->ws_idle_timeout_s = 45;
@@ -251,7 +252,17 @@ static int on_http_writeable(struct lws *wsi, struct broker_http_pss *pss)
 	pss->responding = 0;
 	if (close_after)
 		return -1;
-	return lws_http_transaction_completed(wsi) ? -1 : 0;
+	if (lws_http_transaction_completed(wsi))
+		return -1;
+	/* kept alive: waiting for its next request head, as a new connection
+	 * would, and for as long (not --idle-timeout, which is a session's) */
+	struct lws_context *ctx = lws_get_context(wsi);
+	struct broker_http *srv = ctx ? lws_context_user(ctx) : NULL;
+	if (srv) {
+		broker_http_pending_again(srv, lws_get_socket_fd(wsi));
+		lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE, (int)srv->cfg.header_timeout_s);
+	}
+	return 0;
 }
 
 /* Rejecting an upgrade: the response must be written from the callback. */
@@ -285,9 +296,41 @@ static int authorized(struct broker_http *srv, struct lws *wsi)
 
 static const char unauthorized_msg[] = "missing or wrong bearer token";
 
+static int all_digits(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+/* A body length this server and a proxy in front of it could read
+ * differently (request smuggling): refused, and the connection closed. */
+static const char *framing_error(struct lws *wsi)
+{
+	int cl = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0;
+	if (cl && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
+		return "Content-Length with Transfer-Encoding is refused";
+	/* lws keeps each repeat of a header as a fragment of its own: two are
+	 * refused even when alike (RFC 9112 lets a server refuse them all) */
+	char first[32];
+	if (cl && lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, 1) > 0)
+		return "conflicting Content-Length values: give one";
+	if (cl && (lws_hdr_copy_fragment(wsi, first, sizeof first, WSI_TOKEN_HTTP_CONTENT_LENGTH, 0) < 0 ||
+	           !all_digits(first)))
+		return "Content-Length must be one decimal number";
+	return NULL;
+}
+
 static int on_confirm_upgrade(struct broker_http *srv, struct lws *wsi)
 {
 	char uri[256], proto[256];
+	broker_http_pending_done(srv, lws_get_socket_fd(wsi));
+	const char *bad = framing_error(wsi);
+	if (bad)
+		return reject_now(wsi, 400, "INVALID_REQUEST", bad);
 	if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) <= 0 || strcmp(uri, "/v1/session"))
 		return reject_now(wsi, 404, "NOT_FOUND", "no WebSocket endpoint here; use /v1/session");
 	if (!authorized(srv, wsi)) {
@@ -385,6 +428,14 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
                    const char *uri)
 {
 	pss_reset(pss);
+	broker_http_pending_done(srv, lws_get_socket_fd(wsi));
+	const char *bad = framing_error(wsi);
+	if (bad) {
+		pss->close_after = 1;
+		broker_http_metrics_count(srv->metrics, "bad_framing");
+		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", bad);
+		return 0;
+	}
 	int get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
 	int post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
 	if (get && (!strcmp(uri, "/healthz") || !strcmp(uri, "/readyz") || !strcmp(uri, "/metrics"))) {
@@ -447,6 +498,8 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	struct lws_context *ctx = lws_get_context(wsi);
 	struct broker_http *srv = ctx ? lws_context_user(ctx) : NULL;
 	switch (reason) {
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+		return srv && broker_http_pending_open(srv, (int)(intptr_t)in) ? -1 : 0;
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		return on_confirm_upgrade(srv, wsi);
 	case LWS_CALLBACK_HTTP:
@@ -467,6 +520,11 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		return on_http_writeable(wsi, pss);
 	case LWS_CALLBACK_CLOSED_HTTP:
+		if (srv)
+			broker_http_pending_done(srv, lws_get_socket_fd(wsi));
+		if (pss)
+			pss_reset(pss);
+		return 0;
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
 		if (pss)
 			pss_reset(pss);
@@ -629,6 +687,11 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 		goto fail;
 	}
+	srv->waiting = calloc(cfg->max_pending ? cfg->max_pending : 1, sizeof *srv->waiting);
+	if (!srv->waiting) {
+		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+		goto fail;
+	}
 	srv->webhook = broker_webhook_new(srv->loop, err);
 	if (!srv->webhook) {
 		rc = CP_E_NOMEM;
@@ -729,6 +792,7 @@ static void on_sweep(uv_timer_t *t)
 	struct broker_http *srv = t->data;
 	uint64_t now = now_ms(srv);
 	broker_hub_sweep(srv->hub);
+	broker_http_pending_sweep(srv);
 	for (struct sess_base *b = srv->sessions, *next = NULL; b; b = next) {
 		next = b->next;
 		if (b->kind == BROKER_SESS_WS)
@@ -772,6 +836,7 @@ void broker_http_free(struct broker_http *srv)
 	}
 	broker_webhook_free(srv->webhook);
 	broker_urlguard_free(srv->guard); /* no call is left to check */
+	free(srv->waiting);
 	broker_hub_free(srv->hub);
 	if (srv->webhook_key)
 		OPENSSL_cleanse(srv->webhook_key, srv->webhook_key_len);

@@ -66,6 +66,7 @@ struct broker_http_config {
 	unsigned ws_idle_timeout_s;  /* ... and dropped when silent this long (> the interval) */
 	unsigned webhook_timeout_ms; /* one tool call POSTed to a broker; 0: the deadline's */
 	const char *webhook_secret_file; /* signs webhook requests; NULL: unsigned */
+	unsigned max_pending;        /* connections without a complete request head */
 	const char *const *broker_allow; /* --broker-allow values (url_guard.h), NULL-terminated;
 	                                  * NULL: the default rules */
 	struct broker_hub_config hub; /* reattach grace, outcome retention (loop: ours) */

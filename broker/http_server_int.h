@@ -59,6 +59,8 @@ struct broker_http {
 	uv_timer_t reaper;          /* zero timeout: frees what is in reap */
 	uv_timer_t sweep;           /* 1 Hz: idle sessions, the drain's end */
 	uv_timer_t drain;           /* drain deadline */
+	struct { int fd; long ino; } *waiting; /* no complete request head yet */
+	size_t nwaiting;                        /* (http_server_pending.c) */
 	int timers_open;
 	int draining, stopped_rest, finishing, destroyed, freed_pending;
 	uint64_t finish_started_ms;
@@ -82,6 +84,15 @@ struct broker_http_pss {
 };
 
 /* http_server_decl.c: answers POST /v1/declarations from pss->body */
+/* Connections without a complete request head (http_server_pending.c):
+ * open is a new connection (-1: over the limit, close it), done its head
+ * complete or its close, again a kept-alive one waiting for another head;
+ * the sweep forgets descriptors lws closed unseen. */
+int broker_http_pending_open(struct broker_http *srv, int fd);
+void broker_http_pending_done(struct broker_http *srv, int fd);
+void broker_http_pending_again(struct broker_http *srv, int fd);
+void broker_http_pending_sweep(struct broker_http *srv);
+
 void broker_http_decl_respond(struct lws *wsi, struct broker_http_pss *pss);
 
 /* http_server.c */

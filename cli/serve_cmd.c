@@ -94,6 +94,10 @@ static const struct cli_opt listen_opts[] = {
 	  .help = "finished outcomes are kept S seconds; 0: none" },
 	{ "webhook-secret-file", "FILE", CLI_STR_AT(L, http.webhook_secret_file), CLI_SECRET,
 	  .help = "signs every webhook request (default: unsigned)" },
+	{ "max-pending-connections", "N", CLI_UINT_AT(L, http.max_pending, 1, 65536),
+	  .help = "connections without a complete request head (silent, part-way, or kept "
+	          "alive between requests), each closed after --header-timeout; past it a "
+	          "new one is closed at once" },
 	{ "broker-allow", "HOST|CIDR", CLI_CALL, .call = add_broker_allow,
 	  .help = "the only brokers POST /v1/executions may name: host names, addresses "
 	          "and CIDRs, comma-separated or repeated (default: any but link-local and "

@@ -1,0 +1,143 @@
+"""HTTP framing and connections without a request head, over raw sockets:
+a body length two HTTP parsers could read differently (conflicting
+Content-Length values, Content-Length with Transfer-Encoding) is a 400 and
+the connection is closed; at most --max-pending-connections connections
+may be without a complete request head (silent, part-way through their
+headers, or kept alive between requests), each closed after
+--header-timeout seconds. Deadlines here only catch hangs."""
+import json
+import socket
+import time
+
+from util import Pump
+from wsclient import read_http_response
+
+
+def raw(s, data, timeout=30):
+    """Everything the server sends for @data until it closes (b"" then)."""
+    c = socket.create_connection((s.host, s.port), timeout=timeout)
+    try:
+        c.sendall(data)
+        out = b""
+        while True:
+            d = c.recv(65536)
+            if not d:
+                return out
+            out += d
+    finally:
+        c.close()
+
+
+def status_and_error(resp):
+    head, _, body = resp.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body)["error"]
+
+
+def post_head(s, *lines):
+    return (b"POST /v1/executions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + s.token.encode() + b"\r\n" + b"".join(l + b"\r\n" for l in lines) + b"\r\n")
+
+
+BODY = b'{"id":"f1","conversation":"f","js":"return 1","tools":[],"broker":{"url":"http://127.0.0.1:9/"}}'
+
+
+def test_conflicting_content_lengths_are_400_and_the_connection_closed(serve):
+    s = serve()
+    for lines in ([b"Content-Length: %d" % len(BODY), b"Content-Length: 5"],
+                  [b"Content-Length: 5", b"Content-Length: %d" % len(BODY)],
+                  [b"Content-Length: %d, 5" % len(BODY)],
+                  [b"Content-Length: -1"]):
+        # raw() returning at all means the server closed the connection
+        status, err = status_and_error(raw(s, post_head(s, *lines) + BODY + b"GET /healthz HTTP/1.1\r\n\r\n"))
+        assert status == 400 and err["code"] == "INVALID_REQUEST", (lines, err)
+        assert "Content-Length" in err["message"], err
+    # given twice alike: refused too (no parser in front can read it otherwise)
+    status, err = status_and_error(raw(s, post_head(s, b"Content-Length: %d" % len(BODY),
+                                                    b"Content-Length: %d" % len(BODY)) + BODY))
+    assert status == 400 and "Content-Length" in err["message"], err
+    # one is served
+    resp = raw(s, post_head(s, b"Content-Length: %d" % len(BODY), b"Connection: close") + BODY)
+    assert resp.startswith(b"HTTP/1.1 200"), resp[:200]
+
+
+def test_content_length_with_transfer_encoding_is_400_and_the_connection_closed(serve):
+    s = serve()
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY)
+    for lines in ([b"Content-Length: 5", b"Transfer-Encoding: chunked"],
+                  [b"Transfer-Encoding: chunked", b"Content-Length: 5"]):
+        status, err = status_and_error(raw(s, post_head(s, *lines) + chunked))
+        assert status == 400 and "Transfer-Encoding" in err["message"], (lines, err)
+    # the same on a WebSocket upgrade
+    up = (b"GET /v1/session HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+          b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+          b"Sec-WebSocket-Protocol: codepod.v1\r\nAuthorization: Bearer " + s.token.encode()
+          + b"\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n")
+    status, err = status_and_error(raw(s, up))
+    assert status == 400 and "Transfer-Encoding" in err["message"], err
+
+
+def test_a_kept_alive_connection_is_closed_after_the_header_timeout(serve):
+    """Between requests a connection has no request head either: it is closed
+    after --header-timeout, not kept for the session idle timeout (300 s)."""
+    s = serve("--header-timeout", "2")
+    c = socket.create_connection((s.host, s.port), timeout=120)
+    try:
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, _, _, rest = read_http_response(c)
+        assert status == 200 and rest == b""
+        c.settimeout(120)  # well under 300 s: only a connection kept idle would hang here
+        assert c.recv(100) == b""
+    finally:
+        c.close()
+
+
+def closed_at_once(s, timeout=30):
+    """A new connection that the server closes without a word."""
+    c = socket.create_connection((s.host, s.port), timeout=timeout)
+    try:
+        return c.recv(100) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+    finally:
+        c.close()
+
+
+def test_at_most_max_pending_connections_without_a_request_head(serve):
+    s = serve("--max-pending-connections", "4", "--header-timeout", "120")
+    sessions = [Pump(s.connect()), Pump(s.connect())]  # a complete head: not pending
+    silent = [socket.create_connection((s.host, s.port), timeout=30) for _ in range(3)]
+    partial = socket.create_connection((s.host, s.port), timeout=30)
+    partial.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    try:
+        # the fifth has no room: closed before it can send anything
+        deadline = time.monotonic() + 60
+        while not closed_at_once(s, timeout=5):
+            assert time.monotonic() < deadline, "a fifth connection without a head was kept"
+        # sessions already open go on
+        for i, p in enumerate(sessions):
+            p.execute(f"p{i}", "return 41 + 1")
+            assert p.result(f"p{i}")["result"] == 42
+        # one of the four goes away: a new connection is served again
+        silent.pop().close()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                resp = raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=5)
+                if resp.startswith(b"HTTP/1.1 200"):
+                    break
+            except (ConnectionResetError, socket.timeout):
+                pass
+            assert time.monotonic() < deadline, "no room after a pending connection closed"
+            time.sleep(0.2)
+        # the part-way request still completes (it was counted, not dropped)
+        partial.sendall(b"Connection: close\r\n\r\n")
+        status, _, _, _ = read_http_response(partial)
+        assert status == 200
+    finally:
+        for c in silent + [partial]:
+            c.close()
+        for p in sessions:
+            p.ws.close()
