@@ -16,6 +16,7 @@
 #include "broker/http_server_int.h"
 #include "base/log.h"
 #include "broker/webhook_sign.h"
+#include "broker/ws_mask.h"
 
 #define FINISH_GRACE_MS 3000
 
@@ -331,6 +332,10 @@ static int on_confirm_upgrade(struct broker_http *srv, struct lws *wsi)
 	const char *bad = framing_error(wsi);
 	if (bad)
 		return reject_now(wsi, 400, "INVALID_REQUEST", bad);
+	/* its frames are followed from the connection's first byte (ws_mask.h) */
+	if (!broker_wsmask_upgradable(lws_get_socket_fd(wsi)))
+		return reject_now(wsi, 400, "INVALID_REQUEST",
+		                  "a WebSocket must be its connection's first request");
 	if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) <= 0 || strcmp(uri, "/v1/session"))
 		return reject_now(wsi, 404, "NOT_FOUND", "no WebSocket endpoint here; use /v1/session");
 	if (!authorized(srv, wsi)) {
@@ -429,6 +434,7 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 {
 	pss_reset(pss);
 	broker_http_pending_done(srv, lws_get_socket_fd(wsi));
+	broker_wsmask_untrack(lws_get_socket_fd(wsi)); /* no WebSocket on this connection now */
 	const char *bad = framing_error(wsi);
 	if (bad) {
 		pss->close_after = 1;
@@ -499,7 +505,10 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	struct broker_http *srv = ctx ? lws_context_user(ctx) : NULL;
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-		return srv && broker_http_pending_open(srv, (int)(intptr_t)in) ? -1 : 0;
+		if (srv && broker_http_pending_open(srv, (int)(intptr_t)in))
+			return -1;
+		broker_wsmask_track((int)(intptr_t)in); /* from its first byte */
+		return 0;
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
 		return on_confirm_upgrade(srv, wsi);
 	case LWS_CALLBACK_HTTP:
@@ -520,6 +529,7 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	case LWS_CALLBACK_HTTP_WRITEABLE:
 		return on_http_writeable(wsi, pss);
 	case LWS_CALLBACK_CLOSED_HTTP:
+		broker_wsmask_untrack(lws_get_socket_fd(wsi));
 		if (srv)
 			broker_http_pending_done(srv, lws_get_socket_fd(wsi));
 		if (pss)

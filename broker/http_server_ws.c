@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "broker/http_server_int.h"
+#include "broker/ws_mask.h"
 #include "base/log.h"
 
 struct out_msg {
@@ -288,6 +289,15 @@ int broker_http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 	case LWS_CALLBACK_ESTABLISHED:
 		return on_established(srv, wsi, slot);
 	case LWS_CALLBACK_RECEIVE:
+		if (broker_wsmask_unmasked(lws_get_socket_fd(wsi))) {
+			/* RFC 6455 5.1: a client frame without a mask closes, 1002 */
+			static const char why[] = "client frames must be masked";
+			if (srv)
+				broker_http_metrics_count(srv->metrics, "unmasked_frame");
+			lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, (unsigned char *)why,
+			                 sizeof why - 1);
+			return -1;
+		}
 		return c ? on_receive(c, wsi, in, len) : -1;
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 		return c ? on_writeable(c, wsi) : 0;
@@ -296,6 +306,7 @@ int broker_http_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 			heard(c);
 		return 0;
 	case LWS_CALLBACK_CLOSED:
+		broker_wsmask_untrack(lws_get_socket_fd(wsi));
 		if (c) {
 			*slot = NULL;
 			on_closed(c);

@@ -141,3 +141,63 @@ def test_at_most_max_pending_connections_without_a_request_head(serve):
             c.close()
         for p in sessions:
             p.ws.close()
+
+
+UPGRADE = (b"GET /v1/session HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+           b"Sec-WebSocket-Protocol: codepod.v1\r\nAuthorization: Bearer %s\r\n\r\n")
+
+
+def read_until_closed(c):
+    out = b""
+    while True:
+        try:
+            d = c.recv(65536)
+        except ConnectionResetError:
+            return out
+        if not d:
+            return out
+        out += d
+
+
+def test_an_unmasked_client_frame_closes_with_1002(serve):
+    s = serve()
+    other = Pump(s.connect())
+    msg = json.dumps({"type": "execute", "id": "um", "conversation": "um", "js": "return 1",
+                      "tools": []}).encode()
+    for first_frame_with_head in (False, True):
+        c = socket.create_connection((s.host, s.port), timeout=60)
+        try:
+            if first_frame_with_head:  # the frame in the same segment as the upgrade
+                c.sendall(UPGRADE % s.token.encode() + bytes([0x81, len(msg)]) + msg)
+                resp = read_until_closed(c)
+            else:
+                c.sendall(UPGRADE % s.token.encode())
+                status, _, _, rest = read_http_response(c)
+                assert status == 101
+                c.sendall(bytes([0x81, len(msg)]) + msg)
+                resp = rest + read_until_closed(c)
+        finally:
+            c.close()
+        frames = resp.split(b"\r\n\r\n", 1)[-1] if first_frame_with_head else resp
+        # the close frame: opcode 8, status 1002, and the execution never ran
+        assert frames[:1] == b"\x88" and frames[2:4] == (1002).to_bytes(2, "big"), resp
+        assert b"client frames must be masked" in frames
+        assert b'"result"' not in resp and b'"type"' not in frames
+    other.execute("ok", "return 2")
+    assert other.result("ok")["result"] == 2
+    assert not [e for e in s.logs("exec.done") if e.get("id") == "um"]
+
+
+def test_a_websocket_upgrade_must_be_the_connections_first_request(serve):
+    s = serve()
+    c = socket.create_connection((s.host, s.port), timeout=60)
+    try:
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, _, _, rest = read_http_response(c)
+        assert status == 200 and rest == b""
+        c.sendall(UPGRADE % s.token.encode())
+        status, _, body, _ = read_http_response(c)
+        assert status == 400 and "first request" in json.loads(body)["error"]["message"], body
+    finally:
+        c.close()
