@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -476,8 +477,49 @@ static int lift_fd(int fd)
  * around it made the spawn's own stack allocation fail once codepod used
  * more than the limit); 0: none.
  */
+/* Bubblewrap is PID 1 of the sandbox, and a program reads its command
+ * line in /proc/1/cmdline: its options (the hidden paths, the state folder,
+ * the workspaces' folders) go through a memfd it reads as --args 4 instead,
+ * and @argv becomes `bwrap --args 4 -- COMMAND...`. bubblewrap closes the
+ * descriptor once read. Return: the memfd, or -1 with @err filled. */
+static int bwrap_args_fd(const char **argv, struct cp_err *err)
+{
+	size_t dd = 1;
+	while (argv[dd] && strcmp(argv[dd], "--"))
+		dd++;
+	if (!argv[dd] || dd < 2) {
+		cp_err_set(err, CP_E_INTERNAL, "the sandbox command line has no --");
+		return -1;
+	}
+	int fd = memfd_create("codepod-bwrap-args", MFD_CLOEXEC);
+	if (fd < 0) {
+		cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, errno, "memfd_create");
+		return -1;
+	}
+	for (size_t i = 1; i < dd; i++) {
+		size_t len = strlen(argv[i]) + 1;
+		if (write(fd, argv[i], len) != (ssize_t)len) {
+			close(fd);
+			cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, errno, "writing bubblewrap's options");
+			return -1;
+		}
+	}
+	if (lseek(fd, 0, SEEK_SET) != 0) {
+		close(fd);
+		cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, errno, "lseek");
+		return -1;
+	}
+	argv[1] = "--args";
+	argv[2] = "4";
+	size_t to = 3;
+	for (size_t i = dd; argv[i]; i++)
+		argv[to++] = argv[i];
+	argv[to] = NULL;
+	return fd;
+}
+
 static int spawn_child(struct codepod_proc *p, const char *const *argv, char *const *env,
-                       const char *cwd, int sfd, unsigned long plain_mb, pid_t *pid,
+                       const char *cwd, int sfd, int afd, unsigned long plain_mb, pid_t *pid,
                        struct cp_err *err)
 {
 	char exe[4096];
@@ -508,6 +550,9 @@ static int spawn_child(struct codepod_proc *p, const char *const *argv, char *co
 	int child3 = sfd >= 0 && rc == 0 ? fcntl(sfd, F_DUPFD_CLOEXEC, 10) : -1;
 	if (rc == 0 && sfd >= 0 && child3 < 0)
 		rc = UV_EMFILE;
+	int child4 = afd >= 0 && rc == 0 ? fcntl(afd, F_DUPFD_CLOEXEC, 10) : -1;
+	if (rc == 0 && afd >= 0 && child4 < 0)
+		rc = UV_EMFILE;
 	if (rc == 0) {
 		posix_spawn_file_actions_t fa;
 		posix_spawnattr_t at;
@@ -520,6 +565,8 @@ static int spawn_child(struct codepod_proc *p, const char *const *argv, char *co
 			posix_spawn_file_actions_adddup2(&fa, pair[i][0], i);
 		if (child3 >= 0)
 			posix_spawn_file_actions_adddup2(&fa, child3, 3);
+		if (child4 >= 0)
+			posix_spawn_file_actions_adddup2(&fa, child4, 4);
 		posix_spawn_file_actions_addchdir_np(&fa, cwd);
 		/* as uv_spawn leaves them: every signal default, none blocked */
 		posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
@@ -541,6 +588,8 @@ static int spawn_child(struct codepod_proc *p, const char *const *argv, char *co
 	}
 	if (child3 >= 0)
 		close(child3);
+	if (child4 >= 0)
+		close(child4);
 	for (int i = 0; i < made; i++)
 		close(pair[i][0]);
 	if (rc)
@@ -568,10 +617,15 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	rc = build_argv(b, req, ws, uid, gid, &argbuf, argv, err);
 	if (rc)
 		return rc;
-	/* bubblewrap reads the seccomp filter from fd 3 */
+	/* bubblewrap reads its options from fd 4, the seccomp filter from fd 3 */
+	int afd = b->isolate ? bwrap_args_fd(argv, err) : -1;
+	if (b->isolate && afd < 0)
+		return err->code;
 	int sfd = b->isolate ? local_sandbox_seccomp_fd(&b->sb, err) : -1;
-	if (b->isolate && sfd < 0)
+	if (b->isolate && sfd < 0) {
+		close(afd);
 		return sfd;
+	}
 	char home[4200];
 	snprintf(home, sizeof home, "HOME=%s", ws);
 	static char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
@@ -582,6 +636,8 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	if (!p) {
 		if (sfd >= 0)
 			close(sfd);
+		if (afd >= 0)
+			close(afd);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}
 	p->b = b;
@@ -598,9 +654,11 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	/* Isolated, prlimit sets hard limits inside the sandbox; plain
 	 * processes get the soft data limit around the fork. */
 	pid_t pid = 0;
-	rc = spawn_child(p, argv, env, ws, sfd, b->isolate ? 0 : req->memory_mb, &pid, err);
+	rc = spawn_child(p, argv, env, ws, sfd, afd, b->isolate ? 0 : req->memory_mb, &pid, err);
 	if (sfd >= 0)
 		close(sfd);
+	if (afd >= 0)
+		close(afd);
 	if (rc) {
 		close_all(p);
 		return rc;

@@ -1,7 +1,7 @@
 """Every file codepod reads that a program must not see is hidden from the
 sandbox by one rule: an option marked as naming a secret file registers its
 argument, and the local backend covers every registered path (and its real
-path). The list of such options is read from `codepod --help`, which says
+path), and PID 1's command line (bubblewrap's) names none of them. The list of such options is read from `codepod --help`, which says
 "hidden from programs" for each, so a `-file` option added without the mark
 fails here, and one added with it is tried here like the others.
 
@@ -99,9 +99,10 @@ const read = (p) => { try { return fs.readFileSync(p, 'utf8'); } catch (e) { ret
 """
 
 
-def _read_as_program(srv, paths):
+def _read_as_program(srv, paths, with_cmdline=False):
     pump = Pump(srv.connect())
-    js = READ + f"return {json.dumps([str(p) for p in paths])}.map(read);"
+    js = READ + f"const got = {json.dumps([str(p) for p in paths])}.map(read);\n"
+    js += ("return [got, read('/proc/1/cmdline')];" if with_cmdline else "return got;")
     eid = "sec-" + uuid.uuid4().hex[:8]
     pump.send({"type": "execute", "id": eid, "conversation": eid, "js": js, "tools": []})
     m = pump.result(eid)
@@ -127,8 +128,11 @@ def test_a_secret_file_is_unreadable_by_programs(hs, opt):
             _readable(hs, path)
             srv = _serve(hs, server_dir, [f"--{opt}", str(path)])
         _readable(hs, path)
-        got = _read_as_program(srv, [path])
+        got, cmdline = _read_as_program(srv, [path], with_cmdline=True)
         assert text.strip() not in json.dumps(got), f"the program read --{opt}"
+        # PID 1 is bubblewrap: its command line names no hidden path
+        assert cmdline.split("\0")[:3] == ["bwrap", "--args", "4"], cmdline
+        assert str(path) not in cmdline and str(server_dir) not in cmdline, cmdline
         # covered by /dev/null on a nodev mount: no one can open it
         assert got == ["EACCES"], got
         assert text.strip() in path.read_text()
