@@ -189,6 +189,25 @@ def test_an_unmasked_client_frame_closes_with_1002(serve):
     assert not [e for e in s.logs("exec.done") if e.get("id") == "um"]
 
 
+def test_an_unmasked_ping_alone_drops_the_connection(serve):
+    """A control frame reaches no message callback: the once-a-second sweep
+    drops the connection (lws sends no close frame from there)."""
+    s = serve()
+    c = socket.create_connection((s.host, s.port), timeout=60)
+    try:
+        c.sendall(UPGRADE % s.token.encode())
+        status, _, _, rest = read_http_response(c)
+        assert status == 101
+        c.sendall(b"\x89\x02hi")  # an unmasked ping
+        resp = rest + read_until_closed(c)
+    finally:
+        c.close()
+    # read_until_closed returned: the server closed the connection
+    assert resp.startswith(b"\x8a"), resp  # lws answered the ping first
+    assert s.wait_logs("ws.disconnect", lambda lines: [l for l in lines
+                                                       if l.get("reason") == "unmasked frame"])
+
+
 def test_a_websocket_upgrade_must_be_the_connections_first_request(serve):
     s = serve()
     c = socket.create_connection((s.host, s.port), timeout=60)
