@@ -162,3 +162,74 @@ def test_a_secret_named_through_a_symlink_is_hidden_at_its_target_too(hs):
         if srv is not None:
             assert srv.stop() == 0
     hs.next_works()
+
+
+POD_LOOK = """const fs = require('node:fs');
+const path = require('node:path');
+const seen = [JSON.stringify(process.env)];
+for (const pid of fs.readdirSync('/proc').filter((d) => /^\\d+$/.test(d))) {
+  for (const f of ['cmdline', 'environ']) {
+    try { seen.push(fs.readFileSync(`/proc/${pid}/${f}`, 'latin1')); } catch (e) {}
+  }
+}
+const walk = (d, depth) => {
+  let names = [];
+  try { names = fs.readdirSync(d); } catch (e) { return; }
+  for (const n of names) {
+    const p = path.join(d, n);
+    let st; try { st = fs.lstatSync(p); } catch (e) { continue; }
+    if (st.isDirectory() && depth < 4) walk(p, depth + 1);
+    else if (st.isFile() && st.size < (1 << 20)) {
+      try { seen.push(fs.readFileSync(p, 'latin1')); } catch (e) {}
+    }
+  }
+};
+walk(process.cwd(), 0);
+walk('/tmp', 0);
+// what to look for comes XOR-masked: the program's own text holds none of it
+const needles = NEEDLES.map(([b64, key]) =>
+  Buffer.from(b64, 'base64').map((c) => c ^ key).toString('latin1'));
+const all = seen.join('\\n');
+return { looked: all.length, found: needles.map((n) => all.includes(n)) };
+"""
+
+
+def masked(text, key=0x5a):
+    import base64
+    return [base64.b64encode(bytes(c ^ key for c in text.encode())).decode(), key]
+
+
+def test_pods_get_no_secret_file(hs):
+    """On Kubernetes the secret files stay with the controller: nothing of
+    the token or the webhook secret, nor their paths, is in the pod's
+    environment, in any of its processes' command lines or environments,
+    or in its files."""
+    if hs.mode != "pod":
+        pytest.skip("the pod case; the local modes are tested above")
+    from hostile import POD_TEMPLATE
+    server_dir = hs.host / "serve"
+    server_dir.mkdir()
+    secret = server_dir / "webhook-secret"
+    secret_text = CONTENT["webhook-secret-file"].strip()
+    secret.write_text(secret_text + "\n")
+    # a token of this test's own (the suite's shared one is in the checkout,
+    # which the fake's pods can see)
+    srv = Server(server_dir / "state", args=["--pod-template", str(POD_TEMPLATE),
+                                             "--webhook-secret-file", str(secret)],
+                 token="tok-" + uuid.uuid4().hex)
+    try:
+        pump = Pump(srv.connect())
+        needles = [srv.token, secret_text, str(srv.token_file), str(secret),
+                   "PATH="]  # the last one must be found: the search works
+        js = f"const NEEDLES = {json.dumps([masked(n) for n in needles])};\n" + POD_LOOK
+        pump.send({"type": "execute", "id": "podsec", "conversation": "podsec", "js": js,
+                   "tools": [], "policy": {"timeoutMs": 60000}})
+        m = pump.result("podsec", timeout=120)
+        pump.ws.close()
+        assert m["type"] == "result" and m["status"] == "succeeded", m
+        got = m["result"]
+        assert got["looked"] > 100 and got["found"][-1], got
+        assert got["found"][:-1] == [False] * 4, (
+            f"the pod holds the token, the webhook secret or their paths: {got['found']}")
+    finally:
+        assert srv.stop() == 0
