@@ -233,3 +233,15 @@ def test_pods_get_no_secret_file(hs):
             f"the pod holds the token, the webhook secret or their paths: {got['found']}")
     finally:
         assert srv.stop() == 0
+
+
+@local_only
+def test_without_isolation_codepod_says_the_secret_files_are_visible(tmp_path):
+    """--no-isolation cannot hide anything from a program of the same user:
+    codepod says so when it was given a secret file."""
+    srv = Server(tmp_path / "state", args=["--no-isolation"])
+    try:
+        lines = srv.wait_logs("local.secrets_visible", lambda lines: lines)
+        assert "token" in lines[0]["message"], lines
+    finally:
+        assert srv.stop() == 0
