@@ -3,6 +3,7 @@
  * `declarations TOOLS.json`, `--version`. Each subcommand's options are the
  * tables below (serve --listen's are in serve_cmd.c), read in one pass.
  */
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <linux/close_range.h>
 
 #include "broker/cmdtool.h"
 #include "runner/codepod.h"
@@ -540,8 +543,24 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 	return status;
 }
 
+/* Descriptors codepod's own parent left open without close-on-exec would
+ * otherwise reach every process codepod starts, programs included: they are
+ * marked close-on-exec before anything else runs. codepod itself never
+ * relies on an inherited descriptor beyond 0, 1 and 2. */
+static void cloexec_inherited(void)
+{
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return;
+	for (int fd = 3; fd < 65536; fd++) {
+		int fl = fcntl(fd, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC))
+			(void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	cloexec_inherited();
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		usage(stderr);
