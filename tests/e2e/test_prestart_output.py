@@ -45,6 +45,19 @@ def inspector_listening(pid):
     return any(r[1].endswith(f":{INSPECTOR_PORT:04X}") and r[3] == "0A" for r in rows)
 
 
+def catches_sigusr1(pid):
+    """Whether Node `pid` has installed its SIGUSR1 handler (the inspector's):
+    before that, early in Node's start, SIGUSR1 would simply kill it."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGUSR1 - 1)))
+    except OSError:
+        pass
+    return False
+
+
 def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -71,6 +84,9 @@ def test_a_runner_that_wrote_while_waiting_is_not_handed_out(tmp_path):
             assert time.monotonic() < deadline, [(p, comm(p)) for p in descendants(s.proc.pid)]
             time.sleep(0.02)
         node = nodes[0]
+        while not catches_sigusr1(node):
+            assert time.monotonic() < deadline, f"runner {node} never caught SIGUSR1"
+            time.sleep(0.02)
         os.kill(node, signal.SIGUSR1)
         # Node has answered the signal: the pool saw its output (and drops
         # it), or the inspector is up in a runner still waiting.
