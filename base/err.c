@@ -63,6 +63,7 @@ const char *cp_code_name(enum cp_code code)
 	case CP_E_CANCELLED: return "CANCELLED";
 	case CP_E_OUTCOME_UNKNOWN: return "OUTCOME_UNKNOWN";
 	case CP_E_CPU_LIMIT: return "CPU_LIMIT";
+	case CP_E_REPLAY_DIVERGED: return "REPLAY_DIVERGED";
 	default: return "INTERNAL";
 	}
 }

@@ -35,6 +35,7 @@ enum cp_code {
 	CP_E_OUTCOME_UNKNOWN = -11,
 	CP_E_INTERNAL = -12,
 	CP_E_CPU_LIMIT = -13,
+	CP_E_REPLAY_DIVERGED = -14,
 	/* Internal codes. */
 	CP_E_NOMEM = -20,    /* allocation failed */
 	CP_E_IO = -21,       /* an OS call failed: see errno text in msg */

@@ -193,6 +193,9 @@ static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
 	                      codepod_exec_id(e), "call", call, "tool", tool, "input", input);
 	if (!m)
 		return;
+	const char *key = codepod_tool_call_key(e, call); /* approved on resume */
+	if (key)
+		json_object_set_new(m, "idempotencyKey", json_string(key));
 	flush_logs(en); /* output printed before the call comes before it */
 	pending_add(en, m);
 	entry_send(en, m);
@@ -409,6 +412,18 @@ static void do_tool_error(struct broker_session *s, const json_t *msg, const cha
 	answer_taken(s, type, en, call, rc, &err);
 }
 
+static void do_suspend(struct broker_session *s, const json_t *msg, const char *type,
+                       const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	const char *call = en ? answer_call(s, msg, type, en) : NULL;
+	if (!call)
+		return;
+	struct cp_err err;
+	int rc = codepod_tool_suspend(en->exec, call, &err);
+	answer_taken(s, type, en, call, rc, &err);
+}
+
 static void do_stop(struct broker_session *s, const json_t *msg, const char *type,
                     const char *id)
 {
@@ -559,6 +574,7 @@ static const struct message_type {
 	{ "attach", do_attach },
 	{ "declarations", do_declarations },
 	{ "hello", do_hello },
+	{ "suspend", do_suspend },
 };
 
 #define N_MESSAGE_TYPES (sizeof message_types / sizeof message_types[0])

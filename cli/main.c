@@ -10,12 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/close_range.h>
+#include <openssl/crypto.h>
 
 #include "broker/cmdtool.h"
 #include "runner/codepod.h"
+#include "runner/continuation.h"
+#include "runner/spent.h"
 #include "cli/decl_cli.h"
 #include "base/fileio.h"
 #include "base/idset.h"
@@ -45,6 +50,8 @@ struct opts {
 	const char *policy_defaults, *policy_ceiling; /* the deployment's */
 	unsigned prestart_max;    /* --prestart N */
 	unsigned prestart_idle_s; /* --prestart-idle SECONDS */
+	const char *continuation_key_file;
+	unsigned continuation_ttl_s;
 	/* serve */
 	int stdio;
 	unsigned max_executions;       /* both forms */
@@ -103,6 +110,11 @@ static const struct cli_opt engine_opts[] = {
 	          "$CODEPOD_PRESTART sets the default" },
 	{ "prestart-idle", "SECONDS", CLI_UINT_AT(O, prestart_idle_s, 1, 100000),
 	  .help = "how long a started runner waits after its conversation's last execution" },
+	{ "continuation-key-file", "FILE", CLI_STR_AT(O, continuation_key_file),
+	  .help = "keys of suspended executions' continuations, a KEYID:HEX line each; the "
+	          "first signs, all verify (default: a random key, lost at exit)" },
+	{ "continuation-ttl", "SECONDS", CLI_UINT_AT(O, continuation_ttl_s, 1, 31536000),
+	  .help = "how long a continuation can be resumed (default 86400)" },
 	{ "log-level", "debug|info|warn|error", CLI_CALL, .call = set_log_level,
 	  .help = "log lines (on stderr) of this level and above (default: info)" },
 	CLI_END,
@@ -334,13 +346,46 @@ static int deployment_policy(const struct opts *o, struct codepod_config *cfg)
 	return rc;
 }
 
+/* The continuations' keys and the record of those resumed, kept in the
+ * state directory so a restarted codepod refuses them too. */
+static int approvals(uv_loop_t *loop, const struct opts *o, struct codepod_config *cfg)
+{
+	struct cp_err err;
+	if (o->continuation_key_file) {
+		size_t len = 0;
+		char *text = cp_read_file(o->continuation_key_file, 1u << 16, &len, &err);
+		int rc = text ? codepod_keyring_parse(text, len, &cfg->continuation_keys, &err) : err.code;
+		if (text) {
+			OPENSSL_cleanse(text, len);
+			free(text);
+		}
+		if (rc) {
+			fprintf(stderr, "codepod: --continuation-key-file %s: %s\n",
+			        o->continuation_key_file, err.msg);
+			return -1;
+		}
+	}
+	char buf[PATH_MAX], path[PATH_MAX + 32];
+	const char *state = o->state_dir ? o->state_dir : default_state_dir(buf, sizeof buf);
+	snprintf(path, sizeof path, "%s/resumed-continuations", state);
+	mkdir(state, 0700); /* the local backend makes it too; the Kubernetes one does not */
+	if (codepod_spent_open(loop, path, (uint64_t)time(NULL), &cfg->spent, &err)) {
+		fprintf(stderr, "codepod: %s\n", err.msg);
+		codepod_keyring_free(cfg->continuation_keys);
+		cfg->continuation_keys = NULL;
+		return -1;
+	}
+	cfg->continuation_ttl_s = o->continuation_ttl_s;
+	return 0;
+}
+
 static int make_engine(uv_loop_t *loop, struct codepod_backend *b, const struct opts *o,
                        struct codepod **cp)
 {
 	struct codepod_config cfg = { .loop = loop, .backend = b,
 	                              .prestart_max = o->prestart_max,
 	                              .prestart_idle_s = o->prestart_idle_s };
-	if (deployment_policy(o, &cfg))
+	if (deployment_policy(o, &cfg) || approvals(loop, o, &cfg))
 		return -1;
 	struct cp_err err;
 	if (codepod_new(&cfg, cp, &err)) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/continuation.h"
 #include "runner/exec_int.h"
 #include "base/assert.h"
 #include "base/buf.h"
@@ -24,14 +25,17 @@
 static const char *const call_state_names[] = {
 	[CODEPOD_CALL_QUEUED] = "queued", [CODEPOD_CALL_IN_FLIGHT] = "in_flight", [CODEPOD_CALL_OK] = "ok",
 	[CODEPOD_CALL_ERROR] = "error", [CODEPOD_CALL_DENIED] = "denied", [CODEPOD_CALL_CANCELLED] = "cancelled",
+	[CODEPOD_CALL_PENDING] = "pending",
 };
 
 /* legal[from][to]: the transitions of exec_int.h. */
-#define N_CALL_STATES (CODEPOD_CALL_CANCELLED + 1)
+#define N_CALL_STATES (CODEPOD_CALL_PENDING + 1)
 static const unsigned char call_legal[N_CALL_STATES][N_CALL_STATES] = {
-	[CODEPOD_CALL_QUEUED] = { [CODEPOD_CALL_IN_FLIGHT] = 1, [CODEPOD_CALL_DENIED] = 1, [CODEPOD_CALL_CANCELLED] = 1 },
+	[CODEPOD_CALL_QUEUED] = { [CODEPOD_CALL_IN_FLIGHT] = 1, [CODEPOD_CALL_DENIED] = 1, [CODEPOD_CALL_CANCELLED] = 1,
+	                          [CODEPOD_CALL_PENDING] = 1, [CODEPOD_CALL_OK] = 1, [CODEPOD_CALL_ERROR] = 1 },
 	[CODEPOD_CALL_IN_FLIGHT] = { [CODEPOD_CALL_OK] = 1, [CODEPOD_CALL_ERROR] = 1, [CODEPOD_CALL_DENIED] = 1,
-	                        [CODEPOD_CALL_CANCELLED] = 1 },
+	                        [CODEPOD_CALL_CANCELLED] = 1, [CODEPOD_CALL_PENDING] = 1 },
+	[CODEPOD_CALL_PENDING] = { [CODEPOD_CALL_CANCELLED] = 1 },
 };
 
 /* add_call zeroes a new call: it starts QUEUED. */
@@ -55,6 +59,7 @@ const char *codepod_call_state_name(enum codepod_call_state s)
 	case CODEPOD_CALL_OK: return "ok";
 	case CODEPOD_CALL_ERROR: return "error";
 	case CODEPOD_CALL_DENIED: return "denied";
+	case CODEPOD_CALL_PENDING: return "pending";
 	default: return "cancelled";
 	}
 }
@@ -149,6 +154,8 @@ static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
 	c->t_end_ms = codepod_exec_now_ms();
 	json_decref(c->input);
 	c->input = NULL;
+	free(c->message);
+	c->message = strdup(msg);
 	send_answer(e, idx, "err", 'm', json_string(msg));
 }
 
@@ -193,8 +200,7 @@ static void pump(struct codepod_exec *e)
 		       e->in_flight < e->pol.max_in_flight) {
 			size_t idx = queue_pop(e);
 			struct codepod_call *c = &e->calls[idx];
-			json_t *input = c->input;
-			c->input = NULL;
+			json_t *input = json_incref(c->input); /* the host may answer inside */
 			call_set_state(e, idx, CODEPOD_CALL_IN_FLIGHT);
 			e->in_flight++;
 			e->tool_calls++;
@@ -385,11 +391,104 @@ static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 	c->input_bytes = v->text_exact ? v->text_len
 	                 : size ? size : json_dumpb(input, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
 	c->input = json_incref((json_t *)input); /* QUEUED since add_call */
+	if (!c->approved && codepod_approval_gated(tool)) {
+		call_set_state(e, idx, CODEPOD_CALL_PENDING);
+		e->npending++;
+		codepod_approval_poke(e);
+		return;
+	}
 	if (queue_push(e, idx)) {
 		codepod_exec_finish(e, CP_E_INTERNAL, "out of memory queueing a tool call");
 		return;
 	}
 	pump(e);
+}
+
+void codepod_calls_keep_output(struct codepod_exec *e, struct codepod_call *c,
+                               const json_t *output, size_t size)
+{
+	if (e->log_over || e->log_bytes + size > CODEPOD_CONTINUATION_MAX_BYTES) {
+		e->log_over = 1;
+		return;
+	}
+	e->log_bytes += size;
+	c->output = json_incref((json_t *)output);
+}
+
+static void replay_error(struct codepod_exec *e, size_t idx, enum codepod_call_state st,
+                         const char *msg)
+{
+	struct codepod_call *c = &e->calls[idx];
+	free(c->message);
+	c->message = strdup(msg);
+	call_set_state(e, idx, st);
+	send_answer(e, idx, "err", 'm', json_string(msg));
+}
+
+/*
+ * A call of a resumed execution at a position the continuation's log holds:
+ * the same tool with the same input, or the execution ends REPLAY_DIVERGED
+ * without running it. Answered from the log (1), or left to admit (0): an
+ * approved pending call (it goes to the host with its idempotency key), or
+ * one the run before never saw answered.
+ */
+static int replay(struct codepod_exec *e, size_t idx)
+{
+	const json_t *en = json_array_get(e->replay, idx);
+	if (!en)
+		return 0;
+	struct codepod_call *c = &e->calls[idx];
+	char h[65];
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < sizeof c->hash; i++) {
+		h[2 * i] = hex[c->hash[i] >> 4];
+		h[2 * i + 1] = hex[c->hash[i] & 15];
+	}
+	h[64] = '\0';
+	const char *t = json_string_value(json_object_get(en, "t"));
+	if (strcmp(t, c->tool) != 0 || strcmp(json_string_value(json_object_get(en, "h")), h) != 0) {
+		int same = strcmp(t, c->tool) == 0;
+		codepod_exec_finish(e, CP_E_REPLAY_DIVERGED,
+		                    "On resume the program's tool call %zu is %s %s where the suspended "
+		                    "run called %s%s; it was not run. A program is run again from the "
+		                    "start after an approval and must make the same calls before a "
+		                    "gated call (no branching on time or randomness).",
+		                    idx + 1, same ? "the tool" : "a call to", c->tool, t,
+		                    same ? " with another input" : "");
+		return 1;
+	}
+	const char *s = json_string_value(json_object_get(en, "s"));
+	json_int_t ms = json_integer_value(json_object_get(en, "ms"));
+	c->t_end_ms = c->t_start_ms + (uint64_t)(ms > 0 ? ms : 0);
+	if (strcmp(s, "ok") == 0) {
+		const json_t *o = json_object_get(en, "o");
+		call_set_state(e, idx, CODEPOD_CALL_OK);
+		size_t size = send_answer_max(e, idx, "res", 'o', o, SIZE_MAX);
+		codepod_calls_keep_output(e, c, o, size);
+		return 1;
+	}
+	if (strcmp(s, "error") == 0 || strcmp(s, "denied") == 0) {
+		replay_error(e, idx, s[0] == 'e' ? CODEPOD_CALL_ERROR : CODEPOD_CALL_DENIED,
+		             json_string_value(json_object_get(en, "m")));
+		return 1;
+	}
+	c->t_end_ms = 0;
+	if (strcmp(s, "pending") != 0)
+		return 0;
+	if (json_is_true(json_object_get(en, "dec"))) {
+		char key[64];
+		snprintf(key, sizeof key, "%s:%zu", e->resume_jti, idx + 1);
+		c->idem_key = strdup(key);
+		c->approved = 1;
+		return 0;
+	}
+	const char *dm = json_string_value(json_object_get(en, "dm"));
+	char msg[CP_ERR_MSG_MAX];
+	if (!dm)
+		snprintf(msg, sizeof msg, "The call to %s was not approved.", c->tool);
+	c->t_end_ms = c->t_start_ms;
+	replay_error(e, idx, CODEPOD_CALL_DENIED, dm ? dm : msg);
+	return 1;
 }
 
 void codepod_calls_on_frame(struct codepod_exec *e, const char *payload, size_t len)
@@ -424,8 +523,12 @@ void codepod_calls_on_frame(struct codepod_exec *e, const char *payload, size_t 
 		codepod_exec_finish(e, CP_E_INTERNAL, "out of memory recording a tool call");
 		return;
 	}
-	admit(e, e->ncalls - 1, &v);
+	struct codepod_call *c = &e->calls[e->ncalls - 1];
+	codepod_approval_hash(v.too_deep || v.big ? NULL : v.input, c->hash);
+	if (!e->replay || !replay(e, e->ncalls - 1))
+		admit(e, e->ncalls - 1, &v);
 	envelope_free(&v);
+	codepod_approval_poke(e); /* a new call: the program is not quiet yet */
 }
 
 /* The call a host answer names, if it is waiting for one. */
@@ -450,8 +553,11 @@ static void answered(struct codepod_exec *e, size_t idx, enum codepod_call_state
 		return; /* sending the answer failed and ended the execution: the call is cancelled */
 	call_set_state(e, idx, st);
 	e->calls[idx].t_end_ms = codepod_exec_now_ms();
+	json_decref(e->calls[idx].input);
+	e->calls[idx].input = NULL;
 	e->in_flight--;
 	pump(e);
+	codepod_approval_poke(e);
 }
 
 int codepod_tool_result(struct codepod_exec *e, const char *call_id,
@@ -472,6 +578,7 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 		size_t size = send_answer_max(e, idx, "res", 'o', output, e->pol.max_tool_output_bytes);
 		if (size == 0 || size <= e->pol.max_tool_output_bytes) {
 			e->tool_output_bytes += size; /* the text the runner was sent */
+			codepod_calls_keep_output(e, c, output, size);
 			answered(e, idx, CODEPOD_CALL_OK);
 			return 0;
 		}
@@ -479,6 +586,7 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 		         "%llu bytes (maxToolOutputBytes).", c->tool, size,
 		         (unsigned long long)e->pol.max_tool_output_bytes);
 	}
+	c->message = strdup(msg);
 	send_answer(e, idx, "err", 'm', json_string(msg));
 	answered(e, idx, CODEPOD_CALL_DENIED);
 	return 0;
@@ -499,6 +607,7 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
 		while (n > 0 && ((unsigned char)m[n] & 0xC0) == 0x80)
 			n--;
 	json_t *text = json_stringn(m, n);
+	c->message = text ? strdup(json_string_value(text)) : NULL;
 	send_answer(e, idx, "err", 'm', text ? text : json_string("The tool failed."));
 	answered(e, idx, CODEPOD_CALL_ERROR);
 	return 0;
@@ -515,9 +624,32 @@ int codepod_tool_unreachable(struct codepod_exec *e, const char *call_id, const 
 	snprintf(msg, sizeof msg, "The tool %s could not be reached.", c->tool);
 	c->broker_reason = reason ? reason : "unreachable";
 	c->http_status = http_status;
+	c->message = strdup(msg);
 	send_answer(e, idx, "err", 'm', json_string(msg));
 	answered(e, idx, CODEPOD_CALL_ERROR);
 	return 0;
+}
+
+int codepod_tool_suspend(struct codepod_exec *e, const char *call_id, struct cp_err *err)
+{
+	size_t idx;
+	if (!waiting_call(e, call_id, &idx, err))
+		return CP_E_NOT_FOUND;
+	call_set_state(e, idx, CODEPOD_CALL_PENDING);
+	e->npending++;
+	e->in_flight--;
+	pump(e);
+	codepod_approval_poke(e);
+	return 0;
+}
+
+const char *codepod_tool_call_key(const struct codepod_exec *e, const char *call_id)
+{
+	char *end = NULL;
+	unsigned long long n = call_id ? strtoull(call_id, &end, 10) : 0;
+	if (!call_id || !*call_id || *end || n == 0 || n > e->ncalls)
+		return NULL;
+	return e->calls[n - 1].idem_key;
 }
 
 int codepod_calls_any_in_flight(const struct codepod_exec *e)
@@ -530,6 +662,11 @@ void codepod_calls_cancel_all(struct codepod_exec *e)
 	uint64_t now = codepod_exec_now_ms();
 	for (size_t i = 0; i < e->ncalls; i++) {
 		struct codepod_call *c = &e->calls[i];
+		if (c->state == CODEPOD_CALL_PENDING && !e->suspended) {
+			call_set_state(e, i, CODEPOD_CALL_CANCELLED);
+			c->t_end_ms = now;
+			continue;
+		}
 		if (c->state != CODEPOD_CALL_QUEUED && c->state != CODEPOD_CALL_IN_FLIGHT)
 			continue;
 		int was_in_flight = c->state == CODEPOD_CALL_IN_FLIGHT;
@@ -545,6 +682,8 @@ void codepod_calls_cancel_all(struct codepod_exec *e)
 	}
 	e->q_len = 0;
 	e->in_flight = 0;
+	if (!e->suspended)
+		e->npending = 0;
 }
 
 void codepod_calls_free(struct codepod_exec *e)
@@ -552,6 +691,9 @@ void codepod_calls_free(struct codepod_exec *e)
 	for (size_t i = 0; i < e->ncalls; i++) {
 		free(e->calls[i].tool);
 		json_decref(e->calls[i].input);
+		json_decref(e->calls[i].output);
+		free(e->calls[i].message);
+		free(e->calls[i].idem_key);
 	}
 	free(e->calls);
 	free(e->queue);

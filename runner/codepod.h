@@ -32,6 +32,9 @@
 #include "runner/policy.h"
 #include "runner/sandbox.h"
 
+struct codepod_keyring; /* runner/continuation.h */
+struct codepod_spent;   /* runner/spent.h */
+
 struct codepod;
 struct codepod_exec;
 
@@ -46,6 +49,14 @@ struct codepod_config {
 	 * execution (0: CODEPOD_PRESTART_DEFAULT_IDLE_S). */
 	unsigned prestart_max;
 	unsigned prestart_idle_s;
+	/* Approvals: the keys that sign and verify continuations (NULL: a
+	 * random key of the engine's, good until it is freed), how long a
+	 * continuation lives (0: CODEPOD_CONTINUATION_DEFAULT_TTL_S) and the
+	 * record of those already resumed (NULL: in memory only). Both are
+	 * handed over: the engine frees them, also when codepod_new fails. */
+	struct codepod_keyring *continuation_keys;
+	unsigned continuation_ttl_s;
+	struct codepod_spent *spent;
 };
 
 struct codepod_host {
@@ -85,10 +96,10 @@ unsigned codepod_running(const struct codepod *cp);
 /*
  * codepod_submit - start one execution.
  * @request: the "execute" message of docs/contract.md §5 (fields id,
- *           conversation, js, tools, policy; "type" and unknown fields are
- *           ignored).
+ *           conversation, js, tools, policy, resume; "type" and unknown
+ *           fields are ignored).
  * Returns 0 and sets *out, or CP_E_INVALID_REQUEST (missing or mistyped
- * field, policy over the ceiling) with the reason in err. An oversized source
+ * field, policy over the ceiling, a resume refused) with the reason in err. An oversized source
  * is not an error here: it ends as a SOURCE_TOO_LARGE outcome through done().
  */
 int codepod_submit(struct codepod *cp, const json_t *request,
@@ -104,6 +115,17 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 /* Reject a tool call with a message safe to show the model (copied). */
 int codepod_tool_error(struct codepod_exec *e, const char *call_id,
                        const char *message, struct cp_err *err);
+
+/* The host holds the call for a person's approval: the call becomes
+ * pending, and once the program has nothing else in flight the execution
+ * ends "suspended" with a continuation (SESSION.md, "Approvals").
+ * CP_E_NOT_FOUND as codepod_tool_result. */
+int codepod_tool_suspend(struct codepod_exec *e, const char *call_id, struct cp_err *err);
+
+/* The idempotency key of a call approved on resume (borrowed, valid while
+ * the call waits for its answer), NULL for any other call: a host passes
+ * it on with the tool_call. */
+const char *codepod_tool_call_key(const struct codepod_exec *e, const char *call_id);
 
 /* Stop the execution: it ends CANCELLED (if it has not ended already). */
 void codepod_stop(struct codepod_exec *e);

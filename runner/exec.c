@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/continuation.h"
 #include "runner/digest.h"
 #include "runner/exec_int.h"
+#include "runner/spent.h"
 #include "base/assert.h"
 #include "base/jsondepth.h"
 #include "base/jsonutil.h"
@@ -120,15 +122,33 @@ int codepod_new(const struct codepod_config *cfg, struct codepod **out,
 	if (!cfg->loop || !cfg->backend)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "a loop and a backend are required");
 	struct codepod *cp = calloc(1, sizeof *cp);
-	if (!cp)
+	if (!cp) {
+		codepod_keyring_free(cfg->continuation_keys);
+		codepod_spent_free(cfg->spent);
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
 	cp->cfg = *cfg;
+	cp->own_keys = cfg->continuation_keys;
+	cp->own_spent = cfg->spent;
+	int rc = 0;
+	if (!cp->own_keys)
+		rc = codepod_keyring_random(&cp->own_keys, err);
+	if (rc == 0 && !cp->own_spent)
+		rc = codepod_spent_open(cfg->loop, NULL, 0, &cp->own_spent, err);
+	if (rc) {
+		codepod_keyring_free(cp->own_keys);
+		codepod_spent_free(cp->own_spent);
+		free(cp);
+		return rc;
+	}
 	codepod_runner_default(cfg->backend);
-	int rc = codepod_prestart_new(cfg->loop, cfg->backend, cfg->prestart_max,
+	rc = codepod_prestart_new(cfg->loop, cfg->backend, cfg->prestart_max,
 	                         cfg->prestart_idle_s ? cfg->prestart_idle_s
 	                                              : CODEPOD_PRESTART_DEFAULT_IDLE_S,
 	                         &cp->prestart, err);
 	if (rc) {
+		codepod_keyring_free(cp->own_keys);
+		codepod_spent_free(cp->own_spent);
 		free(cp);
 		return rc;
 	}
@@ -149,6 +169,8 @@ unsigned codepod_prestarted_waiting(const struct codepod *cp)
 void codepod_free(struct codepod *cp)
 {
 	codepod_prestart_free(cp->prestart);
+	codepod_keyring_free(cp->own_keys);
+	codepod_spent_free(cp->own_spent);
 	free(cp);
 }
 
@@ -177,6 +199,8 @@ static void exec_free(struct codepod_exec *e)
 	json_decref(e->tool_index);
 	json_decref(e->result);
 	json_decref(e->program_error);
+	json_decref(e->replay);
+	free(e->continuation);
 	free(e->id);
 	free(e->conversation);
 	free(e->src);
@@ -199,6 +223,7 @@ static void maybe_release(struct codepod_exec *e)
 		codepod_prestart_exec_ended(e->cp->prestart, e->conversation);
 	uv_close((uv_handle_t *)&e->timer, on_timer_closed);
 	uv_close((uv_handle_t *)&e->cpu_timer, on_timer_closed);
+	uv_close((uv_handle_t *)&e->quiet_timer, on_timer_closed);
 }
 
 uint64_t codepod_exec_cpu_us(const struct codepod_exec *e)
@@ -252,7 +277,7 @@ static void deliver(struct codepod_exec *e)
 	uv_timer_stop(&e->timer);
 	json_t *outcome = codepod_outcome_build(e);
 	cp_log(CP_LOG_INFO, "exec.done", "id", json_string(e->id),
-	       "code", json_string(e->code == CP_OK ? "OK" : cp_code_name(e->code)),
+	       "code", json_string(e->suspended ? "SUSPENDED" : e->code == CP_OK ? "OK" : cp_code_name(e->code)),
 	       "calls", json_integer((json_int_t)e->requests),
 	       "runMs", json_integer((json_int_t)(e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0)),
 	       "prestarted", json_boolean(e->prestarted), NULL);
@@ -293,6 +318,7 @@ void codepod_exec_finish(struct codepod_exec *e, enum cp_code code, const char *
 	codepod_calls_cancel_all(e);
 	uv_timer_stop(&e->timer);
 	uv_timer_stop(&e->cpu_timer);
+	uv_timer_stop(&e->quiet_timer);
 	if (e->proc) {
 		/* before the kill: a killed() from inside it brings this forward */
 		uv_timer_start(&e->timer, on_deliver_timer, GRACE_MS, 0);
@@ -389,6 +415,10 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 
 static void on_return(struct codepod_exec *e, const char *payload, size_t len)
 {
+	if (e->npending) { /* it did not wait for a call that needs approval */
+		codepod_approval_suspend(e);
+		return;
+	}
 	e->result_bytes = len;
 	if (len > e->pol.max_result_bytes) {
 		codepod_exec_finish(e, CP_E_RESULT_TOO_LARGE,
@@ -634,6 +664,9 @@ static int parse_tools(const json_t *tools, json_t **out, struct cp_err *err)
 				                  "tools[%zu].name: duplicate tool name %s (also tools[%zu])",
 				                  i, json_string_value(name), j);
 	}
+	int rc = codepod_approval_tools(tools, err);
+	if (rc)
+		return rc;
 	*out = json_deep_copy(tools);
 	return *out ? 0 : cp_err_set(err, CP_E_NOMEM, "out of memory");
 }
@@ -748,6 +781,12 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	json_decref(pol);
 	if (rc)
 		return rc;
+	const json_t *resume = json_object_get(request, "resume");
+	if (resume && !json_is_null(resume)) {
+		rc = codepod_approval_resume(e, resume, err);
+		if (rc)
+			return rc;
+	}
 	rc = make_nonce(e->nonce, err);
 	if (rc == 0)
 		rc = make_nonce(e->tag, err);
@@ -758,7 +797,9 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	e->frames = codepod_frame_parser_new(e->nonce, max_frame + FRAME_SLACK);
 	if (!e->frames)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	return codepod_logwin_init(&e->logs, e->pol.max_result_bytes, err);
+	rc = codepod_logwin_init(&e->logs, e->pol.max_result_bytes, err);
+	/* Last: from here the resume cannot be refused, so its continuation is spent. */
+	return rc ? rc : codepod_approval_commit(e, err);
 }
 
 int codepod_submit(struct codepod *cp, const json_t *request,
@@ -782,8 +823,9 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 	}
 	uv_timer_init(cp->cfg.loop, &e->timer);
 	uv_timer_init(cp->cfg.loop, &e->cpu_timer);
-	e->timer.data = e->cpu_timer.data = e;
-	e->handles_open = 2;
+	uv_timer_init(cp->cfg.loop, &e->quiet_timer);
+	e->timer.data = e->cpu_timer.data = e->quiet_timer.data = e;
+	e->handles_open = 3;
 	cp->running++;
 	*out = e;
 	cp_log(CP_LOG_INFO, "exec.start", "id", json_string(e->id),

@@ -40,6 +40,10 @@ enum codepod_exec_state {
  *   IN_FLIGHT -> OK | ERROR     answered
  *   IN_FLIGHT -> DENIED         answered with an output over the limits
  *   QUEUED | IN_FLIGHT -> CANCELLED   the execution ended first
+ *   QUEUED -> PENDING           a tool that needs approval (approval.c)
+ *   IN_FLIGHT -> PENDING        the host answered "suspend"
+ *   PENDING -> CANCELLED        the execution ended other than suspended
+ *   QUEUED -> OK | ERROR        answered from a resumed continuation's log
  */
 enum codepod_call_state {
 	CODEPOD_CALL_QUEUED,
@@ -47,21 +51,29 @@ enum codepod_call_state {
 	CODEPOD_CALL_OK,
 	CODEPOD_CALL_ERROR,
 	CODEPOD_CALL_DENIED,
-	CODEPOD_CALL_CANCELLED
+	CODEPOD_CALL_CANCELLED,
+	CODEPOD_CALL_PENDING
 };
 
 struct codepod_call {
 	char *tool;              /* as the program named it (bounded) */
-	json_t *input;           /* held while queued, NULL after dispatch */
+	json_t *input;           /* held until answered (a pending call lists it) */
 	enum codepod_call_state state; /* call_set_state only */
 	uint64_t t_start_ms, t_end_ms;
 	const char *broker_reason; /* static; set when the broker, not the tool, failed */
 	long http_status;          /* with broker_reason "http_status" */
 	size_t input_bytes;        /* its input's JSON text as the runner sent it */
+	unsigned char hash[32];    /* SHA-256 of its input's canonical text (approval.c) */
+	json_t *output;            /* OK: its output, for a continuation's log */
+	char *message;             /* ERROR, DENIED: what the program was told */
+	char *idem_key;            /* approved on resume: the tool_call's idempotencyKey */
+	int approved;              /* approved on resume: not gated again */
 };
 
 struct codepod {
 	struct codepod_config cfg;
+	struct codepod_keyring *own_keys;  /* the config's, or a random one */
+	struct codepod_spent *own_spent;   /* the config's, or one in memory */
 	unsigned running;
 	struct codepod_prestart *prestart; /* NULL: every runner starts on demand */
 };
@@ -118,6 +130,19 @@ struct codepod_exec {
 	char message[CP_ERR_MSG_MAX];
 	json_t *result;          /* NULL: no result */
 	json_t *program_error;   /* {name,message,stack} for SCRIPT_ERROR */
+
+	/* approvals (approval.c) */
+	uv_timer_t quiet_timer;  /* a pending call: suspend once the program is quiet */
+	size_t npending;         /* calls PENDING */
+	int suspended;           /* the outcome is "suspended" */
+	char *continuation;      /* its continuation */
+	size_t log_bytes;        /* outputs kept for a continuation's log */
+	int log_over;            /* past CODEPOD_CONTINUATION_MAX_BYTES: no more kept */
+	json_t *replay;          /* resumed: the log of the runs before (array) */
+	char resume_jti[33];     /* resumed: its continuation's id */
+	struct {                 /* resumed: usage of the runs before */
+		uint64_t tool_calls, in_bytes, out_bytes, run_ms, cpu_ms, runs, exp_s;
+	} prior;
 };
 
 /* exec.c */
@@ -139,6 +164,24 @@ void codepod_calls_cancel_all(struct codepod_exec *e);
 int codepod_calls_any_in_flight(const struct codepod_exec *e);
 void codepod_calls_free(struct codepod_exec *e);
 const char *codepod_call_state_name(enum codepod_call_state s);
+
+/* calls.c: the state name of the outcome's calls; a call's output kept
+ * for the log (borrowed, incref'd while within the bound) */
+void codepod_calls_keep_output(struct codepod_exec *e, struct codepod_call *c,
+                               const json_t *output, size_t size);
+
+/* approval.c */
+int codepod_approval_tools(const json_t *tools, struct cp_err *err);
+int codepod_approval_gated(const json_t *tool);
+void codepod_approval_hash(const json_t *input, unsigned char out[32]);
+int codepod_approval_resume(struct codepod_exec *e, const json_t *resume, struct cp_err *err);
+int codepod_approval_commit(struct codepod_exec *e, struct cp_err *err);
+/* A call became pending, was answered, or a new one came: suspend once
+ * nothing else is in flight and the program stayed quiet. */
+void codepod_approval_poke(struct codepod_exec *e);
+/* End the execution suspended now (the program returned with calls pending). */
+void codepod_approval_suspend(struct codepod_exec *e);
+void codepod_approval_outcome(const struct codepod_exec *e, json_t *o);
 
 /* outcome.c: a new reference */
 json_t *codepod_outcome_build(const struct codepod_exec *e);

@@ -34,18 +34,22 @@ static json_t *usage_json(const struct codepod_exec *e, const char *sandbox)
 	uint64_t run = e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0;
 	json_t *u = json_pack("{s:I,s:I,s:I,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}",
 	                      "bridgeRequests", (json_int_t)e->requests,
-	                      "startupMs", (json_int_t)startup, "runMs", (json_int_t)run,
+	                      "startupMs", (json_int_t)startup, "runMs", (json_int_t)(e->prior.run_ms + run),
 	                      "sandbox", sandbox, "digest", e->digest,
 	                      "wallMs", (json_int_t)(e->t_end_ms - e->t_submit_ms),
-	                      "toolCalls", (json_int_t)e->tool_calls,
-	                      "toolInputBytes", (json_int_t)e->tool_input_bytes,
-	                      "toolOutputBytes", (json_int_t)e->tool_output_bytes,
+	                      "toolCalls", (json_int_t)(e->prior.tool_calls + e->tool_calls),
+	                      "toolInputBytes", (json_int_t)(e->prior.in_bytes + e->tool_input_bytes),
+	                      "toolOutputBytes", (json_int_t)(e->prior.out_bytes + e->tool_output_bytes),
 	                      "logBytes", (json_int_t)e->logs.total,
 	                      "resultBytes", (json_int_t)e->result_bytes);
 	/* Only what the backend measured: a pod without a supervisor reads
 	 * nothing, and "0" would be a figure it never had. */
+	/* A resumed execution's figures are those of all its runs together. */
+	if (u && e->replay)
+		json_object_set_new(u, "runs", json_integer((json_int_t)(e->prior.runs + 1)));
 	if (u && e->usage.known) {
-		json_object_set_new(u, "cpuMs", json_integer((json_int_t)(codepod_exec_cpu_us(e) / 1000u)));
+		json_object_set_new(u, "cpuMs", json_integer((json_int_t)(e->prior.cpu_ms +
+		                                                          codepod_exec_cpu_us(e) / 1000u)));
 		json_object_set_new(u, "maxRssBytes", json_integer((json_int_t)e->usage.max_rss_bytes));
 	}
 	return u;
@@ -72,6 +76,7 @@ json_t *codepod_outcome_build(const struct codepod_exec *e)
 		                    json_pack("{s:I}", "denied", (json_int_t)e->calls_omitted));
 	if (e->code == CP_OK && e->result)
 		json_object_set(o, "result", e->result);
+	codepod_approval_outcome(e, o);
 	if (e->code != CP_OK) {
 		json_t *err = json_pack("{s:s,s:s}", "code", cp_code_name(e->code), "message", e->message);
 		if (err && e->program_error)

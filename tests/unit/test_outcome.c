@@ -193,6 +193,7 @@ static void test_error_code_names(void **state)
 		{ CP_E_OUTCOME_UNKNOWN, "OUTCOME_UNKNOWN" },
 		{ CP_E_INTERNAL, "INTERNAL" },
 		{ CP_E_CPU_LIMIT, "CPU_LIMIT" },
+		{ CP_E_REPLAY_DIVERGED, "REPLAY_DIVERGED" },
 		{ CP_E_NOMEM, "INTERNAL" },
 		{ CP_E_PARSE, "INTERNAL" },
 		{ CP_E_RETRY, "INTERNAL" },
