@@ -880,10 +880,39 @@ static int render_document(struct ctx *c, const json_t *doc, struct cp_buf *b)
 	return rc;
 }
 
+/* A tool whose calls wait for a person's approval (runner/approval.c). */
+static int is_gated(const json_t *tool)
+{
+	const char *a = json_string_value(json_object_get(tool, "approval"));
+	return a && strcmp(a, "required") == 0;
+}
+
+static const char gated_note[] = "Needs a person's approval before it runs: see the note "
+                                 "above `tools`.";
+
+/* What the model must know when a tool needs approval: the program stops at
+ * its call and is run again from the start once a person answered. */
+static const char approval_rules[] =
+	"/*\n"
+	" * Some tools need a person's approval. A program that calls one stops there;\n"
+	" * once a person approved (or refused) the call, the program is run again from\n"
+	" * the start: the calls it made before are answered as the first time, and the\n"
+	" * approved call then runs (a refused one throws an Error with the reason).\n"
+	" * So before a call that needs approval, make the same calls in the same order\n"
+	" * on every run: do not branch on the time, on randomness or on anything else\n"
+	" * that can change between runs. What the program wrote to the workspace before\n"
+	" * that call is written again: make such writes idempotent (the same content,\n"
+	" * at the same path).\n"
+	" */\n";
+
 static int add_tool_doc(struct ctx *c, struct cp_buf *b, const json_t *tool)
 {
 	struct cp_buf text = { 0 };
 	int rc = clean_description(c, json_object_get(tool, "description"), 0, &text);
+	if (rc == 0 && is_gated(tool) && cp_buf_len(&text))
+		rc = buf_str(c, &text, "\n\n");
+	if (rc == 0 && is_gated(tool))
+		rc = buf_str(c, &text, gated_note);
 	const char *t = cp_buf_ptr(&text);
 	size_t n = cp_buf_len(&text);
 	int multi = memchr(t, '\n', n) != NULL;
@@ -1028,6 +1057,11 @@ int broker_decl_render(const json_t *tools, char **out, struct cp_err *err)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "tools must be an array");
 	for (size_t i = 0; i < json_array_size(tools) && rc == 0; i++)
 		rc = check_tool(&c, tools, i);
+	int gated = 0;
+	for (size_t i = 0; i < json_array_size(tools) && rc == 0; i++)
+		gated |= is_enabled(json_array_get(tools, i)) && is_gated(json_array_get(tools, i));
+	if (rc == 0 && gated)
+		rc = buf_str(&c, &b, approval_rules);
 	if (rc == 0)
 		rc = buf_str(&c, &b, BROKER_DECL_PREAMBLE "declare const tools: {\n");
 	for (size_t i = 0; i < json_array_size(tools) && rc == 0; i++)
