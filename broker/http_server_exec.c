@@ -194,6 +194,9 @@ static void send_call(struct exec_req *r, const json_t *msg)
 	                         "conversation", r->conversation, "call",
 	                         json_object_get(msg, "call"), "tool", json_object_get(msg, "tool"),
 	                         "input", json_object_get(msg, "input"));
+	const json_t *key = json_object_get(msg, "idempotencyKey"); /* approved on resume */
+	if (body && key)
+		json_object_set(body, "idempotencyKey", (json_t *)key);
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	struct pending *p = calloc(1, sizeof *p);

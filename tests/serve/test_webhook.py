@@ -270,3 +270,35 @@ def test_bad_requests(serve, broker):
     assert status == 401
     audits = {a["id"] for a in s.logs("audit")}
     assert audits == {"w8"}
+
+
+def test_approval_suspends_and_resumes_over_http(serve, broker):
+    """POST /v1/executions with a tool that needs approval answers the
+    suspended outcome; the resume is another POST, and the approved call
+    reaches the webhook once, with its idempotency key."""
+    s = serve()
+    b = broker(echo)
+    js = "const a = await tools.echo({ n: 1 }); const p = await tools.pay({ n: 2 }); return [a.got.n, p.got.n];"
+    tools = [{"name": "echo"}, {"name": "pay", "approval": "required"}]
+    req = execute("wa1", js, b.url)
+    req["tools"] = tools
+    status, out = post(s, req)
+    assert status == 200, out
+    assert out["status"] == "suspended", out
+    assert out["pending"] == [{"call": "2", "tool": "pay", "input": {"n": 2}}]
+    schemas.check("outcome.schema.json", out)
+    assert [c["tool"] for c, _ in b.calls] == ["echo"]
+    again = dict(req, id="wa2", resume={"continuation": out["continuation"],
+                                        "decisions": [{"call": "2", "approved": True}]})
+    status, res = post(s, again)
+    assert status == 200, res
+    assert res["status"] == "succeeded" and res["result"] == [1, 2], res
+    assert [c["tool"] for c, _ in b.calls] == ["echo", "pay"]
+    paid = b.calls[1][0]
+    assert paid["idempotencyKey"].endswith(":2")
+    schemas.check("webhook_request.schema.json", paid)
+    # once only, here
+    status, err = post(s, dict(again, id="wa3"))
+    assert status == 400 and err["error"]["code"] == "INVALID_REQUEST", err
+    assert "already resumed" in err["error"]["message"]
+    assert len(b.calls) == 2
