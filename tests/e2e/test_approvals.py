@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from harness import Session, assert_failed, assert_ok, close_and_check, tool_decl
+from harness import assert_failed, assert_ok, close_and_check, session_class, tool_decl
 
 KEY_A = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 KEY_B = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
@@ -70,7 +70,15 @@ def keyfile(tmp_path):
 
 
 def open_session(state, keyfile, *extra):
-    return Session(state, args=["--continuation-key-file", keyfile, *extra])
+    return session_class()(state, args=["--continuation-key-file", keyfile, *extra])
+
+
+def same_conversations(first, *others):
+    """On the fake cluster a session prefixes its conversations: another
+    replica of the same backend must use the same ones."""
+    for o in others:
+        if hasattr(first, "conv_prefix"):
+            o.conv_prefix = first.conv_prefix
 
 
 @pytest.fixture
@@ -327,8 +335,7 @@ def test_other_key_and_expiry(tmp_path, keyfile):
     a = open_session(tmp_path / "a", keyfile, "--continuation-ttl", "2")
     b = open_session(tmp_path / "b", other)
     c = open_session(tmp_path / "c", rotated)
-    for x in (b, c):
-        x.conv_prefix = a.conv_prefix  # one conversation on the fake cluster
+    same_conversations(a, b, c)
     try:
         for x in (a, b, c):
             x.serve(t.handlers())
@@ -352,7 +359,7 @@ def test_resume_on_another_replica_and_after_restart(tmp_path, keyfile):
     t = Counting()
     a = open_session(tmp_path / "a", keyfile)
     b = open_session(tmp_path / "b", keyfile)
-    b.conv_prefix = a.conv_prefix
+    same_conversations(a, b)
     ok = [{"call": "2", "approved": True}]
     try:
         a.serve(t.handlers())
@@ -368,7 +375,7 @@ def test_resume_on_another_replica_and_after_restart(tmp_path, keyfile):
     finally:
         close_and_check(a)
     a2 = open_session(tmp_path / "a", keyfile)
-    a2.conv_prefix = a.conv_prefix
+    same_conversations(a, a2)
     try:
         a2.serve(t.handlers())
         eid = resume(a2, PAY_ONE, "c-restart", second["continuation"], ok)
