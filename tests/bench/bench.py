@@ -21,7 +21,7 @@ usage: bench.py [--quick] [--only=SECTION,...] OUT
        bench.py [--quick] --latency-only SECTIONS OUT
        --only: these sections alone, of startup calls concurrent exec serve
        serve-calls (its round trip alone) kube latency latency-a latency-load
-       latency-b latency-c latency-d (the tool-bridge figures alone: `make bench
+       latency-b latency-c latency-d resume (the tool-bridge figures alone: `make bench
        BENCH_ARGS=--only=calls,serve-calls,latency-d`)
        --latency-only: section (g) alone, only SECTIONS of bench_latency.py
        (`make bench-latency BENCH_SECTIONS=a,b`, into build/bench-latency.txt)
@@ -162,6 +162,19 @@ def serve_lines(f):
     else:
         L.append("    concurrent executions: not measured")
     return L
+
+
+def resume_lines(f):
+    """The resume of an approved execution (bench_resume.py) vs the same run fresh."""
+    if not f:
+        return ["(h) resume after an approval: not measured"]
+    return ["(h) resume after an approval: %d calls answered from the continuation's log, then"
+            % f["calls"],
+            "    the approved call, vs the same program fresh with every tool answered at once;",
+            "    median of %d runs each: fresh %.0f ms, resume %.0f ms, ratio %.2fx (goal <= %.1fx: %s);"
+            % (f["runs"], f["fresh_median_ms"], f["resume_median_ms"], f["ratio_resume_vs_fresh"],
+               f["goal_ratio"], verdict(f["ratio_resume_vs_fresh"] <= f["goal_ratio"])),
+            "    continuation %d bytes" % f["continuation_bytes"]]
 
 
 def kube_lines(f):
@@ -359,6 +372,9 @@ def main():
                 print("bench: Kubernetes backend against the fake API server ...", file=sys.stderr,
                       flush=True)
                 run_script("kube", "bench_kube.py", quick, figs, failed, notes)
+            if wanted("resume"):
+                print("bench: resume after an approval vs fresh ...", file=sys.stderr, flush=True)
+                run_script("resume", "bench_resume.py", quick, figs, failed, notes)
             calls = figs.get("calls", {}).get("calls_per_s")
             if calls:
                 os.environ["BENCH_BRIDGE_CALLS_PER_S"] = str(calls)
@@ -437,6 +453,8 @@ def main():
         L.extend(kube_lines(figs.get("kube")))
         L.append("")
         L.extend(latency_lines(figs))
+        L.append("")
+        L.extend(resume_lines(figs.get("resume")))
     for n in notes:
         L.append("note: " + n)
     if failed:
