@@ -4,7 +4,8 @@
  * it is and, when it is not already a tool list, as the inputSchema and the
  * outputSchema of one tool. A render either fails with a cp_err message and
  * no output, or succeeds with declarations that start and end as they
- * must and stay within the output bound; nothing may crash or leak.
+ * must (after the approval rules' comment, when a tool needs approval) and
+ * stay within the output bound; nothing may crash or leak.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +32,15 @@ static void check(const json_t *tools)
 		return;
 	}
 	n = strlen(out);
-	if (n > BROKER_DECL_MAX_OUT || strncmp(out, head, sizeof head - 1) != 0 || n < 3 ||
+	/* When a tool needs approval, the rules for the model come first. */
+	const char *start = out;
+	if (strncmp(out, "/*\n", 3) == 0) {
+		start = strstr(out, "\n */\n");
+		if (!start)
+			abort();
+		start += 5;
+	}
+	if (n > BROKER_DECL_MAX_OUT || strncmp(start, head, sizeof head - 1) != 0 || n < 3 ||
 	    strcmp(out + n - 3, "};\n") != 0)
 		abort();
 	free(out);
