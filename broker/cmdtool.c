@@ -370,4 +370,5 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	set->on_done(set->ud, outcome);
 }
 
-const struct codepod_host broker_cmdtools_host = { on_tool_call, on_cancel_call, on_done, NULL };
+const struct codepod_host broker_cmdtools_host = { on_tool_call, on_cancel_call, on_done, NULL,
+                                                   NULL };

@@ -249,6 +249,13 @@ static void io_send(void *ud, const json_t *msg)
 		return;
 	if (!strcmp(type, "tool_call")) {
 		send_call(r, msg);
+	} else if (!strcmp(type, "approval_request")) {
+		/* A webhook answers tool calls only: nobody here can approve. */
+		feed(r, json_pack("{s:s,s:O,s:O,s:b,s:s}", "type", "approval", "id",
+		                  json_object_get(msg, "id"), "call", json_object_get(msg, "call"),
+		                  "approved", 0, "message",
+		                  "This call needs a person's approval, which the webhook broker "
+		                  "cannot ask for."));
 	} else if (!strcmp(type, "cancel_call")) {
 		cancel_call(r, json_string_value(json_object_get(msg, "call")));
 	} else if (!strcmp(type, "result")) {

@@ -25,7 +25,10 @@ static void on_cancel_call(void *ud, struct codepod_exec *e, const char *call);
 static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome);
 static void on_output(void *ud, struct codepod_exec *e, int is_stderr, const char *buf,
                       size_t len);
-static const struct codepod_host host = { on_tool_call, on_cancel_call, on_done, on_output };
+static void on_approval_request(void *ud, struct codepod_exec *e, const char *call,
+                                const char *tool, const json_t *input);
+static const struct codepod_host host = { on_tool_call, on_cancel_call, on_done, on_output,
+                                          on_approval_request };
 
 struct broker_session *broker_session_new(struct codepod *cp, struct cp_idset *ids,
                                           struct broker_hub *hub,
@@ -197,6 +200,20 @@ static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
 	if (key)
 		json_object_set_new(m, "idempotencyKey", json_string(key));
 	flush_logs(en); /* output printed before the call comes before it */
+	pending_add(en, m);
+	entry_send(en, m);
+}
+
+/* A call held for approval: sent again on attach, like a tool_call. */
+static void on_approval_request(void *ud, struct codepod_exec *e, const char *call,
+                                const char *tool, const json_t *input)
+{
+	struct entry *en = ud;
+	json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:O}", "type", "approval_request", "id",
+	                      codepod_exec_id(e), "call", call, "tool", tool, "input", input);
+	if (!m)
+		return;
+	flush_logs(en);
 	pending_add(en, m);
 	entry_send(en, m);
 }
@@ -424,6 +441,26 @@ static void do_suspend(struct broker_session *s, const json_t *msg, const char *
 	answer_taken(s, type, en, call, rc, &err);
 }
 
+static void do_approval(struct broker_session *s, const json_t *msg, const char *type,
+                        const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	const char *call = en ? answer_call(s, msg, type, en) : NULL;
+	if (!call)
+		return;
+	const json_t *ok = json_object_get(msg, "approved");
+	const json_t *m = json_object_get(msg, "message");
+	if (!json_is_boolean(ok) || (m && !json_is_string(m))) {
+		send_error(s, en->id, type, call, INVALID,
+		           "%s: approved must be a boolean and message a string", type);
+		return;
+	}
+	struct cp_err err;
+	int rc = codepod_tool_approval(en->exec, call, json_is_true(ok), text_field(msg, "message"),
+	                               &err);
+	answer_taken(s, type, en, call, rc, &err);
+}
+
 static void do_stop(struct broker_session *s, const json_t *msg, const char *type,
                     const char *id)
 {
@@ -575,6 +612,7 @@ static const struct message_type {
 	{ "declarations", do_declarations },
 	{ "hello", do_hello },
 	{ "suspend", do_suspend },
+	{ "approval", do_approval },
 };
 
 #define N_MESSAGE_TYPES (sizeof message_types / sizeof message_types[0])

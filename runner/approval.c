@@ -26,6 +26,8 @@
 
 #define QUIET_MS 20
 #define MAX_DENIAL 4096
+#define MAX_HOLD_MS 86400000
+#define DEFAULT_HOLD_MS 300000
 
 #define REFUSE(...) cp_err_set(err, CP_E_INVALID_REQUEST, __VA_ARGS__)
 
@@ -36,8 +38,13 @@ int codepod_approval_tools(const json_t *tools, struct cp_err *err)
 	json_array_foreach(tools, i, t) {
 		const json_t *a = json_object_get(t, "approval");
 		const char *s = json_string_value(a);
-		if (a && (!s || (strcmp(s, "required") != 0 && strcmp(s, "none") != 0)))
-			return REFUSE("tools[%zu].approval must be \"required\" or \"none\"", i);
+		const json_t *w = json_object_get(t, "approvalWaitMs");
+		if (a && (!s || (strcmp(s, "required") && strcmp(s, "none") && strcmp(s, "hold"))))
+			return REFUSE("tools[%zu].approval must be \"required\", \"hold\" or \"none\"", i);
+		if (w && (!json_is_integer(w) || json_integer_value(w) < 1 ||
+		          json_integer_value(w) > MAX_HOLD_MS))
+			return REFUSE("tools[%zu].approvalWaitMs must be an integer from 1 to %d", i,
+			              MAX_HOLD_MS);
 	}
 	return 0;
 }
@@ -46,6 +53,15 @@ int codepod_approval_gated(const json_t *tool)
 {
 	const char *s = json_string_value(json_object_get(tool, "approval"));
 	return s && strcmp(s, "required") == 0;
+}
+
+uint64_t codepod_approval_hold_ms(const json_t *tool)
+{
+	const char *s = json_string_value(json_object_get(tool, "approval"));
+	if (!s || strcmp(s, "hold") != 0)
+		return 0;
+	json_int_t w = json_integer_value(json_object_get(tool, "approvalWaitMs"));
+	return w > 0 ? (uint64_t)w : DEFAULT_HOLD_MS;
 }
 
 void codepod_approval_hash(const json_t *input, unsigned char out[32])
@@ -315,7 +331,7 @@ void codepod_approval_suspend(struct codepod_exec *e)
 static void on_quiet(uv_timer_t *t)
 {
 	struct codepod_exec *e = t->data;
-	if (e->npending && e->in_flight == 0 && e->q_len == 0)
+	if (e->npending && e->in_flight == 0 && e->q_len == 0 && e->nholding == 0)
 		codepod_approval_suspend(e);
 }
 
@@ -323,7 +339,7 @@ void codepod_approval_poke(struct codepod_exec *e)
 {
 	if (e->state != CODEPOD_ST_RUNNING || !e->npending)
 		return;
-	if (e->in_flight == 0 && e->q_len == 0)
+	if (e->in_flight == 0 && e->q_len == 0 && e->nholding == 0)
 		uv_timer_start(&e->quiet_timer, on_quiet, QUIET_MS, 0);
 	else
 		uv_timer_stop(&e->quiet_timer);

@@ -25,17 +25,20 @@
 static const char *const call_state_names[] = {
 	[CODEPOD_CALL_QUEUED] = "queued", [CODEPOD_CALL_IN_FLIGHT] = "in_flight", [CODEPOD_CALL_OK] = "ok",
 	[CODEPOD_CALL_ERROR] = "error", [CODEPOD_CALL_DENIED] = "denied", [CODEPOD_CALL_CANCELLED] = "cancelled",
-	[CODEPOD_CALL_PENDING] = "pending",
+	[CODEPOD_CALL_PENDING] = "pending", [CODEPOD_CALL_HOLDING] = "holding",
 };
 
 /* legal[from][to]: the transitions of exec_int.h. */
-#define N_CALL_STATES (CODEPOD_CALL_PENDING + 1)
+#define N_CALL_STATES (CODEPOD_CALL_HOLDING + 1)
 static const unsigned char call_legal[N_CALL_STATES][N_CALL_STATES] = {
 	[CODEPOD_CALL_QUEUED] = { [CODEPOD_CALL_IN_FLIGHT] = 1, [CODEPOD_CALL_DENIED] = 1, [CODEPOD_CALL_CANCELLED] = 1,
-	                          [CODEPOD_CALL_PENDING] = 1, [CODEPOD_CALL_OK] = 1, [CODEPOD_CALL_ERROR] = 1 },
+	                          [CODEPOD_CALL_PENDING] = 1, [CODEPOD_CALL_OK] = 1, [CODEPOD_CALL_ERROR] = 1,
+	                          [CODEPOD_CALL_HOLDING] = 1 },
 	[CODEPOD_CALL_IN_FLIGHT] = { [CODEPOD_CALL_OK] = 1, [CODEPOD_CALL_ERROR] = 1, [CODEPOD_CALL_DENIED] = 1,
 	                        [CODEPOD_CALL_CANCELLED] = 1, [CODEPOD_CALL_PENDING] = 1 },
 	[CODEPOD_CALL_PENDING] = { [CODEPOD_CALL_CANCELLED] = 1 },
+	[CODEPOD_CALL_HOLDING] = { [CODEPOD_CALL_QUEUED] = 1, [CODEPOD_CALL_DENIED] = 1,
+	                           [CODEPOD_CALL_CANCELLED] = 1 },
 };
 
 /* add_call zeroes a new call: it starts QUEUED. */
@@ -357,6 +360,96 @@ static int add_call(struct codepod_exec *e, const char *tool)
  * the input cannot be over the limit and is not dumped to be measured. */
 #define DUMP_GROWTH_MAX 8
 
+/* ---- calls held for approval ("approval":"hold") ---- */
+
+static void on_hold_timer(uv_timer_t *t);
+
+/* The hold timer fires for the first held call's wait. */
+static void hold_rearm(struct codepod_exec *e)
+{
+	uint64_t first = 0;
+	for (size_t i = 0; i < e->ncalls && e->nholding; i++)
+		if (e->calls[i].state == CODEPOD_CALL_HOLDING &&
+		    (!first || e->calls[i].hold_until_ms < first))
+			first = e->calls[i].hold_until_ms;
+	uv_timer_stop(&e->hold_timer);
+	if (first) {
+		uint64_t now = codepod_exec_now_ms();
+		uv_timer_start(&e->hold_timer, on_hold_timer, first > now ? first - now : 0, 0);
+	}
+}
+
+static void hold_start(struct codepod_exec *e, size_t idx, uint64_t wait_ms)
+{
+	struct codepod_call *c = &e->calls[idx];
+	call_set_state(e, idx, CODEPOD_CALL_HOLDING);
+	c->hold_until_ms = codepod_exec_now_ms() + wait_ms;
+	if (e->nholding++ == 0)
+		codepod_exec_pause_deadline(e);
+	hold_rearm(e);
+	char id[24];
+	id[put_uint(id, (uint64_t)idx + 1)] = '\0';
+	json_t *input = json_incref(c->input); /* the host may answer inside */
+	e->host->approval_request(e->ud, e, id, c->tool, input);
+	json_decref(input);
+}
+
+/* A held call is decided (or timed out): the deadline runs again once none is. */
+static void hold_end(struct codepod_exec *e)
+{
+	if (--e->nholding == 0)
+		codepod_exec_resume_deadline(e);
+	hold_rearm(e);
+}
+
+static void on_hold_timer(uv_timer_t *t)
+{
+	struct codepod_exec *e = t->data;
+	uint64_t now = codepod_exec_now_ms();
+	for (size_t i = 0; i < e->ncalls && e->state == CODEPOD_ST_RUNNING; i++) {
+		struct codepod_call *c = &e->calls[i];
+		if (c->state != CODEPOD_CALL_HOLDING || c->hold_until_ms > now)
+			continue;
+		uint64_t waited = now - c->t_start_ms;
+		char id[24];
+		id[put_uint(id, (uint64_t)i + 1)] = '\0';
+		e->host->cancel_call(e->ud, e, id);
+		deny(e, i, "No approval for the call to %s came within %llu ms (approvalWaitMs).",
+		     c->tool, (unsigned long long)waited);
+		hold_end(e);
+	}
+	codepod_approval_poke(e);
+}
+
+int codepod_tool_approval(struct codepod_exec *e, const char *call_id, int approved,
+                          const char *message, struct cp_err *err)
+{
+	char *end = NULL;
+	unsigned long long n = call_id ? strtoull(call_id, &end, 10) : 0;
+	if (!call_id || !*call_id || *end || n == 0 || n > e->ncalls ||
+	    e->calls[n - 1].state != CODEPOD_CALL_HOLDING || e->state != CODEPOD_ST_RUNNING)
+		return cp_err_set(err, CP_E_NOT_FOUND, "no tool call %.64s is waiting for approval",
+		                  call_id ? call_id : "(null)");
+	size_t idx = (size_t)(n - 1);
+	struct codepod_call *c = &e->calls[idx];
+	if (approved) {
+		call_set_state(e, idx, CODEPOD_CALL_QUEUED);
+		c->approved = 1;
+		if (queue_push(e, idx)) {
+			codepod_exec_finish(e, CP_E_INTERNAL, "out of memory queueing a tool call");
+			return 0;
+		}
+	} else if (message) {
+		deny(e, idx, "%.4096s", message);
+	} else {
+		deny(e, idx, "The call to %s was not approved.", c->tool);
+	}
+	hold_end(e);
+	pump(e);
+	codepod_approval_poke(e);
+	return 0;
+}
+
 /* Decides one call: denied with a safe message, or queued for the host. */
 static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 {
@@ -391,6 +484,14 @@ static void admit(struct codepod_exec *e, size_t idx, const struct envelope *v)
 	c->input_bytes = v->text_exact ? v->text_len
 	                 : size ? size : json_dumpb(input, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
 	c->input = json_incref((json_t *)input); /* QUEUED since add_call */
+	uint64_t hold = c->approved ? 0 : codepod_approval_hold_ms(tool);
+	if (hold) {
+		if (!e->host->approval_request)
+			return deny(e, idx, "The call to %s needs a person's approval, and this "
+			            "backend cannot ask for one.", c->tool);
+		hold_start(e, idx, hold);
+		return;
+	}
 	if (!c->approved && codepod_approval_gated(tool)) {
 		call_set_state(e, idx, CODEPOD_CALL_PENDING);
 		e->npending++;
@@ -662,6 +763,14 @@ void codepod_calls_cancel_all(struct codepod_exec *e)
 	uint64_t now = codepod_exec_now_ms();
 	for (size_t i = 0; i < e->ncalls; i++) {
 		struct codepod_call *c = &e->calls[i];
+		if (c->state == CODEPOD_CALL_HOLDING) {
+			char id[24];
+			snprintf(id, sizeof id, "%zu", i + 1);
+			call_set_state(e, i, CODEPOD_CALL_CANCELLED);
+			c->t_end_ms = now;
+			e->host->cancel_call(e->ud, e, id);
+			continue;
+		}
 		if (c->state == CODEPOD_CALL_PENDING && !e->suspended) {
 			call_set_state(e, i, CODEPOD_CALL_CANCELLED);
 			c->t_end_ms = now;
@@ -682,6 +791,7 @@ void codepod_calls_cancel_all(struct codepod_exec *e)
 	}
 	e->q_len = 0;
 	e->in_flight = 0;
+	e->nholding = 0;
 	if (!e->suspended)
 		e->npending = 0;
 }

@@ -69,6 +69,12 @@ struct codepod_host {
 	 * also kept in the outcome's log window. @is_stderr: 0 stdout, 1 stderr. */
 	void (*output)(void *ud, struct codepod_exec *e, int is_stderr, const char *buf,
 	               size_t len);
+	/* Optional (NULL: such calls are refused): a call of a tool declared
+	 * "approval":"hold" waits for a person. The host answers once with
+	 * codepod_tool_approval, unless cancel_call() for the call came first
+	 * (no answer within the tool's approvalWaitMs, or the end). */
+	void (*approval_request)(void *ud, struct codepod_exec *e, const char *call_id,
+	                         const char *tool, const json_t *input);
 };
 
 /* A new engine (free with codepod_free). */
@@ -121,6 +127,13 @@ int codepod_tool_error(struct codepod_exec *e, const char *call_id,
  * ends "suspended" with a continuation (SESSION.md, "Approvals").
  * CP_E_NOT_FOUND as codepod_tool_result. */
 int codepod_tool_suspend(struct codepod_exec *e, const char *call_id, struct cp_err *err);
+
+/* The answer to approval_request(): approved, the call goes to the host as
+ * a tool_call; refused, the program's await throws @message (copied; NULL:
+ * "The call to TOOL was not approved."). CP_E_NOT_FOUND when the call is
+ * not held. */
+int codepod_tool_approval(struct codepod_exec *e, const char *call_id, int approved,
+                          const char *message, struct cp_err *err);
 
 /* The idempotency key of a call approved on resume (borrowed, valid while
  * the call waits for its answer), NULL for any other call: a host passes

@@ -224,6 +224,7 @@ static void maybe_release(struct codepod_exec *e)
 	uv_close((uv_handle_t *)&e->timer, on_timer_closed);
 	uv_close((uv_handle_t *)&e->cpu_timer, on_timer_closed);
 	uv_close((uv_handle_t *)&e->quiet_timer, on_timer_closed);
+	uv_close((uv_handle_t *)&e->hold_timer, on_timer_closed);
 }
 
 uint64_t codepod_exec_cpu_us(const struct codepod_exec *e)
@@ -319,6 +320,7 @@ void codepod_exec_finish(struct codepod_exec *e, enum cp_code code, const char *
 	uv_timer_stop(&e->timer);
 	uv_timer_stop(&e->cpu_timer);
 	uv_timer_stop(&e->quiet_timer);
+	uv_timer_stop(&e->hold_timer);
 	if (e->proc) {
 		/* before the kill: a killed() from inside it brings this forward */
 		uv_timer_start(&e->timer, on_deliver_timer, GRACE_MS, 0);
@@ -408,6 +410,7 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	if (pid > 1 && ops->note_pid && e->proc)
 		ops->note_pid(e->proc, (long)pid, start > 0 ? (unsigned long long)start : 0);
 	uv_timer_stop(&e->timer);
+	e->deadline_ms = e->t_ready_ms + e->pol.timeout_ms;
 	uv_timer_start(&e->timer, on_deadline, e->pol.timeout_ms, 0);
 	if (e->pol.max_cpu_ms != CODEPOD_POLICY_NONE && ops->sample)
 		uv_timer_start(&e->cpu_timer, on_cpu_poll, CPU_POLL_MS, CPU_POLL_MS);
@@ -634,6 +637,23 @@ static void on_deadline(uv_timer_t *t)
 	               (unsigned long long)e->pol.timeout_ms);
 }
 
+void codepod_exec_pause_deadline(struct codepod_exec *e)
+{
+	if (e->state != CODEPOD_ST_RUNNING)
+		return;
+	uint64_t now = codepod_exec_now_ms();
+	e->deadline_left_ms = e->deadline_ms > now ? e->deadline_ms - now : 0;
+	uv_timer_stop(&e->timer);
+}
+
+void codepod_exec_resume_deadline(struct codepod_exec *e)
+{
+	if (e->state != CODEPOD_ST_RUNNING)
+		return;
+	e->deadline_ms = codepod_exec_now_ms() + e->deadline_left_ms;
+	uv_timer_start(&e->timer, on_deadline, e->deadline_left_ms, 0);
+}
+
 /* ---- submit ---- */
 
 static int parse_tools(const json_t *tools, json_t **out, struct cp_err *err)
@@ -824,8 +844,9 @@ int codepod_submit(struct codepod *cp, const json_t *request,
 	uv_timer_init(cp->cfg.loop, &e->timer);
 	uv_timer_init(cp->cfg.loop, &e->cpu_timer);
 	uv_timer_init(cp->cfg.loop, &e->quiet_timer);
-	e->timer.data = e->cpu_timer.data = e->quiet_timer.data = e;
-	e->handles_open = 3;
+	uv_timer_init(cp->cfg.loop, &e->hold_timer);
+	e->timer.data = e->cpu_timer.data = e->quiet_timer.data = e->hold_timer.data = e;
+	e->handles_open = 4;
 	cp->running++;
 	*out = e;
 	cp_log(CP_LOG_INFO, "exec.start", "id", json_string(e->id),

@@ -44,6 +44,9 @@ enum codepod_exec_state {
  *   IN_FLIGHT -> PENDING        the host answered "suspend"
  *   PENDING -> CANCELLED        the execution ended other than suspended
  *   QUEUED -> OK | ERROR        answered from a resumed continuation's log
+ *   QUEUED -> HOLDING           a tool held for approval ("approval":"hold")
+ *   HOLDING -> QUEUED           approved
+ *   HOLDING -> DENIED | CANCELLED   refused or not answered in time; ended
  */
 enum codepod_call_state {
 	CODEPOD_CALL_QUEUED,
@@ -52,7 +55,8 @@ enum codepod_call_state {
 	CODEPOD_CALL_ERROR,
 	CODEPOD_CALL_DENIED,
 	CODEPOD_CALL_CANCELLED,
-	CODEPOD_CALL_PENDING
+	CODEPOD_CALL_PENDING,
+	CODEPOD_CALL_HOLDING
 };
 
 struct codepod_call {
@@ -67,7 +71,8 @@ struct codepod_call {
 	json_t *output;            /* OK: its output, for a continuation's log */
 	char *message;             /* ERROR, DENIED: what the program was told */
 	char *idem_key;            /* approved on resume: the tool_call's idempotencyKey */
-	int approved;              /* approved on resume: not gated again */
+	int approved;              /* approved (on resume, or held): not gated again */
+	uint64_t hold_until_ms;    /* HOLDING: denied when no approval came by then */
 };
 
 struct codepod {
@@ -133,6 +138,10 @@ struct codepod_exec {
 
 	/* approvals (approval.c) */
 	uv_timer_t quiet_timer;  /* a pending call: suspend once the program is quiet */
+	uv_timer_t hold_timer;   /* the first held call's approvalWaitMs */
+	size_t nholding;         /* calls HOLDING; while any is, the deadline is paused */
+	uint64_t deadline_ms;    /* when the program's deadline passes (RUNNING) */
+	uint64_t deadline_left_ms; /* what was left of it when paused */
 	size_t npending;         /* calls PENDING */
 	int suspended;           /* the outcome is "suspended" */
 	char *continuation;      /* its continuation */
@@ -182,6 +191,12 @@ void codepod_approval_poke(struct codepod_exec *e);
 /* End the execution suspended now (the program returned with calls pending). */
 void codepod_approval_suspend(struct codepod_exec *e);
 void codepod_approval_outcome(const struct codepod_exec *e, json_t *o);
+/* The tool's approval wait, in ms, when it is held ("approval":"hold"), else 0. */
+uint64_t codepod_approval_hold_ms(const json_t *tool);
+
+/* exec.c: the deadline stops while a call is held for approval. */
+void codepod_exec_pause_deadline(struct codepod_exec *e);
+void codepod_exec_resume_deadline(struct codepod_exec *e);
 
 /* outcome.c: a new reference */
 json_t *codepod_outcome_build(const struct codepod_exec *e);

@@ -387,3 +387,56 @@ def test_resume_on_another_replica_and_after_restart(tmp_path, keyfile):
     finally:
         close_and_check(a2)
         b.close()
+
+
+HOLD_JS = """
+const inv = await tools.list_invoices({});
+try { const r = await tools.pay({ id: inv[0].id }); return 'paid ' + r.ref; }
+catch (e) { return 'not paid: ' + e.message; }
+"""
+
+
+def held(wait_ms):
+    return [tool_decl("list_invoices"),
+            dict(tool_decl("pay"), approval="hold", approvalWaitMs=wait_ms)]
+
+
+def test_hold_waits_with_the_deadline_paused(approvals):
+    """"approval": "hold": the call goes out as approval_request and the
+    program waits, here longer than its whole timeoutMs; approved, the same
+    call then comes as a tool_call."""
+    s, t = approvals
+    eid = s.execute(HOLD_JS, tools=held(60000), conversation="c-hold", policy={"timeoutMs": 1500})
+    req = s.wait_for(lambda m: m["type"] == "approval_request" and m["id"] == eid, 60,
+                     "approval_request")
+    assert (req["call"], req["tool"], req["input"]) == ("2", "pay", {"id": "A"})
+    assert not s.of(eid, "tool_call") or all(c["tool"] != "pay" for c in s.of(eid, "tool_call"))
+    time.sleep(2.5)  # past the 1.5 s deadline: paused while the call is held
+    assert not s.of(eid, "result")
+    s.send({"type": "approval", "id": eid, "call": "2", "approved": True})
+    res = assert_ok(s.wait_result(eid))
+    assert res["result"] == "paid pay-A-1"
+    assert [c["tool"] for c in s.of(eid, "tool_call")] == ["list_invoices", "pay"]
+    assert t.counts == {"list_invoices": 1, "pay": 1, "audit": 0}
+
+
+def test_hold_refused_and_unanswered(approvals):
+    s, t = approvals
+    eid = s.execute(HOLD_JS, tools=held(60000), conversation="c-hold-no")
+    s.wait_for(lambda m: m["type"] == "approval_request" and m["id"] == eid, 60, "approval_request")
+    s.send({"type": "approval", "id": eid, "call": "2", "approved": False,
+            "message": "Not this month."})
+    assert assert_ok(s.wait_result(eid))["result"] == "not paid: Not this month."
+    # an answer to a call that is not held is refused
+    s.send({"type": "approval", "id": eid, "call": "2", "approved": True})
+    err = s.wait_error(eid)
+    assert err["inReplyTo"] == "approval" and err["error"]["code"] == "INVALID_REQUEST"
+    # nobody answers: refused after approvalWaitMs, the request withdrawn
+    eid = s.execute(HOLD_JS, tools=held(300), conversation="c-hold-late")
+    res = assert_ok(s.wait_result(eid))
+    assert res["result"].startswith("not paid: No approval for the call to pay came within")
+    assert s.of(eid, "cancel_call")[0]["call"] == "2"
+    assert t.counts == {"list_invoices": 2, "pay": 0, "audit": 0}
+    refusal = s.execute(HOLD_JS, tools=[dict(tool_decl("pay"), approval="later")],
+                        conversation="c-bad")
+    refused(s, refusal, "approval must be")
