@@ -4,7 +4,7 @@ import { jsonSchema, tool, type Tool } from "ai";
 import type { Codepod } from "./client.js";
 import { checkPolicy } from "./policy.js";
 import { CODE_INPUT_SCHEMA, codeDescription, outputForModel, type CodeInput, type CodeOutput } from "./model.js";
-import type { Policy, ToModelError, Tools } from "./types.js";
+import type { Outcome, Policy, ToModelError, Tools } from "./types.js";
 
 export { codeDescription, outputForModel, CODE_INPUT_SCHEMA };
 export type { CodeInput, CodeOutput };
@@ -36,6 +36,15 @@ export interface CodeModeToolOptions {
   onLog?: (log: CodeLog) => void;
   /** What a program sees of an error a tool threw (default: its message). */
   toModelError?: ToModelError;
+  /** Live output of each program. */
+  onLog?: (stream: "stdout" | "stderr", text: string) => void;
+  /**
+   * A program stopped at calls that need approval (tools with
+   * `needsApproval`): keep the outcome's `continuation` and the input, ask the
+   * person, then `codepod.resume({ conversation, js: input.js, tools,
+   * continuation, decisions })`. The model reads the pending calls.
+   */
+  onSuspended?: (outcome: Outcome, input: CodeInput) => void;
 }
 
 /**
@@ -50,8 +59,12 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
   const policy = opts.policy ?? opts.executionPolicy;
   checkPolicy(policy, "codeModeTool()");
   const declarations = await opts.codepod.declarations(opts.tools);
+  const approvals = Object.values(opts.tools).some((t) => {
+    const na = (t as { needsApproval?: unknown }).needsApproval;
+    return na !== undefined && na !== false;
+  });
   return tool({
-    description: codeDescription(declarations, policy),
+    description: codeDescription(declarations, policy, approvals),
     inputSchema: jsonSchema<CodeInput>(CODE_INPUT_SCHEMA as unknown as Parameters<typeof jsonSchema>[0]),
     execute: async (input: CodeInput, options: { abortSignal?: AbortSignal; toolCallId?: string }): Promise<CodeOutput> => {
       const id = randomUUID();
@@ -72,6 +85,7 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
         ...(log ? { onLog: log } : {}),
         ...(opts.toModelError ? { toModelError: opts.toModelError } : {}),
       });
+      if (outcome.status === "suspended") opts.onSuspended?.(outcome, input);
       return outputForModel(outcome);
     },
   });

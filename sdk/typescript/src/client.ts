@@ -12,7 +12,7 @@ import { prepareTools, toJsonText, type RunnableTool } from "./tools.js";
 import {
   CodepodConnectError, openWebSocket, spawnStdio, type Link, type LinkEvents, type SpawnOptions,
 } from "./transport.js";
-import type { Outcome, OutcomeError, Policy, ToModelError, ToolContext, ToolDeclaration, Tools } from "./types.js";
+import type { Decision, Outcome, OutcomeError, Policy, ToModelError, ToolContext, ToolDeclaration, Tools } from "./types.js";
 
 export interface ConnectOptions {
   /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -54,6 +54,8 @@ export interface RunOptions {
   id?: string;
   /** What the program sees of an error a tool threw (default: its message). */
   toModelError?: ToModelError;
+  /** Resume a suspended execution (the same conversation, js, tools and policy). */
+  resume?: { continuation: string; decisions: Decision[] };
 }
 
 /** What GET /v1/executions/{id} says of an execution that still runs. */
@@ -160,6 +162,7 @@ export class Codepod {
     if (opts.reason !== undefined) msg.reason = opts.reason;
     if (opts.policy) msg.policy = opts.policy;
     if (opts.onLog) msg.stream = true;
+    if (opts.resume) msg.resume = opts.resume;
     if (!this.link && !(await this.reconnect())) {
       return lost(id, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run");
     }
@@ -217,6 +220,16 @@ export class Codepod {
       ? lost(ex.id, "OUTCOME_UNKNOWN", `${why}; codepod could not be reached and a tool call was in flight, so what the program did is unknown`)
       : lost(ex.id, "CANCELLED", `${why}; codepod could not be reached, so it is stopped when the session is back`));
     if (!this.link && this.http) void this.reconnect();
+  }
+
+  /**
+   * Runs a suspended execution again with a person's decisions: the same
+   * `conversation`, `js`, `tools` and `policy` as the run that suspended,
+   * the outcome's `continuation`, and one decision per pending call.
+   */
+  resume(opts: RunOptions & { continuation: string; decisions: Decision[] }): Promise<Outcome> {
+    const { continuation, decisions, ...rest } = opts;
+    return this.run({ ...rest, resume: { continuation, decisions } });
   }
 
   /** Asks codepod to stop a running execution (its outcome then says CANCELLED). */
@@ -492,7 +505,8 @@ export class Codepod {
     const c: Call = { abort: new AbortController() };
     ex.calls.set(call, c);
     const name = String(m.tool);
-    void this.answer(ex, call, name, m.input, c.abort.signal).then((text) => {
+    const key = typeof m.idempotencyKey === "string" ? m.idempotencyKey : undefined;
+    void this.answer(ex, call, name, m.input, c.abort.signal, key).then((text) => {
       c.answer = text;
       if (!c.abort.signal.aborted) {
         ex.unconfirmed = true;
@@ -502,7 +516,8 @@ export class Codepod {
   }
 
   /** Runs one tool call; always resolves with the answer's message text. */
-  private async answer(ex: Exec, call: string, name: string, input: unknown, signal: AbortSignal): Promise<string> {
+  private async answer(ex: Exec, call: string, name: string, input: unknown, signal: AbortSignal,
+    idempotencyKey?: string): Promise<string> {
     const fail = (message: string) =>
       JSON.stringify({ type: "tool_error", id: ex.id, call, message: message.slice(0, MAX_TOOL_ERROR) });
     const tool = ex.tools.get(name);
@@ -514,6 +529,11 @@ export class Codepod {
         signal, abortSignal: signal, conversation: ex.conversation, executionId: ex.id, callId: call,
         toolCallId: call, messages: [], context: undefined, experimental_context: undefined,
       };
+      // A call approved on resume carries its key; any other may need a person first.
+      if (idempotencyKey !== undefined) ctx.idempotencyKey = idempotencyKey;
+      else if (tool.needsApproval && await tool.needsApproval(input, ctx)) {
+        return JSON.stringify({ type: "suspend", id: ex.id, call });
+      }
       const out = await tool.execute(input, ctx);
       const json = toJsonText(out);
       if (!json.ok) return fail(`Tool ${name} returned a value that is not JSON: ${json.why}`);

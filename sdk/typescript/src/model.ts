@@ -19,6 +19,12 @@ export interface CodeInput {
   js: string;
 }
 
+const APPROVAL_MARK = "Some tools need a person's approval.";
+const APPROVAL_RULE = `- ${APPROVAL_MARK} A program that calls one may stop there; once a person ` +
+  "answered, it is run again from the start, its earlier calls answered as the first time. So before such a call, " +
+  "make the same calls in the same order on every run (no branching on the time or on randomness), and make " +
+  "workspace writes before it idempotent: they happen again.";
+
 const DEFAULTS = { timeoutMs: 30_000, maxResultBytes: 32_768, maxBridgeRequests: 256 };
 
 function bytes(n: number): string {
@@ -26,7 +32,7 @@ function bytes(n: number): string {
 }
 
 /** The rules a model must know to write a program, with the policy's limits, then the declarations. */
-export function codeDescription(declarations: string, policy: Policy = {}): string {
+export function codeDescription(declarations: string, policy: Policy = {}, approvals = false): string {
   const timeout = policy.timeoutMs ?? DEFAULTS.timeoutMs;
   const budget = policy.maxResultBytes ?? DEFAULTS.maxResultBytes;
   const calls = policy.maxBridgeRequests ?? DEFAULTS.maxBridgeRequests;
@@ -42,6 +48,8 @@ export function codeDescription(declarations: string, policy: Policy = {}): stri
     `- \`return\` a small JSON value; it comes back as \`result\` (a Map or Set becomes {}). Output of console.* and process.stdout/stderr comes back as \`logs\` (the last ${bytes(budget)}).`,
     `- Limits: ${timeout / 1000} s per program, waiting on tools included; ${calls} tool calls; a result over ${bytes(budget)} fails the program, so return a summary or save the full output to a workspace file.`,
     "- `reason` is a short label shown to the user.",
+    // codepod's declarations say it above `tools` for a tool that always needs approval.
+    ...(approvals && !declarations.includes(APPROVAL_MARK) ? [APPROVAL_RULE] : []),
     "",
     declarations.trimEnd(),
   ].join("\n");
@@ -50,6 +58,7 @@ export function codeDescription(declarations: string, policy: Policy = {}): stri
 /** The outcome as the model should read it: result and logs, or the code, the safe message and the program's own error. */
 export type CodeOutput =
   | { status: "succeeded"; result?: unknown; logs: string; logsTruncated?: true }
+  | { status: "suspended"; message: string; pending: { call: string; tool: string; input: unknown }[]; logs: string }
   | {
     status: "failed";
     error: { code: string; message: string; programError?: { name: string; message: string; stack: string } };
@@ -59,6 +68,14 @@ export type CodeOutput =
 
 export function outputForModel(o: Outcome): CodeOutput {
   const trunc = o.logsTruncated ? { logsTruncated: true as const } : {};
+  if (o.status === "suspended") {
+    const pending = o.pending ?? [];
+    return {
+      status: "suspended", pending, logs: o.logs,
+      message: `The program stopped at ${pending.length === 1 ? "a call" : `${pending.length} calls`} that ` +
+        "need a person's approval; once they answer, it is run again from the start.",
+    };
+  }
   if (o.status === "succeeded") {
     const out: CodeOutput = { status: "succeeded", logs: o.logs, ...trunc };
     if ("result" in o) out.result = o.result;

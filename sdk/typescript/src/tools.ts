@@ -3,7 +3,7 @@
 // AI SDK tool() object.
 import { Ajv2020 } from "ajv/dist/2020.js";
 import type { ValidateFunction } from "ajv";
-import type { JsonSchema, ToolContext, ToolDeclaration, Tools } from "./types.js";
+import type { JsonSchema, NeedsApproval, ToolContext, ToolDeclaration, Tools } from "./types.js";
 
 export type Check = { ok: true } | { ok: false; message: string };
 
@@ -11,6 +11,8 @@ export interface RunnableTool {
   decl: ToolDeclaration;
   check(input: unknown): Promise<Check>;
   execute(input: unknown, ctx: ToolContext): Promise<unknown>;
+  /** A function of the input: asked before each call not yet approved. */
+  needsApproval?: (input: unknown, ctx: ToolContext) => Promise<boolean>;
 }
 
 const AI_SCHEMA = Symbol.for("vercel.ai.schema");
@@ -101,11 +103,16 @@ export async function prepareTools(tools: Tools | undefined): Promise<Map<string
     if (description !== undefined) decl.description = description;
     if (outputSchema !== undefined) decl.outputSchema = outputSchema;
     if (enabled === false) decl.enabled = false;
-    out.set(name, {
+    // true: codepod holds every call itself; a function decides per call.
+    const na = (t as { needsApproval?: NeedsApproval }).needsApproval;
+    if (na === true) decl.approval = "required";
+    const rt: RunnableTool = {
       decl,
       check: async (input) => check(input),
       execute: (input, ctx) => lastValue((exec as (i: unknown, c: ToolContext) => unknown).call(t, input, ctx)),
-    });
+    };
+    if (typeof na === "function") rt.needsApproval = async (input, ctx) => Boolean(await na.call(t, input, ctx));
+    out.set(name, rt);
   }
   return out;
 }

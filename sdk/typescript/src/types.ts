@@ -34,6 +34,7 @@ export type ErrorCode =
   | "OUTCOME_UNKNOWN"
   | "INTERNAL"
   | "CPU_LIMIT"
+  | "REPLAY_DIVERGED"
   | "TOO_MANY_EXECUTIONS"
   | "TOO_MANY_SESSIONS"
   | "SHUTTING_DOWN"
@@ -57,7 +58,7 @@ export interface OutcomeError {
 export interface CallRecord {
   id: string;
   tool: string;
-  status: "ok" | "error" | "denied" | "cancelled";
+  status: "ok" | "error" | "denied" | "cancelled" | "pending";
   ms: number;
 }
 
@@ -87,7 +88,12 @@ export interface Usage {
 /** What an execution ended with (docs/contract.md §4). */
 export interface Outcome {
   executionId: string;
-  status: "succeeded" | "failed";
+  /** suspended: calls wait for a person's approval; resume with `continuation`. */
+  status: "succeeded" | "failed" | "suspended";
+  /** suspended only: the calls that wait for approval. */
+  pending?: PendingCall[];
+  /** suspended only: opaque, signed by codepod; give it to `Codepod.resume`. */
+  continuation?: string;
   /** The program's return value; absent when it returned nothing or failed. */
   result?: unknown;
   logs: string;
@@ -98,6 +104,24 @@ export interface Outcome {
    * the connection was lost and the outcome could not be recovered. */
   usage?: Usage;
 }
+
+/** A call a person must approve (the suspended outcome's `pending`). */
+export interface PendingCall {
+  call: string;
+  tool: string;
+  input: unknown;
+}
+
+/** A person's answer to a pending call. */
+export interface Decision {
+  call: string;
+  approved: boolean;
+  /** Refused: the message of the Error the program's await throws. */
+  message?: string;
+}
+
+/** A tool's `needsApproval`: always, never, or decided from its input (as in the AI SDK). */
+export type NeedsApproval<I = any> = boolean | ((input: I, ctx: ToolContext) => boolean | PromiseLike<boolean>);
 
 /** A JSON Schema, as a plain object. */
 export type JsonSchema = { [key: string]: unknown } | boolean;
@@ -110,6 +134,9 @@ export interface ToolContext {
   conversation: string;
   executionId: string;
   callId: string;
+  /** Only on a call a person approved, run by a resumed execution: do the
+   * work once per key (another replica may resume the same continuation). */
+  idempotencyKey?: string;
   /** The same values under the names the Vercel AI SDK's tools read. */
   abortSignal: AbortSignal;
   toolCallId: string;
@@ -125,6 +152,8 @@ export interface PlainTool<I = any, O = unknown> {
   outputSchema?: JsonSchema;
   /** false: left out of the declarations, and calling it throws `Tool is disabled: NAME`. */
   enabled?: boolean;
+  /** A call waits for a person's approval: the execution ends suspended. */
+  needsApproval?: NeedsApproval<I>;
   execute(input: I, ctx: ToolContext): O | PromiseLike<O> | AsyncIterable<O>;
 }
 
@@ -161,4 +190,6 @@ export interface ToolDeclaration {
   inputSchema: JsonSchema;
   outputSchema?: JsonSchema;
   enabled?: boolean;
+  /** required: every call waits for a person's approval. */
+  approval?: "required" | "none";
 }
