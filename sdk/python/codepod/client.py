@@ -152,7 +152,8 @@ class Codepod:
     async def run(self, *, conversation: str, js: str, tools: Mapping[str, Tool] | None = None,
                   policy: Mapping[str, Any] | None = None, reason: str | None = None,
                   on_log: OnLog | None = None, stop: asyncio.Event | None = None,
-                  id: str | None = None, to_model_error: ToModelError | None = None) -> dict:
+                  id: str | None = None, to_model_error: ToModelError | None = None,
+                  resume: Mapping[str, Any] | None = None) -> dict:
         """Runs one program and returns its outcome (docs/contract.md §4) as a dict.
 
         ``to_model_error(error, info)`` turns an exception a tool raised into
@@ -180,6 +181,8 @@ class Codepod:
             msg["policy"] = dict(policy)
         if on_log:
             msg["stream"] = True
+        if resume is not None:
+            msg["resume"] = dict(resume)
         if self._link is None and not await self._reconnect():
             return _lost(eid, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run")
         ex = _Exec(eid, conversation, runnable, on_log, asyncio.get_running_loop().create_future(),
@@ -207,6 +210,18 @@ class Codepod:
                 watcher.cancel()
             if deadline:
                 deadline.cancel()
+
+    async def resume(self, continuation: str, decisions: Sequence[Mapping[str, Any]], *,
+                     conversation: str, js: str, tools: Mapping[str, Tool] | None = None,
+                     policy: Mapping[str, Any] | None = None, **kw) -> dict:
+        """Runs a suspended execution again with a person's decisions
+        (``[{"call": "2", "approved": True}, {"call": "3", "approved": False,
+        "message": "..."}]``, one per pending call): the same conversation,
+        js, tools and policy as the run that suspended. Returns its outcome,
+        which may be suspended again."""
+        return await self.run(conversation=conversation, js=js, tools=tools, policy=policy,
+                              resume={"continuation": continuation,
+                                      "decisions": [dict(d) for d in decisions]}, **kw)
 
     def stop(self, execution_id: str) -> None:
         """Asks codepod to stop a running execution (its outcome says CANCELLED)."""
@@ -513,6 +528,9 @@ class Codepod:
         c = _Call()
         ex.calls[call] = c
         c.ctx = ToolContext(conversation=ex.conversation, execution_id=ex.id, call_id=call)
+        key = m.get("idempotencyKey")
+        if isinstance(key, str):
+            c.ctx.idempotency_key = key
         c.task = self._spawn_task(self._answer(ex, c, call, str(m.get("tool")), m.get("input")))
 
     async def _answer(self, ex: _Exec, c: _Call, call: str, name: str, value: Any) -> None:
@@ -527,6 +545,9 @@ class Codepod:
             why = tool.check(value)
             if why is not None:
                 text = fail(f"Invalid input for tool {name}: {why}")
+            elif c.ctx.idempotency_key is None and await self._held(tool, value):
+                # A person decides: codepod suspends the execution at this call.
+                text = json.dumps({"type": "suspend", "id": ex.id, "call": call})
             else:
                 try:
                     out = await tool.call(value, c.ctx)
@@ -545,6 +566,13 @@ class Codepod:
         if not (c.ctx and c.ctx.cancelled.is_set()):
             ex.unconfirmed = True
             self._send_text(text)
+
+    @staticmethod
+    async def _held(tool, value: Any) -> bool:
+        try:
+            return await tool.needs_approval(value)
+        except Exception:  # noqa: BLE001 - a failing check must not run the tool unasked
+            return True
 
     async def _cli_declarations(self, decls: list) -> str:
         """`codepod declarations FILE`, for a stdio server older than the declarations message."""

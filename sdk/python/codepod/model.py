@@ -38,7 +38,15 @@ def _seconds(ms: int) -> str:
     return str(int(s)) if s == int(s) else str(s)
 
 
-def code_description(declarations: str, policy: Mapping[str, Any] | None = None) -> str:
+APPROVAL_MARK = "Some tools need a person's approval."
+APPROVAL_RULE = (f"- {APPROVAL_MARK} A program that calls one may stop there; once a person answered, it "
+                 "is run again from the start, its earlier calls answered as the first time. So before such a "
+                 "call, make the same calls in the same order on every run (no branching on the time or on "
+                 "randomness), and make workspace writes before it idempotent: they happen again.")
+
+
+def code_description(declarations: str, policy: Mapping[str, Any] | None = None,
+                     approvals: bool = False) -> str:
     policy = policy or {}
     timeout = policy.get("timeoutMs", DEFAULTS["timeoutMs"])
     budget = policy.get("maxResultBytes", DEFAULTS["maxResultBytes"])
@@ -63,6 +71,8 @@ def code_description(declarations: str, policy: Mapping[str, Any] | None = None)
         f"- Limits: {_seconds(timeout)} s per program, waiting on tools included; {calls} tool calls; a result "
         f"over {_bytes(budget)} fails the program, so return a summary or save the full output to a workspace file.",
         "- `reason` is a short label shown to the user.",
+        # codepod's declarations say it above `tools` for a tool that always needs approval.
+        *([APPROVAL_RULE] if approvals and APPROVAL_MARK not in declarations else []),
         "",
         declarations.rstrip(),
     ])
@@ -71,6 +81,13 @@ def code_description(declarations: str, policy: Mapping[str, Any] | None = None)
 def output_for_model(outcome: Mapping[str, Any]) -> dict:
     """Result and logs, or the code, the safe message and the program's own error."""
     trunc = {"logsTruncated": True} if outcome.get("logsTruncated") else {}
+    if outcome.get("status") == "suspended":
+        pending = outcome.get("pending") or []
+        return {"status": "suspended", "pending": pending, "logs": outcome.get("logs", ""),
+                "message": ("The program stopped at a call that needs a person's approval; once they "
+                            "answer, it is run again from the start.") if len(pending) == 1 else
+                           (f"The program stopped at {len(pending)} calls that need a person's approval; "
+                            "once they answer, it is run again from the start.")}
     if outcome.get("status") == "succeeded":
         out: dict[str, Any] = {"status": "succeeded"}
         if "result" in outcome:
@@ -117,7 +134,8 @@ class CodeTool:
         self.policy = policy
         self.on_log = on_log
         self.name = name
-        self.description = code_description(declarations, policy)
+        self.description = code_description(
+            declarations, policy, any(t.needs_approval is not False for t in tools.values()))
         self.definition = {
             "type": "function",
             "function": {"name": name, "description": self.description, "parameters": CODE_INPUT_SCHEMA},

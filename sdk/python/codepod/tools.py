@@ -24,6 +24,9 @@ class ToolContext:
     execution_id: str
     call_id: str
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Only on a call a person approved, run by a resumed execution: do the
+    #: work once per key (another replica may resume the same continuation).
+    idempotency_key: str | None = None
 
 
 @dataclass
@@ -32,12 +35,18 @@ class Tool:
 
     ``fn(input)`` or ``fn(input, ctx)``, plain or async, returns JSON data
     (dict, list, str, int, float, bool, None). Raising an exception makes the
-    program's call throw an Error with the exception's message."""
+    program's call throw an Error with the exception's message.
+
+    ``needs_approval``: True, every call waits for a person (codepod holds
+    it); a function of the input (plain or async), asked before each call
+    not yet approved. Such a call ends the execution ``suspended``; finish
+    it with ``Codepod.resume``."""
     fn: Callable[..., Any]
     input_schema: Mapping[str, Any] | bool = field(default_factory=lambda: {"type": "object"})
     description: str | None = None
     output_schema: Mapping[str, Any] | None = None
     enabled: bool = True
+    needs_approval: bool | Callable[[Any], Any] = False
 
     def declaration(self, name: str) -> dict:
         d: dict[str, Any] = {"name": name, "inputSchema": self.input_schema}
@@ -47,6 +56,8 @@ class Tool:
             d["outputSchema"] = self.output_schema
         if not self.enabled:
             d["enabled"] = False
+        if self.needs_approval is True:
+            d["approval"] = "required"
         return d
 
 
@@ -74,6 +85,16 @@ class Runnable:
             return None
         where = "input" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         return f"{where}: {err.message}"[:500]
+
+    async def needs_approval(self, value: Any) -> bool:
+        """Whether this call must wait for a person (the function's verdict)."""
+        fn = self.tool.needs_approval
+        if not callable(fn):
+            return False
+        r = fn(value)
+        if inspect.isawaitable(r):
+            r = await r
+        return bool(r)
 
     async def call(self, value: Any, ctx: ToolContext) -> Any:
         r = self.tool.fn(value, ctx) if self._wants_ctx else self.tool.fn(value)
