@@ -370,10 +370,15 @@ static int approvals(uv_loop_t *loop, const struct opts *o, struct codepod_confi
 	snprintf(path, sizeof path, "%s/resumed-continuations", state);
 	mkdir(state, 0700); /* the local backend makes it too; the Kubernetes one does not */
 	if (codepod_spent_open(loop, path, (uint64_t)time(NULL), &cfg->spent, &err)) {
-		fprintf(stderr, "codepod: %s\n", err.msg);
-		codepod_keyring_free(cfg->continuation_keys);
-		cfg->continuation_keys = NULL;
-		return -1;
+		/* Approvals are not worth refusing to serve for: this process still
+		 * refuses a continuation twice, a restart forgets. */
+		cp_log(CP_LOG_WARN, "continuation.record", "message", json_string(err.msg), NULL);
+		if (codepod_spent_open(loop, NULL, 0, &cfg->spent, &err)) {
+			fprintf(stderr, "codepod: %s\n", err.msg);
+			codepod_keyring_free(cfg->continuation_keys);
+			cfg->continuation_keys = NULL;
+			return -1;
+		}
 	}
 	cfg->continuation_ttl_s = o->continuation_ttl_s;
 	return 0;

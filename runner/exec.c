@@ -422,6 +422,14 @@ static void on_return(struct codepod_exec *e, const char *payload, size_t len)
 		codepod_approval_suspend(e);
 		return;
 	}
+	if (e->replay && json_array_size(e->replay) > e->ncalls) {
+		codepod_exec_finish(e, CP_E_REPLAY_DIVERGED,
+		                    "On resume the program returned before its tool call %zu, which the "
+		                    "suspended run made; a program is run again from the start after an "
+		                    "approval and must make the same calls before a gated call.",
+		                    e->ncalls + 1);
+		return;
+	}
 	e->result_bytes = len;
 	if (len > e->pol.max_result_bytes) {
 		codepod_exec_finish(e, CP_E_RESULT_TOO_LARGE,

@@ -270,6 +270,19 @@ def test_divergence_runs_nothing_new(approvals):
     assert "tool call 2 " in err["message"] and "audit" in err["message"]
     assert not s.of(eid, "tool_call")
     assert t.counts == {"list_invoices": 1, "pay": 0, "audit": 1}
+    # returning before the calls the log holds diverges too: the approved call
+    # would otherwise be dropped without a word
+    early = """
+    const fs = require('node:fs');
+    if (fs.existsSync('early-once')) return 'early';
+    fs.writeFileSync('early-once', '1');
+    await tools.pay({ id: 'B' });
+    """
+    first = suspend(s, early, "c-early")
+    eid = resume(s, early, "c-early", first["continuation"], [{"call": "1", "approved": True}])
+    err = assert_failed(s.wait_result(eid), "REPLAY_DIVERGED")
+    assert "before its tool call 1" in err["message"]
+    assert t.counts == {"list_invoices": 1, "pay": 0, "audit": 1}
 
 
 def test_resume_that_times_out_runs_each_tool_once(approvals):
