@@ -130,6 +130,8 @@ static void on_broker_answer(struct exec_req *r, const char *eid, const char *ca
 		                  "output", out));
 	else if (rc == 1)
 		tool_error(r, eid, call, msg);
+	else if (rc == 3) /* a person decides: the execution suspends at this call */
+		feed(r, json_pack("{s:s,s:s,s:s}", "type", "suspend", "id", eid, "call", call));
 	else
 		unreachable(r, eid, call, reason, reason && !strcmp(reason, "http_status") ? status : 0,
 		            msg);

@@ -28,6 +28,9 @@ int broker_webhook_answer(long status, const char *body, size_t len, json_t **ou
 	} else if (json_is_object(v) && e) {
 		snprintf(msg, cap, "%s", e);
 		rc = 1;
+	} else if (json_is_object(v) && json_is_true(json_object_get(v, "suspend"))) {
+		snprintf(msg, cap, "the call waits for a person's approval");
+		rc = 3;
 	} else {
 		snprintf(msg, cap, "the tool broker answered with something other than "
 		                   "{\"output\": ...} or {\"error\": \"...\"}");

@@ -17,8 +17,9 @@
 
 #include <jansson.h>
 
-/* The broker's reply: 2xx with {"output": ...} (0) or {"error": "..."} (1:
- * the tool's own error, msg is its message). Anything else is the broker
+/* The broker's reply: 2xx with {"output": ...} (0), {"error": "..."} (1:
+ * the tool's own error, msg is its message) or {"suspend": true} (3: the
+ * call waits for a person's approval; no output). Anything else is the broker
  * failing, not the tool (2): *reason is "http_status" (not 2xx) or
  * "malformed" (not one of the two forms), a static string, and msg says what
  * for the operator's log (never for the model: the program is told only that

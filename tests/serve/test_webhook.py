@@ -302,3 +302,26 @@ def test_approval_suspends_and_resumes_over_http(serve, broker):
     assert status == 400 and err["error"]["code"] == "INVALID_REQUEST", err
     assert "already resumed" in err["error"]["message"]
     assert len(b.calls) == 2
+
+
+def test_webhook_answers_suspend(serve, broker):
+    """A webhook decides per call: {"suspend": true} makes the call pending;
+    on resume the same call comes again with its idempotencyKey."""
+    s = serve()
+
+    def decide(call, headers):
+        if call["tool"] == "pay" and "idempotencyKey" not in call:
+            return 200, b'{"suspend": true}'
+        return echo(call, headers)
+    b = broker(decide)
+    js = "const a = await tools.echo({ n: 1 }); const p = await tools.pay({ n: 2 }); return [a.got.n, p.got.n];"
+    req = execute("ws1", js, b.url, tools=("echo", "pay"))
+    status, out = post(s, req)
+    assert status == 200 and out["status"] == "suspended", out
+    assert out["pending"] == [{"call": "2", "tool": "pay", "input": {"n": 2}}]
+    again = dict(req, id="ws2", resume={"continuation": out["continuation"],
+                                        "decisions": [{"call": "2", "approved": True}]})
+    status, res = post(s, again)
+    assert status == 200 and res["result"] == [1, 2], res
+    assert [(c["tool"], "idempotencyKey" in c) for c, _ in b.calls] == \
+        [("echo", False), ("pay", False), ("pay", True)]
