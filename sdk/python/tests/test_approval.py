@@ -78,3 +78,15 @@ def test_refused_call_throws_and_true_is_held_by_codepod(fx):
         assert n == {"list": 0, "pay": 0}
         assert "run again from\n * the start" in decls
     arun(go())
+
+
+def test_the_approval_example():
+    import subprocess
+    import sys
+    from pathlib import Path
+    from conftest import BIN
+    example = Path(__file__).resolve().parents[1] / "examples" / "approval_agent.py"
+    r = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "CODEPOD_BIN": BIN})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["Paid INV-7 (Acme), reference PAY-1.", "payments made: 1"]
