@@ -81,3 +81,29 @@ for (const transport of TRANSPORTS) {
     });
   });
 }
+
+describe("the approval example (examples/approval-agent.ts)", () => {
+  test("the program waits for the person, then pays once", async () => {
+    const { execFile } = await import("node:child_process");
+    const { mkdtempSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join, dirname } = await import("node:path");
+    const { fileURLToPath } = await import("node:url");
+    const here = dirname(fileURLToPath(import.meta.url));
+    const state = mkdtempSync(join(tmpdir(), "codepod-sdk-approval-"));
+    try {
+      const out = await new Promise<string>((resolve, reject) => {
+        execFile(process.execPath, [join(here, "..", "examples", "approval-agent.ts")],
+          { env: { ...process.env, CODEPOD_STATE_DIR: state }, timeout: 60_000 },
+          (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)));
+      });
+      assert.deepEqual(out.trim().split("\n"), [
+        "Waiting for your approval of payInvoice.",
+        'succeeded: {"invoice":"INV-7","ref":"PAY-1 for INV-7"}',
+        "payments made: 1",
+      ]);
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+});
