@@ -174,7 +174,12 @@ def resume_lines(f):
             "    median of %d runs each: fresh %.0f ms, resume %.0f ms, ratio %.2fx (goal <= %.1fx: %s);"
             % (f["runs"], f["fresh_median_ms"], f["resume_median_ms"], f["ratio_resume_vs_fresh"],
                f["goal_ratio"], verdict(f["ratio_resume_vs_fresh"] <= f["goal_ratio"])),
-            "    continuation %d bytes" % f["continuation_bytes"]]
+            "    continuation %d bytes; codepod RSS %d KiB -> %d KiB over %d suspended executions"
+            % (f["continuation_bytes"], f["rss_before_kib"], f["rss_after_kib"], f["suspended_n"]),
+            "    (%.2f KiB each; as many executions that did not suspend: %.2f KiB each;"
+            % (f["kib_per_suspended"], f["kib_per_plain"]),
+            "    goal: a suspended one holds < 1 KiB more than any other: %s)"
+            % verdict(f["kib_per_suspended"] - f["kib_per_plain"] < 1)]
 
 
 def kube_lines(f):

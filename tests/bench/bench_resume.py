@@ -7,7 +7,9 @@ Both are timed from the `execute` written to its `result` read, over
 `codepod serve --stdio` (local backend), alternating, median of RUNS each.
 The resume answers the N calls from the continuation's log and sends one
 call (the approved one) to the client; the fresh run sends all N + 1.
-Prints one JSON line; figures only, nothing asserted (exit 1 when an
+Then the RSS of codepod before and after many suspended executions (a
+suspended one leaves nothing but the continuation it handed out). Prints
+one JSON line; figures only, nothing asserted (exit 1 when an
 execution failed).
 
 usage: bench_resume.py [--quick] [--calls N]
@@ -69,12 +71,36 @@ def main():
             if res["status"] != "succeeded" or len(s.of(eid, "tool_call")) != 1:
                 failed.append("resume: " + json.dumps(res.get("error"))[:200])
             size = len(sus["continuation"])
+        # What a suspended execution leaves in codepod: its RSS over many
+        # suspensions (nothing is kept for one; the figure bounds it).
+        def rss_kib():
+            with open(f"/proc/{s.proc.pid}/status") as f:
+                return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+        many = 100 if quick else 400
+        small = "await tools.pay({ n: 1 });"
+        # first as many again, unmeasured: the allocator's heap grows to its
+        # working size over the first few hundred, then stays
+        for i in range(many):
+            s.run(small, tools=gated_tools, conversation="bench-mem", timeout=120)
+        before = rss_kib()
+        for i in range(many):
+            if s.run(small, tools=gated_tools, conversation="bench-mem", timeout=120)["status"] != "suspended":
+                failed.append("suspend (memory)")
+        after = rss_kib()
+        # the same number of executions that end without suspending: what any
+        # execution leaves (its id, kept so it is not reused; the allocator)
+        for i in range(many):
+            s.run("return 1;", tools=gated_tools, conversation="bench-mem", timeout=120)
+        plain_after = rss_kib()
     finally:
         s.close()
     fm, rm = statistics.median(fresh), statistics.median(resumed or [0])
     out = {"calls": n, "runs": runs, "fresh_median_ms": round(fm, 1),
            "resume_median_ms": round(rm, 1), "ratio_resume_vs_fresh": round(rm / fm, 3),
            "goal_ratio": GOAL_RATIO, "continuation_bytes": size if resumed else 0,
+           "suspended_n": many, "rss_before_kib": before, "rss_after_kib": after,
+           "kib_per_suspended": round((after - before) / many, 2),
+           "kib_per_plain": round((plain_after - after) / many, 2),
            "failed": failed}
     print(json.dumps(out))
     return 1 if failed else 0
