@@ -143,6 +143,24 @@ static void send_answer(struct codepod_exec *e, size_t idx, const char *kind,
 	json_decref(value);
 }
 
+/* The call is refused with @msg (at most 4096 bytes of it, never cut
+ * inside a character: a cut one is not a JSON string). */
+static void deny_text(struct codepod_exec *e, size_t idx, const char *msg)
+{
+	size_t n = strnlen(msg, 4096);
+	json_t *text = json_stringn(msg, n);
+	for (int k = 0; !text && k < 3 && n > 0; k++)
+		text = json_stringn(msg, --n);
+	struct codepod_call *c = &e->calls[idx];
+	call_set_state(e, idx, CODEPOD_CALL_DENIED);
+	c->t_end_ms = codepod_exec_now_ms();
+	json_decref(c->input);
+	c->input = NULL;
+	free(c->message);
+	c->message = text ? strdup(json_string_value(text)) : NULL;
+	send_answer(e, idx, "err", 'm', text ? text : json_string("The call was refused."));
+}
+
 static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
@@ -152,14 +170,7 @@ static void deny(struct codepod_exec *e, size_t idx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	struct codepod_call *c = &e->calls[idx];
-	call_set_state(e, idx, CODEPOD_CALL_DENIED);
-	c->t_end_ms = codepod_exec_now_ms();
-	json_decref(c->input);
-	c->input = NULL;
-	free(c->message);
-	c->message = strdup(msg);
-	send_answer(e, idx, "err", 'm', json_string(msg));
+	deny_text(e, idx, msg);
 }
 
 static int queue_push(struct codepod_exec *e, size_t idx)
@@ -440,7 +451,7 @@ int codepod_tool_approval(struct codepod_exec *e, const char *call_id, int appro
 			return 0;
 		}
 	} else if (message) {
-		deny(e, idx, "%.4096s", message);
+		deny_text(e, idx, message);
 	} else {
 		deny(e, idx, "The call to %s was not approved.", c->tool);
 	}

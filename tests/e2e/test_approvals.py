@@ -154,6 +154,11 @@ def test_deny(approvals):
     assert not s.of(eid, "tool_call")
     assert res["calls"][1]["status"] == "denied"
     assert t.counts == {"list_invoices": 1, "pay": 0, "audit": 0}
+    long = "ü" * 2048  # the longest refusal: 4096 bytes
+    first = suspend(s, js, "c-deny-long")
+    eid = resume(s, js, "c-deny-long", first["continuation"],
+                 [{"call": "2", "approved": False, "message": long}])
+    assert assert_ok(s.wait_result(eid))["result"] == "not paid: " + long
     # without a message the Error still says what happened
     first = suspend(s, js, "c-deny2")
     eid = resume(s, js, "c-deny2", first["continuation"], [{"call": "2", "approved": False}])
@@ -440,6 +445,12 @@ def test_hold_refused_and_unanswered(approvals):
     s.send({"type": "approval", "id": eid, "call": "2", "approved": False,
             "message": "Not this month."})
     assert assert_ok(s.wait_result(eid))["result"] == "not paid: Not this month."
+    # a long refusal in any script reaches the program whole
+    long = "é" * 2000  # 4000 bytes of UTF-8
+    eid2 = s.execute(HOLD_JS, tools=held(60000), conversation="c-hold-long")
+    s.wait_for(lambda m: m["type"] == "approval_request" and m["id"] == eid2, 60, "approval_request")
+    s.send({"type": "approval", "id": eid2, "call": "2", "approved": False, "message": long})
+    assert assert_ok(s.wait_result(eid2))["result"] == "not paid: " + long
     # an answer to a call that is not held is refused
     s.send({"type": "approval", "id": eid, "call": "2", "approved": True})
     err = s.wait_error(eid)
@@ -449,7 +460,7 @@ def test_hold_refused_and_unanswered(approvals):
     res = assert_ok(s.wait_result(eid))
     assert res["result"].startswith("not paid: No approval for the call to pay came within")
     assert s.of(eid, "cancel_call")[0]["call"] == "2"
-    assert t.counts == {"list_invoices": 2, "pay": 0, "audit": 0}
+    assert t.counts == {"list_invoices": 3, "pay": 0, "audit": 0}
     refusal = s.execute(HOLD_JS, tools=[dict(tool_decl("pay"), approval="later")],
                         conversation="c-bad")
     refused(s, refusal, "approval must be")
