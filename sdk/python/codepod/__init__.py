@@ -8,11 +8,12 @@
     await cp.close()
 """
 
+from .approvals import ApprovalMemory
 from .client import Codepod
 from .model import CODE_INPUT_SCHEMA, CodeTool, code_description, output_for_model
 from .tools import Tool, ToolContext
 from .transport import ConnectError
 
-__all__ = ["Codepod", "Tool", "ToolContext", "CodeTool", "ConnectError", "CODE_INPUT_SCHEMA",
+__all__ = ["ApprovalMemory", "Codepod", "Tool", "ToolContext", "CodeTool", "ConnectError", "CODE_INPUT_SCHEMA",
            "code_description", "output_for_model"]
 __version__ = "0.1.0"

@@ -90,3 +90,31 @@ def test_the_approval_example():
                        env={**os.environ, "CODEPOD_BIN": BIN})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines() == ["Paid INV-7 (Acme), reference PAY-1.", "payments made: 1"]
+
+
+def test_approval_memory_decides_an_allowed_call(fx):
+    from codepod import ApprovalMemory
+    n, _, tools = counted(True)
+    conv = f"sdk-py-memory-{os.getpid()}-{fx.transport}"
+    js = "return (await tools.pay({ id: 'A', amount: 5 })).ref;"
+    memory = ApprovalMemory()
+
+    async def go():
+        cp = await fx.open()
+        try:
+            first = await cp.run(conversation=conv, js=js, tools=tools)
+            assert len(memory.decide(first)[1]) == 1
+            memory.allow(first, "1")
+            await cp.resume(first["continuation"], [{"call": "1", "approved": True}],
+                            conversation=conv, js=js, tools=tools)
+            again = await cp.run(conversation=conv, js=js, tools=tools)
+            decisions, ask = memory.decide(again)
+            assert (decisions, ask) == ([{"call": "1", "approved": True}], [])
+            done = await cp.resume(again["continuation"], decisions, conversation=conv, js=js, tools=tools)
+            other = await cp.run(conversation=conv, js=js.replace("'A'", "'B'"), tools=tools)
+        finally:
+            await fx.aclose()
+        assert done["result"] == "paid-A"
+        assert n == {"list": 0, "pay": 2}
+        assert len(memory.decide(other)[1]) == 1  # another program, another input: ask
+    arun(go())

@@ -6,4 +6,5 @@ export type { Logger, SpawnOptions } from "./transport.js";
 export { codeDescription, outputForModel, CODE_INPUT_SCHEMA } from "./model.js";
 export { POLICY_KEYS } from "./policy.js";
 export type { CodeInput, CodeOutput } from "./model.js";
+export { ApprovalMemory } from "./approvals.js";
 export type * from "./types.js";

@@ -107,3 +107,34 @@ describe("the approval example (examples/approval-agent.ts)", () => {
     }
   });
 });
+
+describe("approvals remembered by digest (ApprovalMemory)", () => {
+  test("an allowed call is decided without asking; another input is asked about", async () => {
+    const { ApprovalMemory } = await import("@codepod/client");
+    const fx = await open("stdio");
+    try {
+      const { n, tools } = counted();
+      const always = { ...tools, pay: { ...tools.pay, needsApproval: true } };
+      const conversation = `sdk-ts-memory-${process.pid}`;
+      const js = "return (await tools.pay({ id: 'A', amount: 5 })).ref;";
+      const memory = new ApprovalMemory();
+      const first = await fx.codepod.run({ conversation, js, tools: always });
+      assert.equal(memory.decide(first).ask.length, 1);
+      memory.allow(first, "1");
+      await fx.codepod.resume({ conversation, js, tools: always, continuation: first.continuation!,
+        decisions: [{ call: "1", approved: true }] });
+      const again = await fx.codepod.run({ conversation, js, tools: always });
+      assert.equal(again.status, "suspended");
+      const d = memory.decide(again);
+      assert.deepEqual(d, { decisions: [{ call: "1", approved: true }], ask: [] });
+      const done = await fx.codepod.resume({ conversation, js, tools: always,
+        continuation: again.continuation!, decisions: d.decisions });
+      assert.equal(done.result, "paid-A");
+      assert.deepEqual(n, { list: 0, pay: 2 });
+      const other = await fx.codepod.run({ conversation, js: js.replace("'A'", "'B'"), tools: always });
+      assert.equal(memory.decide(other).ask.length, 1); // another program, another input: ask
+    } finally {
+      await fx.close();
+    }
+  });
+});
