@@ -9,6 +9,12 @@
  * that call is written again: make such writes idempotent (the same content,
  * at the same path).
  */
+/**
+ * The tools a program calls as `await tools.name(input)`. Programs of one
+ * conversation may run at the same time, and then share its workspace
+ * (the working directory): give files each program writes names of their
+ * own.
+ */
 declare const tools: {
   /** Open invoices. */
   listInvoices: (input: {}) => Promise<{ id: string; amountCents: number; }[]>;
