@@ -2,6 +2,7 @@
  * session.c - the session protocol v1.1 over any message transport
  * (broker/SESSION.md is the reference).
  */
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,10 +159,34 @@ static void emit_log(void *ud, int is_stderr, const char *text, size_t len,
 	entry_send(en, m);
 }
 
+/* A command's output: its bytes base64 (the stream keeps its own order). */
+static void emit_command_output(void *ud, int is_stderr, const char *text, size_t len,
+                                unsigned long long dropped)
+{
+	struct entry *en = ud;
+	size_t cap = 4 * ((len + 2) / 3) + 1;
+	char *b64 = malloc(cap);
+	if (!b64)
+		return;
+	int n = EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)text, (int)len);
+	json_t *m = json_pack("{s:s,s:s,s:s,s:s%}", "type", "command_output", "id", en->id, "stream",
+	                      is_stderr ? "stderr" : "stdout", "data", b64, (size_t)(n > 0 ? n : 0));
+	free(b64);
+	if (m && dropped)
+		json_object_set_new(m, "dropped", json_integer((json_int_t)dropped));
+	entry_send(en, m);
+}
+
 static void flush_logs(struct entry *en)
 {
 	if (en->ls && broker_logstream_pending(en->ls))
-		broker_logstream_flush(en->ls, emit_log, en);
+		broker_logstream_flush(en->ls, en->command ? emit_command_output : emit_log, en);
+}
+
+/* The message an outcome goes out as: a command's has an exitCode. */
+static const char *result_type(const json_t *outcome)
+{
+	return json_object_get(outcome, "exitCode") ? "command_result" : "result";
 }
 
 static void on_flush_timer(uv_timer_t *t)
@@ -258,7 +283,7 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	struct entry *en = ud;
 	struct broker_session *s = en->s;
 	flush_logs(en); /* every log message comes before the result */
-	json_t *m = json_pack("{s:s,s:s}", "type", "result", "id", en->id);
+	json_t *m = json_pack("{s:s,s:s}", "type", result_type(outcome), "id", en->id);
 	if (m && json_object_update(m, (json_t *)outcome)) {
 		json_decref(m);
 		m = NULL;
@@ -295,6 +320,8 @@ static struct entry *new_entry(struct broker_session *s, const char *id, const j
 	en->hooks = s->hooks;
 	en->hooks_ud = s->hooks_ud;
 	en->webhook = s->webhook;
+	const char *type = json_string_value(json_object_get(msg, "type"));
+	en->command = type && strcmp(type, "command") == 0;
 	if (json_is_true(json_object_get(msg, "stream"))) {
 		en->ls = broker_logstream_new(LOG_MAX_BYTES, LOG_MAX_SEGMENTS);
 		en->flush = malloc(sizeof *en->flush);
@@ -461,6 +488,30 @@ static void do_approval(struct broker_session *s, const json_t *msg, const char 
 	answer_taken(s, type, en, call, rc, &err);
 }
 
+/* A command's stdin: base64 data, then eof. */
+static void do_command_stdin(struct broker_session *s, const json_t *msg, const char *type,
+                             const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	if (!en)
+		return;
+	const json_t *data = json_object_get(msg, "data");
+	const json_t *eof = json_object_get(msg, "eof");
+	if ((data && !json_is_string(data)) || (eof && !json_is_boolean(eof))) {
+		send_error(s, id, type, NULL, INVALID, "%s: data must be a base64 string, eof a boolean",
+		           type);
+		return;
+	}
+	if (!en->command) {
+		send_error(s, id, type, NULL, INVALID, "%s: execution %.64s is not a command", type, id);
+		return;
+	}
+	struct cp_err err;
+	if (codepod_exec_stdin(en->exec, data ? json_string_value(data) : "",
+	                       data ? json_string_length(data) : 0, json_is_true(eof), &err))
+		send_error(s, id, type, NULL, INVALID, "%s: command %.64s: %s", type, id, err.msg);
+}
+
 static void do_stop(struct broker_session *s, const json_t *msg, const char *type,
                     const char *id)
 {
@@ -536,7 +587,7 @@ static void do_attach(struct broker_session *s, const json_t *msg, const char *t
 		return;
 	}
 	send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", id, "inReplyTo", type));
-	json_t *m = json_pack("{s:s,s:s}", "type", "result", "id", id);
+	json_t *m = json_pack("{s:s,s:s}", "type", result_type(outcome), "id", id);
 	if (m && json_object_update(m, (json_t *)outcome)) {
 		json_decref(m);
 		m = NULL;
@@ -605,6 +656,8 @@ static const struct message_type {
 	               const char *id);
 } message_types[] = {
 	{ "execute", do_execute },
+	{ "command", do_execute },
+	{ "command_stdin", do_command_stdin },
 	{ "tool_result", do_tool_result },
 	{ "tool_error", do_tool_error },
 	{ "stop", do_stop },

@@ -31,6 +31,7 @@ struct entry {
 	const struct broker_session_hooks *hooks;
 	void *hooks_ud;
 	int webhook;                   /* brokered by POST /v1/executions: not attachable */
+	int command;                   /* a command: command_output, command_result */
 	int abandoned;                 /* the grace period passed */
 	uint64_t detached_ms;
 	struct broker_logstream *ls;   /* "stream": true */

@@ -104,6 +104,9 @@ unsigned codepod_running(const struct codepod *cp);
  * @request: the "execute" message of docs/contract.md §5 (fields id,
  *           conversation, js, tools, policy, resume; "type" and unknown
  *           fields are ignored).
+ *           With "type": "command" it is the session's "command" message
+ *           instead (command, argv, cwd, env, stdin; runner/command.h): the
+ *           outcome is then a command_result's fields (broker/SESSION.md).
  * Returns 0 and sets *out, or CP_E_INVALID_REQUEST (missing or mistyped
  * field, policy over the ceiling, a resume refused) with the reason in err. An oversized source
  * is not an error here: it ends as a SOURCE_TOO_LARGE outcome through done().
@@ -139,6 +142,12 @@ int codepod_tool_approval(struct codepod_exec *e, const char *call_id, int appro
  * the call waits for its answer), NULL for any other call: a host passes
  * it on with the tool_call. */
 const char *codepod_tool_call_key(const struct codepod_exec *e, const char *call_id);
+/* A command's stdin (runner/command.h): @b64 (borrowed, @len bytes of
+ * base64) goes to the command as it is; @eof closes its stdin after it.
+ * CP_E_STATE when it was not started with "stdin": true, its stdin is
+ * closed or it has ended; CP_E_INVALID_REQUEST when @b64 is not base64. */
+int codepod_exec_stdin(struct codepod_exec *e, const char *b64, size_t len, int eof,
+                       struct cp_err *err);
 
 /* Stop the execution: it ends CANCELLED (if it has not ended already). */
 void codepod_stop(struct codepod_exec *e);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runner/continuation.h"
+#include "runner/command.h"
 #include "runner/digest.h"
 #include "runner/exec_int.h"
 #include "runner/spent.h"
@@ -195,6 +196,8 @@ static void exec_free(struct codepod_exec *e)
 	if (e->frames)
 		codepod_frame_parser_free(e->frames);
 	codepod_logwin_free(&e->logs);
+	codepod_logwin_free(&e->errlogs);
+	json_decref(e->cmd);
 	json_decref(e->tools);
 	json_decref(e->tool_index);
 	json_decref(e->result);
@@ -537,7 +540,8 @@ static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 {
 	struct codepod_exec *e = ud;
 	if (kind == CODEPOD_FRAME_OUT || kind == CODEPOD_FRAME_ERR) {
-		codepod_logwin_append(&e->logs, payload, len);
+		codepod_logwin_append(e->cmd && kind == CODEPOD_FRAME_ERR ? &e->errlogs : &e->logs,
+		                      payload, len);
 		output(e, kind == CODEPOD_FRAME_ERR, payload, len);
 		return;
 	}
@@ -555,6 +559,12 @@ static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 	case CODEPOD_FRAME_TOO_BIG: on_too_large(e, payload, len); break;
 	case CODEPOD_FRAME_THREW: on_throw(e, payload, len); break;
 	case CODEPOD_FRAME_EXIT: on_exit_said(e, payload, len); break;
+	case CODEPOD_FRAME_PROCESS_ENDED:
+		if (e->cmd)
+			codepod_command_ended(e, payload, len);
+		else
+			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a process-end frame from a program");
+		break;
 	case CODEPOD_FRAME_NEVER_SETTLES:
 		codepod_exec_finish(e, CP_E_NEVER_SETTLES,
 		               "The program awaits something that can never settle "
@@ -639,6 +649,12 @@ static void on_startup_timeout(uv_timer_t *t)
 static void on_deadline(uv_timer_t *t)
 {
 	struct codepod_exec *e = t->data;
+	if (e->cmd) {
+		codepod_exec_finish(e, CP_E_TIMEOUT,
+		                    "The command did not finish within timeoutMs (%llu ms); it was killed.",
+		                    (unsigned long long)e->pol.timeout_ms);
+		return;
+	}
 	codepod_exec_finish(e, CP_E_TIMEOUT,
 	               "The program did not finish within timeoutMs (%llu ms), "
 	               "time spent waiting on tools included.",
@@ -755,6 +771,8 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 	                          "maxToolInputBytes", (json_int_t)e->pol.max_tool_input_bytes,
 	                          "maxResultBytes", (json_int_t)e->pol.max_result_bytes,
 	                          "maxDepth", CODEPOD_MAX_JSON_DEPTH);
+	if (hello && e->cmd)
+		json_object_set(hello, "cmd", e->cmd);
 	codepod_exec_send(e, hello);
 	return 0;
 }
@@ -779,16 +797,25 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	if (!conv)
 		return CP_E_INVALID_REQUEST;
 	e->conversation = strdup(conv);
-	const json_t *js = json_object_get(request, "js");
-	if (!js)
-		return cp_err_set(err, CP_E_INVALID_REQUEST, "missing field: js");
-	if (!json_is_string(js))
-		return cp_err_set(err, CP_E_INVALID_REQUEST, "js must be a string");
-	e->src_len = json_string_length(js);
-	e->src = malloc(e->src_len + 1);
-	if (!e->id || !e->conversation || !e->src)
+	if (!e->id || !e->conversation)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	memcpy(e->src, json_string_value(js), e->src_len + 1);
+	const char *type = json_string_value(json_object_get(request, "type"));
+	if (type && strcmp(type, "command") == 0) {
+		int crc = codepod_command_init(e, request, err); /* sets e->src */
+		if (crc)
+			return crc;
+	} else {
+		const json_t *js = json_object_get(request, "js");
+		if (!js)
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "missing field: js");
+		if (!json_is_string(js))
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "js must be a string");
+		e->src_len = json_string_length(js);
+		e->src = malloc(e->src_len + 1);
+		if (!e->src)
+			return cp_err_set(err, CP_E_NOMEM, "out of memory");
+		memcpy(e->src, json_string_value(js), e->src_len + 1);
+	}
 	e->pol = e->cp->cfg.defaults;
 	int rc = codepod_policy_apply(&e->pol, json_object_get(request, "policy"), &e->cp->cfg.ceiling, err);
 	if (rc)
@@ -825,6 +852,11 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	e->frames = codepod_frame_parser_new(e->nonce, max_frame + FRAME_SLACK);
 	if (!e->frames)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	if (e->cmd) {
+		rc = codepod_logwin_init(&e->errlogs, e->pol.max_result_bytes, err);
+		if (rc)
+			return rc;
+	}
 	rc = codepod_logwin_init(&e->logs, e->pol.max_result_bytes, err);
 	/* Last: from here the resume cannot be refused, so its continuation is spent. */
 	return rc ? rc : codepod_approval_commit(e, err);

@@ -130,6 +130,14 @@ struct codepod_exec {
 	uint64_t calls_omitted;  /* requests over the limit: denied, not in calls[] */
 	int pumping, pump_again;
 
+	/* a command (runner/command.h): NULL for a program */
+	json_t *cmd;             /* the hello's "cmd" object */
+	int cmd_stdin;           /* started with stdin: true */
+	int cmd_stdin_closed;    /* its eof was sent */
+	int cmd_exit;            /* its exit code from the P frame, -1: none */
+	char cmd_signal[16];     /* the signal that ended it ("SIGKILL"), "" if none */
+	struct codepod_logwin errlogs; /* its stderr (logs holds its stdout) */
+
 	/* the outcome, filled by finish() */
 	enum cp_code code;
 	char message[CP_ERR_MSG_MAX];

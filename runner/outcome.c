@@ -4,7 +4,7 @@
  */
 #include <stdlib.h>
 
-#include "runner/exec_int.h"
+#include "runner/command.h"
 
 static json_t *calls_json(const struct codepod_exec *e)
 {
@@ -57,6 +57,8 @@ static json_t *usage_json(const struct codepod_exec *e, const char *sandbox)
 
 json_t *codepod_outcome_build(const struct codepod_exec *e)
 {
+	if (e->cmd)
+		return codepod_command_outcome(e, usage_json(e, e->cp->cfg.backend->name));
 	size_t logs_len = 0;
 	char *logs = codepod_logwin_take(&e->logs, &logs_len);
 	if (!logs)

@@ -416,6 +416,11 @@
     // Every process the program starts inherits the tag, so a backend can
     // find and kill them all even after they leave the process tree.
     if (typeof hello.tag === 'string') process.env.CODEPOD_TAG = hello.tag;
+    if (hello.cmd && typeof hello.cmd === 'object') {
+      const cmd = hello.cmd;
+      hello = null; // drop every reference to the nonce's string
+      return command(cmd, used);
+    }
     const tools = makeTools(Array.isArray(hello.tools) ? hello.tools : []);
     hello = null; // drop every reference to the nonce's string
 
@@ -471,6 +476,77 @@
     }, fail);
   }
 
+  // ---- a command ------------------------------------------------------------
+  //
+  // The hello's cmd: {argv:[prog,..], cwd?:"relative dir", env?:{..},
+  // stdin?:bool}. The runner starts it as its child (the sandbox, its
+  // limits and its kill are the runner's own), sends its stdout and stderr
+  // as O and E frames as they come (a frame at a time, written synchronously:
+  // a slow codepod slows the command down, nothing piles up here), feeds it
+  // the {"k":"in"} lines it gets, and ends with P {"code":N,"signal":S|null}.
+  // A child that exits while something it started still holds its output
+  // open ends all the same, a moment later: codepod then kills the tree.
+  const STDIO_GRACE_MS = 200;
+  let child = null;
+  let childIn = null;
+  function command(cmd, used) {
+    const childProcess = require('node:child_process');
+    const osConstants = require('node:os').constants;
+    frame(FRAME_READY, '{"pid":' + process.pid + ',"start":' + START_TICKS +
+      ',"cpu":' + (used.user + used.system) + ',"node":' + JSON.stringify(process.version) + '}');
+    const argv = Array.isArray(cmd.argv) ? cmd.argv.map(String) : [];
+    const env = Object.assign({}, process.env);
+    if (cmd.env && typeof cmd.env === 'object') {
+      for (const k of Object.keys(cmd.env)) env[k] = String(cmd.env[k]);
+    }
+    env.CODEPOD_TAG = process.env.CODEPOD_TAG || ''; // the kill finds it by this
+    const cwd = typeof cmd.cwd === 'string' && cmd.cwd ? path.resolve(process.cwd(), cmd.cwd) : process.cwd();
+    let exited = null;
+    let open = 2;
+    const end = () => {
+      if (done || !exited) return;
+      const [code, signal] = exited;
+      let n = typeof code === 'number' ? code : 0;
+      if (signal) n = 128 + ((osConstants.signals && osConstants.signals[signal]) || 0);
+      finish(FRAME_PROCESS_ENDED, stringify({ code: n, signal: signal || null }));
+    };
+    try {
+      child = childProcess.spawn(argv[0], argv.slice(1), {
+        cwd, env, stdio: [cmd.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'], windowsHide: true,
+      });
+    } catch (e) {
+      return finish(FRAME_PROCESS_ENDED, stringify({ code: 127, signal: null, spawn: String(e && e.code || 'error') }));
+    }
+    child.on('error', (e) => {
+      // Not started (no such program, cwd missing): as a shell says it.
+      if (!exited) {
+        text(FRAME_ERR, bufFrom('codepod: cannot run ' + argv[0] + ': ' + String(e && e.code || e) + '\n', 'utf8'));
+        exited = [e && e.code === 'ENOENT' ? 127 : 126, null];
+        end();
+      }
+    });
+    for (const [s, kind] of [[child.stdout, FRAME_OUT], [child.stderr, FRAME_ERR]]) {
+      const decoder = new StringDecoder('utf8');
+      s.on('data', (b) => text(kind, bufFrom(decWrite(decoder, b), 'utf8')));
+      s.on('close', () => { if (--open === 0) end(); });
+    }
+    if (cmd.stdin) {
+      childIn = child.stdin;
+      childIn.on('error', () => {}); // the command closed its stdin: drop the rest
+      if (stdin && stdin.ref) stdin.ref();
+    }
+    child.on('exit', (code, signal) => {
+      exited = [code, signal];
+      if (open === 0) end(); else setTimeout(end, STDIO_GRACE_MS);
+    });
+  }
+
+  function commandInput(msg) {
+    if (!childIn) return;
+    if (typeof msg.d === 'string' && msg.d) childIn.write(bufFrom(msg.d, 'base64'));
+    if (msg.eof === true) { childIn.end(); childIn = null; }
+  }
+
   // ---- process events ------------------------------------------------------
 
   // Before the program settles, an uncaught exception or unhandled rejection
@@ -513,6 +589,8 @@
       start(l.msg);
       l.msg = null; // drop every reference to the nonce's string
       refresh();
+    } else if (l.k === 'in') {
+      commandInput(l.msg);
     } else {
       answer(l.msg);
     }

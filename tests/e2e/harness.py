@@ -330,7 +330,7 @@ class Session:
                 pass
 
     def send(self, obj):
-        if (BACKEND == "kubernetes" and isinstance(obj, dict) and obj.get("type") == "execute"
+        if (BACKEND == "kubernetes" and isinstance(obj, dict) and obj.get("type") != "attach"
                 and isinstance(obj.get("conversation"), str)):
             obj = dict(obj, conversation=self.conv_prefix + obj["conversation"])
         self.send_raw(json.dumps(obj).encode() + b"\n")
