@@ -64,6 +64,9 @@ const char *cp_code_name(enum cp_code code)
 	case CP_E_OUTCOME_UNKNOWN: return "OUTCOME_UNKNOWN";
 	case CP_E_CPU_LIMIT: return "CPU_LIMIT";
 	case CP_E_REPLAY_DIVERGED: return "REPLAY_DIVERGED";
+	case CP_E_FILE_NOT_FOUND: return "NOT_FOUND";
+	case CP_E_PRECONDITION: return "PRECONDITION_FAILED";
+	case CP_E_FILE_TOO_LARGE: return "TOO_LARGE";
 	default: return "INTERNAL";
 	}
 }

@@ -36,6 +36,10 @@ enum cp_code {
 	CP_E_INTERNAL = -12,
 	CP_E_CPU_LIMIT = -13,
 	CP_E_REPLAY_DIVERGED = -14,
+	/* Outcome codes of file operations (broker/SESSION.md, files). */
+	CP_E_FILE_NOT_FOUND = -15,    /* NOT_FOUND: no such file */
+	CP_E_PRECONDITION = -16,      /* PRECONDITION_FAILED: a stale ifMatch */
+	CP_E_FILE_TOO_LARGE = -17,    /* TOO_LARGE: over maxFileBytes or the workspace */
 	/* Internal codes. */
 	CP_E_NOMEM = -20,    /* allocation failed */
 	CP_E_IO = -21,       /* an OS call failed: see errno text in msg */

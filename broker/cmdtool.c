@@ -370,5 +370,6 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	set->on_done(set->ud, outcome);
 }
 
-const struct codepod_host broker_cmdtools_host = { on_tool_call, on_cancel_call, on_done, NULL,
-                                                   NULL };
+const struct codepod_host broker_cmdtools_host = {
+	.tool_call = on_tool_call, .cancel_call = on_cancel_call, .done = on_done,
+};

@@ -10,6 +10,7 @@
 
 #include "broker/decl.h"
 #include "broker/features.h"
+#include "runner/fileop.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
 #include "broker/session_int.h"
@@ -28,8 +29,13 @@ static void on_output(void *ud, struct codepod_exec *e, int is_stderr, const cha
                       size_t len);
 static void on_approval_request(void *ud, struct codepod_exec *e, const char *call,
                                 const char *tool, const json_t *input);
-static const struct codepod_host host = { on_tool_call, on_cancel_call, on_done, on_output,
-                                          on_approval_request };
+static void on_file_data(void *ud, struct codepod_exec *e, const char *buf, size_t len);
+static void on_file_ready(void *ud, struct codepod_exec *e);
+static const struct codepod_host host = {
+	.tool_call = on_tool_call, .cancel_call = on_cancel_call, .done = on_done,
+	.output = on_output, .approval_request = on_approval_request,
+	.file_data = on_file_data, .file_ready = on_file_ready,
+};
 
 struct broker_session *broker_session_new(struct codepod *cp, struct cp_idset *ids,
                                           struct broker_hub *hub,
@@ -159,18 +165,28 @@ static void emit_log(void *ud, int is_stderr, const char *text, size_t len,
 	entry_send(en, m);
 }
 
+/* @len bytes as base64, NUL-terminated (free it), or NULL. */
+static char *base64_of(const char *buf, size_t len, size_t *out_len)
+{
+	char *b64 = malloc(4 * ((len + 2) / 3) + 1);
+	if (!b64)
+		return NULL;
+	int n = EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)buf, (int)len);
+	*out_len = n > 0 ? (size_t)n : 0;
+	return b64;
+}
+
 /* A command's output: its bytes base64 (the stream keeps its own order). */
 static void emit_command_output(void *ud, int is_stderr, const char *text, size_t len,
                                 unsigned long long dropped)
 {
 	struct entry *en = ud;
-	size_t cap = 4 * ((len + 2) / 3) + 1;
-	char *b64 = malloc(cap);
+	size_t n = 0;
+	char *b64 = base64_of(text, len, &n);
 	if (!b64)
 		return;
-	int n = EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)text, (int)len);
 	json_t *m = json_pack("{s:s,s:s,s:s,s:s%}", "type", "command_output", "id", en->id, "stream",
-	                      is_stderr ? "stderr" : "stdout", "data", b64, (size_t)(n > 0 ? n : 0));
+	                      is_stderr ? "stderr" : "stdout", "data", b64, n);
 	free(b64);
 	if (m && dropped)
 		json_object_set_new(m, "dropped", json_integer((json_int_t)dropped));
@@ -183,10 +199,66 @@ static void flush_logs(struct entry *en)
 		broker_logstream_flush(en->ls, en->command ? emit_command_output : emit_log, en);
 }
 
-/* The message an outcome goes out as: a command's has an exitCode. */
-static const char *result_type(const json_t *outcome)
+/* The request type of a file operation's outcome (its op). */
+static const char *file_request_type(const json_t *outcome, char *buf, size_t cap)
 {
-	return json_object_get(outcome, "exitCode") ? "command_result" : "result";
+	const char *op = json_string_value(json_object_get(outcome, "op"));
+	if (!op)
+		return NULL;
+	snprintf(buf, cap, "%s%s", strncmp(op, "archive_", 8) == 0 ? "" : "file_", op);
+	return buf;
+}
+
+/* The message an outcome goes out as (new reference): a file operation's
+ * (it has an op) is a file_result or an error answering its request, a
+ * command's (it has an exitCode) a command_result, a program's a result. */
+static json_t *outcome_message(const char *id, const json_t *outcome)
+{
+	char type[32];
+	if (file_request_type(outcome, type, sizeof type)) {
+		const json_t *error = json_object_get(outcome, "error");
+		if (error)
+			return json_pack("{s:s,s:s,s:s,s:O}", "type", "error", "id", id, "inReplyTo", type,
+			                 "error", error);
+		json_t *m = json_deep_copy(outcome);
+		if (!m)
+			return NULL;
+		json_object_del(m, "executionId");
+		json_object_del(m, "status");
+		json_object_del(m, "usage");
+		json_object_set_new(m, "type", json_string("file_result"));
+		json_object_set_new(m, "id", json_string(id));
+		return m;
+	}
+	json_t *m = json_pack("{s:s,s:s}", "type",
+	                      json_object_get(outcome, "exitCode") ? "command_result" : "result",
+	                      "id", id);
+	if (m && json_object_update(m, (json_t *)outcome)) {
+		json_decref(m);
+		m = NULL;
+	}
+	return m;
+}
+
+/* ---- file chunks ---- */
+
+static void on_file_data(void *ud, struct codepod_exec *e, const char *buf, size_t len)
+{
+	(void)e;
+	struct entry *en = ud;
+	size_t n = 0;
+	char *b64 = base64_of(buf, len, &n);
+	if (!b64)
+		return;
+	entry_send(en, json_pack("{s:s,s:s,s:s%}", "type", "file_chunk", "id", en->id, "data", b64, n));
+	free(b64);
+}
+
+static void on_file_ready(void *ud, struct codepod_exec *e)
+{
+	(void)e;
+	struct entry *en = ud;
+	entry_send(en, json_pack("{s:s,s:s}", "type", "file_ack", "id", en->id));
 }
 
 static void on_flush_timer(uv_timer_t *t)
@@ -283,11 +355,7 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	struct entry *en = ud;
 	struct broker_session *s = en->s;
 	flush_logs(en); /* every log message comes before the result */
-	json_t *m = json_pack("{s:s,s:s}", "type", result_type(outcome), "id", en->id);
-	if (m && json_object_update(m, (json_t *)outcome)) {
-		json_decref(m);
-		m = NULL;
-	}
+	json_t *m = outcome_message(en->id, outcome);
 	int delivered = m && s && s->can_send;
 	/* Before the result goes out (a WebSocket writes it at once): a client
 	 * holding the result finds its audit line and its metrics counted. */
@@ -322,6 +390,7 @@ static struct entry *new_entry(struct broker_session *s, const char *id, const j
 	en->webhook = s->webhook;
 	const char *type = json_string_value(json_object_get(msg, "type"));
 	en->command = type && strcmp(type, "command") == 0;
+	en->file = codepod_fileop_type(type);
 	if (json_is_true(json_object_get(msg, "stream"))) {
 		en->ls = broker_logstream_new(LOG_MAX_BYTES, LOG_MAX_SEGMENTS);
 		en->flush = malloc(sizeof *en->flush);
@@ -379,8 +448,10 @@ static void do_execute(struct broker_session *s, const json_t *msg, const char *
 	en->s = s;
 	s->running++;
 	/* Nothing else about it can have been sent: every engine callback
-	 * comes on a later loop turn. */
-	send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", id, "inReplyTo", type));
+	 * comes on a later loop turn. A file operation's first answer is its
+	 * data, its file_ack or its end. */
+	if (!en->file)
+		send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", id, "inReplyTo", type));
 }
 
 /* ---- answers, stop ---- */
@@ -512,6 +583,42 @@ static void do_command_stdin(struct broker_session *s, const json_t *msg, const 
 		send_error(s, id, type, NULL, INVALID, "%s: command %.64s: %s", type, id, err.msg);
 }
 
+/* A file write's next chunk. */
+static void do_file_chunk(struct broker_session *s, const json_t *msg, const char *type,
+                          const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	if (!en)
+		return;
+	const json_t *data = json_object_get(msg, "data");
+	const json_t *last = json_object_get(msg, "last");
+	if (!json_is_string(data) || (last && !json_is_boolean(last))) {
+		send_error(s, id, type, NULL, INVALID, "%s: data must be a base64 string, last a boolean",
+		           type);
+		return;
+	}
+	struct cp_err err;
+	if (!en->file)
+		send_error(s, id, type, NULL, INVALID, "%s: %.64s is not a file operation", type, id);
+	else if (codepod_file_chunk(en->exec, json_string_value(data), json_string_length(data),
+	                            json_is_true(last), &err))
+		send_error(s, id, type, NULL, INVALID, "%s: %.64s: %s", type, id, err.msg);
+}
+
+/* A file read's chunk was taken. */
+static void do_file_ack(struct broker_session *s, const json_t *msg, const char *type,
+                        const char *id)
+{
+	struct entry *en = held_entry(s, msg, type, id);
+	if (!en)
+		return;
+	struct cp_err err;
+	if (!en->file)
+		send_error(s, id, type, NULL, INVALID, "%s: %.64s is not a file operation", type, id);
+	else if (codepod_file_ack(en->exec, &err))
+		send_error(s, id, type, NULL, INVALID, "%s: %.64s: %s", type, id, err.msg);
+}
+
 static void do_stop(struct broker_session *s, const json_t *msg, const char *type,
                     const char *id)
 {
@@ -587,12 +694,7 @@ static void do_attach(struct broker_session *s, const json_t *msg, const char *t
 		return;
 	}
 	send_to(s, json_pack("{s:s,s:s,s:s}", "type", "accepted", "id", id, "inReplyTo", type));
-	json_t *m = json_pack("{s:s,s:s}", "type", result_type(outcome), "id", id);
-	if (m && json_object_update(m, (json_t *)outcome)) {
-		json_decref(m);
-		m = NULL;
-	}
-	send_to(s, m);
+	send_to(s, outcome_message(id, outcome));
 }
 
 /* ---- declarations ---- */
@@ -658,6 +760,13 @@ static const struct message_type {
 	{ "execute", do_execute },
 	{ "command", do_execute },
 	{ "command_stdin", do_command_stdin },
+	{ "file_read", do_execute },
+	{ "file_write", do_execute },
+	{ "file_stat", do_execute },
+	{ "file_list", do_execute },
+	{ "file_delete", do_execute },
+	{ "file_chunk", do_file_chunk },
+	{ "file_ack", do_file_ack },
 	{ "tool_result", do_tool_result },
 	{ "tool_error", do_tool_error },
 	{ "stop", do_stop },

@@ -32,6 +32,7 @@ struct entry {
 	void *hooks_ud;
 	int webhook;                   /* brokered by POST /v1/executions: not attachable */
 	int command;                   /* a command: command_output, command_result */
+	int file;                      /* a file operation: file_chunk, file_ack, file_result */
 	int abandoned;                 /* the grace period passed */
 	uint64_t detached_ms;
 	struct broker_logstream *ls;   /* "stream": true */

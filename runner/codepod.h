@@ -75,6 +75,12 @@ struct codepod_host {
 	 * (no answer within the tool's approvalWaitMs, or the end). */
 	void (*approval_request)(void *ud, struct codepod_exec *e, const char *call_id,
 	                         const char *tool, const json_t *input);
+	/* Required for file reads (runner/fileop.h): a chunk of the file (at
+	 * most 256 KiB, borrowed); the next comes after codepod_file_ack. */
+	void (*file_data)(void *ud, struct codepod_exec *e, const char *buf, size_t len);
+	/* Required for file writes: the sandbox is ready for the next chunk
+	 * (codepod_file_chunk); the first says the file is open. */
+	void (*file_ready)(void *ud, struct codepod_exec *e);
 };
 
 /* A new engine (free with codepod_free). */
@@ -107,6 +113,10 @@ unsigned codepod_running(const struct codepod *cp);
  *           With "type": "command" it is the session's "command" message
  *           instead (command, argv, cwd, env, stdin; runner/command.h): the
  *           outcome is then a command_result's fields (broker/SESSION.md).
+ *           With "type" file_read, file_write, file_stat, file_list or
+ *           file_delete it is that message (runner/fileop.h): the outcome
+ *           is then the file_result's fields with executionId, status
+ *           ("ok" or "error", then with error) and usage.
  * Returns 0 and sets *out, or CP_E_INVALID_REQUEST (missing or mistyped
  * field, policy over the ceiling, a resume refused) with the reason in err. An oversized source
  * is not an error here: it ends as a SOURCE_TOO_LARGE outcome through done().
@@ -147,6 +157,16 @@ const char *codepod_tool_call_key(const struct codepod_exec *e, const char *call
  * CP_E_STATE when it was not started with "stdin": true, its stdin is
  * closed or it has ended; CP_E_INVALID_REQUEST when @b64 is not base64. */
 int codepod_exec_stdin(struct codepod_exec *e, const char *b64, size_t len, int eof,
+                       struct cp_err *err);
+
+/* A file read's chunk was taken: the next may come. CP_E_STATE when no
+ * chunk awaits an ack, it is not a read or it has ended. */
+int codepod_file_ack(struct codepod_exec *e, struct cp_err *err);
+
+/* A file write's next chunk: @b64 (borrowed, @len bytes of base64, at most
+ * 256 KiB decoded); @last ends the file. CP_E_STATE unless file_ready came
+ * since the chunk before; CP_E_INVALID_REQUEST for bad base64 or size. */
+int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int last,
                        struct cp_err *err);
 
 /* Stop the execution: it ends CANCELLED (if it has not ended already). */

@@ -7,34 +7,11 @@
 #include <string.h>
 
 #include "runner/command.h"
+#include "runner/fileop.h"
 #include "base/jsonutil.h"
 
 #define MAX_ARGS 4096
 #define MAX_ENV 1024
-
-/* A relative directory of the workspace: the string rules (the sandbox is
- * what holds the command in; these keep a mistake from meaning elsewhere). */
-static int check_rel_path(const char *key, const json_t *v, struct cp_err *err)
-{
-	if (!json_is_string(v))
-		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s must be a string", key);
-	const char *p = json_string_value(v);
-	size_t n = json_string_length(v);
-	if (strlen(p) != n)
-		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s must not contain NUL", key);
-	if (p[0] == '/')
-		return cp_err_set(err, CP_E_INVALID_REQUEST,
-		                  "%s must be relative to the workspace, not absolute", key);
-	for (const char *c = p; *c;) {
-		size_t len = strcspn(c, "/");
-		if (len == 2 && c[0] == '.' && c[1] == '.')
-			return cp_err_set(err, CP_E_INVALID_REQUEST, "%s must not contain a .. component", key);
-		c += len;
-		while (*c == '/')
-			c++;
-	}
-	return 0;
-}
 
 static int string_ok(const json_t *v)
 {
@@ -74,7 +51,7 @@ int codepod_command_init(struct codepod_exec *e, const json_t *request, struct c
 	}
 	const json_t *cwd = json_object_get(request, "cwd");
 	if (cwd) {
-		int rc = check_rel_path("cwd", cwd, err);
+		int rc = codepod_path_check("cwd", cwd, 1, err);
 		if (rc)
 			return rc;
 		json_object_set(cmd, "cwd", (json_t *)cwd);

@@ -13,6 +13,7 @@
 #include "runner/continuation.h"
 #include "runner/command.h"
 #include "runner/digest.h"
+#include "runner/fileop.h"
 #include "runner/exec_int.h"
 #include "runner/spent.h"
 #include "base/assert.h"
@@ -27,6 +28,8 @@
 #define GRACE_MS 3000
 /* Frame payloads other than results and tool inputs stay below this. */
 #define FRAME_SLACK 65536
+/* A file operation's frames: a chunk (256 KiB) or a listing's JSON. */
+#define FILE_FRAME_MAX (8u << 20)
 /* How often the process tree's CPU time is read while a program with a CPU
  * budget (maxCpuMs) runs: a busy program ends at most about this much
  * past its budget (plus the backend's time to answer). */
@@ -198,6 +201,7 @@ static void exec_free(struct codepod_exec *e)
 	codepod_logwin_free(&e->logs);
 	codepod_logwin_free(&e->errlogs);
 	json_decref(e->cmd);
+	json_decref(e->fop);
 	json_decref(e->tools);
 	json_decref(e->tool_index);
 	json_decref(e->result);
@@ -559,6 +563,14 @@ static void sink_frame(void *ud, char kind, const char *payload, size_t len)
 	case CODEPOD_FRAME_TOO_BIG: on_too_large(e, payload, len); break;
 	case CODEPOD_FRAME_THREW: on_throw(e, payload, len); break;
 	case CODEPOD_FRAME_EXIT: on_exit_said(e, payload, len); break;
+	case CODEPOD_FRAME_FILE_DATA:
+	case CODEPOD_FRAME_FILE_ACK:
+	case CODEPOD_FRAME_FILE_DONE:
+		if (e->fop)
+			codepod_fileop_frame(e, kind, payload, len);
+		else
+			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a file frame from a program");
+		break;
 	case CODEPOD_FRAME_PROCESS_ENDED:
 		if (e->cmd)
 			codepod_command_ended(e, payload, len);
@@ -646,9 +658,23 @@ static void on_startup_timeout(uv_timer_t *t)
 	               (unsigned long long)e->pol.startup_timeout_ms);
 }
 
+void codepod_exec_rearm(struct codepod_exec *e)
+{
+	if (e->state == CODEPOD_ST_RUNNING) {
+		uv_timer_stop(&e->timer);
+		uv_timer_start(&e->timer, on_deadline, e->pol.timeout_ms, 0);
+	}
+}
+
 static void on_deadline(uv_timer_t *t)
 {
 	struct codepod_exec *e = t->data;
+	if (e->fop) {
+		codepod_exec_finish(e, CP_E_TIMEOUT,
+		                    "The file operation made no progress within timeoutMs (%llu ms).",
+		                    (unsigned long long)e->pol.timeout_ms);
+		return;
+	}
 	if (e->cmd) {
 		codepod_exec_finish(e, CP_E_TIMEOUT,
 		                    "The command did not finish within timeoutMs (%llu ms); it was killed.",
@@ -773,6 +799,11 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 	                          "maxDepth", CODEPOD_MAX_JSON_DEPTH);
 	if (hello && e->cmd)
 		json_object_set(hello, "cmd", e->cmd);
+	if (hello && e->fop) {
+		json_object_set(hello, "fop", e->fop);
+		json_object_set_new(json_object_get(hello, "lim"), "maxFileBytes",
+		                    json_integer((json_int_t)e->pol.max_file_bytes));
+	}
 	codepod_exec_send(e, hello);
 	return 0;
 }
@@ -802,6 +833,10 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	const char *type = json_string_value(json_object_get(request, "type"));
 	if (type && strcmp(type, "command") == 0) {
 		int crc = codepod_command_init(e, request, err); /* sets e->src */
+		if (crc)
+			return crc;
+	} else if (codepod_fileop_type(type)) {
+		int crc = codepod_fileop_init(e, type, request, err); /* sets e->src */
 		if (crc)
 			return crc;
 	} else {
@@ -849,6 +884,8 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 		return rc;
 	size_t max_frame = e->pol.max_result_bytes > e->pol.max_tool_input_bytes
 	                           ? e->pol.max_result_bytes : e->pol.max_tool_input_bytes;
+	if (e->fop) /* a listing of 10,000 names, or a chunk */
+		max_frame = FILE_FRAME_MAX;
 	e->frames = codepod_frame_parser_new(e->nonce, max_frame + FRAME_SLACK);
 	if (!e->frames)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");

@@ -138,6 +138,12 @@ struct codepod_exec {
 	char cmd_signal[16];     /* the signal that ended it ("SIGKILL"), "" if none */
 	struct codepod_logwin errlogs; /* its stderr (logs holds its stdout) */
 
+	/* a file operation (runner/fileop.h): NULL otherwise */
+	json_t *fop;             /* the hello's "fop" object; the result is e->result */
+	int fop_await_ack;       /* read: a chunk went to the host, its ack not back */
+	int fop_await_chunk;     /* write: the runner is ready for the next chunk */
+	uint64_t fop_bytes;      /* file bytes moved either way */
+
 	/* the outcome, filled by finish() */
 	enum cp_code code;
 	char message[CP_ERR_MSG_MAX];
@@ -171,6 +177,9 @@ int codepod_exec_send(struct codepod_exec *e, json_t *msg /* steals */);
 /* The same for text already encoded: @text ends with its '\n'. */
 int codepod_exec_send_line(struct codepod_exec *e, const char *text, size_t len);
 uint64_t codepod_exec_now_ms(void);
+/* A file operation moved a chunk: its deadline (timeoutMs) starts again, so
+ * a long transfer is bounded by its idle time, not its length. */
+void codepod_exec_rearm(struct codepod_exec *e);
 /* CPU time of the program so far (usage.cpuMs, in microseconds): the
  * backend's reading less what the runner had used at the hello. */
 uint64_t codepod_exec_cpu_us(const struct codepod_exec *e);

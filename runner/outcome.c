@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "runner/command.h"
+#include "runner/fileop.h"
 
 static json_t *calls_json(const struct codepod_exec *e)
 {
@@ -57,6 +58,8 @@ static json_t *usage_json(const struct codepod_exec *e, const char *sandbox)
 
 json_t *codepod_outcome_build(const struct codepod_exec *e)
 {
+	if (e->fop)
+		return codepod_fileop_outcome(e, usage_json(e, e->cp->cfg.backend->name));
 	if (e->cmd)
 		return codepod_command_outcome(e, usage_json(e, e->cp->cfg.backend->name));
 	size_t logs_len = 0;

@@ -7,10 +7,12 @@ struct field {
 	const char *name;
 	size_t offset;
 	int may_be_none; /* 0 in the struct means no limit (CODEPOD_POLICY_NONE) */
+	int not_digested; /* a limit of file operations: not part of a program's digest */
 };
 
-#define F(json, member) { json, offsetof(struct codepod_policy, member), 0 }
-#define F_NONE(json, member) { json, offsetof(struct codepod_policy, member), 1 }
+#define F(json, member) { json, offsetof(struct codepod_policy, member), 0, 0 }
+#define F_NONE(json, member) { json, offsetof(struct codepod_policy, member), 1, 0 }
+#define F_FILES(json, member) { json, offsetof(struct codepod_policy, member), 0, 1 }
 static const struct field fields[] = {
 	F("timeoutMs", timeout_ms),
 	F("startupTimeoutMs", startup_timeout_ms),
@@ -22,9 +24,11 @@ static const struct field fields[] = {
 	F("maxToolOutputBytes", max_tool_output_bytes),
 	F("maxMemoryMb", max_memory_mb),
 	F_NONE("maxCpuMs", max_cpu_ms),
+	F_FILES("maxFileBytes", max_file_bytes),
 };
 #undef F
 #undef F_NONE
+#undef F_FILES
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
 static uint64_t *slot(struct codepod_policy *p, size_t i)
@@ -51,6 +55,7 @@ void codepod_policy_defaults(struct codepod_policy *p)
 	p->max_tool_output_bytes = 1048576;
 	p->max_memory_mb = 512;
 	p->max_cpu_ms = CODEPOD_POLICY_NONE;
+	p->max_file_bytes = 1ull << 30;
 }
 
 void codepod_policy_ceiling_defaults(struct codepod_policy *p)
@@ -65,6 +70,7 @@ void codepod_policy_ceiling_defaults(struct codepod_policy *p)
 	p->max_tool_output_bytes = 16 << 20;
 	p->max_memory_mb = 8192;
 	p->max_cpu_ms = CODEPOD_POLICY_NONE;
+	p->max_file_bytes = 64ull << 30;
 }
 
 int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
@@ -115,7 +121,8 @@ json_t *codepod_policy_to_json(const struct codepod_policy *p)
 		return NULL;
 	struct codepod_policy copy = *p;
 	for (size_t i = 0; i < NFIELDS; i++)
-		if (!fields[i].may_be_none || *slot(&copy, i) != CODEPOD_POLICY_NONE)
+		if (!fields[i].not_digested &&
+		    (!fields[i].may_be_none || *slot(&copy, i) != CODEPOD_POLICY_NONE))
 			json_object_set_new(o, fields[i].name,
 			                    json_integer((json_int_t)*slot(&copy, i)));
 	return o;

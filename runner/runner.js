@@ -44,6 +44,7 @@
   const readdirSync = fs.readdirSync;
   const setImmediateP = setImmediate;
   let stdin = null; // process.stdin, built at the end of this file
+  let holdStdin = false; // a file operation waits for codepod's next line
   const NativePromise = Promise;
 
   // An explicit type argument list before a call or template: `f<T>(`.
@@ -211,7 +212,7 @@
   // program waiting on nothing empties the loop and 'beforeExit' fires.
   function refresh() {
     if (!stdin || !stdin.ref) return;
-    if (pendingCount > 0 && !done) stdin.ref(); else stdin.unref();
+    if ((pendingCount > 0 || holdStdin) && !done) stdin.ref(); else stdin.unref();
   }
 
   // Errors a tool call rejects with are made inside callTool after its await,
@@ -421,6 +422,12 @@
       hello = null; // drop every reference to the nonce's string
       return command(cmd, used);
     }
+    if (hello.fop && typeof hello.fop === 'object') {
+      const fop = hello.fop;
+      const maxFile = lim.maxFileBytes >= 0 ? lim.maxFileBytes : 1073741824;
+      hello = null; // drop every reference to the nonce's string
+      return fileOperation(fop, maxFile, used);
+    }
     const tools = makeTools(Array.isArray(hello.tools) ? hello.tools : []);
     hello = null; // drop every reference to the nonce's string
 
@@ -547,6 +554,237 @@
     if (msg.eof === true) { childIn.end(); childIn = null; }
   }
 
+  // ---- a file operation -------------------------------------------------------
+  //
+  // The hello's fop: {op:"read"|"write"|"stat"|"list"|"delete", path, ...}.
+  // The runner is the sandbox's user, in the sandbox: what it may touch is
+  // what a program may. Paths are walked one component at a time, each
+  // opened with O_NOFOLLOW through /proc/self/fd of the folder before it
+  // (openat, race-free): a symlink anywhere on the way, or as the file
+  // itself, is refused, whoever planted it and whenever. Data goes out as
+  // B frames of at most 256 KiB, each after codepod's {"k":"ack"}; data
+  // comes in as {"k":"chunk","d":base64,"last":bool} lines, each but the
+  // last answered by an A frame (the first A says: ready). The end is the
+  // final F frame: the result's fields, or {"error":{code,message}} whose
+  // message names the rule, never the file's content.
+  const FILE_CHUNK = 262144;
+  const TMP_PREFIX = '.codepod-write-';
+  let onFileAck = null;
+  let onFileChunk = null;
+
+  class FileRule extends Error {
+    constructor(code, message) { super(message); this.code = code; this.rule = true; }
+  }
+  const refuse = (message) => new FileRule('INVALID_REQUEST', message);
+
+  function fileError(e) {
+    if (e && e.rule) return { code: e.code, message: e.message };
+    const c = e && e.code;
+    if (c === 'ENOENT') return { code: 'NOT_FOUND', message: 'no such file or directory in the workspace' };
+    if (c === 'ELOOP') return { code: 'INVALID_REQUEST', message: 'path goes through or names a symlink; symlinks are not followed' };
+    if (c === 'ENOTDIR') return { code: 'INVALID_REQUEST', message: 'a component of path is not a directory' };
+    if (c === 'EISDIR') return { code: 'INVALID_REQUEST', message: 'path is a directory' };
+    if (c === 'ENOTEMPTY' || c === 'EEXIST') return { code: 'INVALID_REQUEST', message: 'the directory is not empty; delete it with recursive: true' };
+    if (c === 'ENOSPC' || c === 'EDQUOT' || c === 'EFBIG') return { code: 'TOO_LARGE', message: 'the workspace is full (its size ceiling); nothing was replaced' };
+    if (c === 'EACCES' || c === 'EPERM' || c === 'EROFS') return { code: 'INVALID_REQUEST', message: 'the sandbox may not do that here (permission denied)' };
+    if (c === 'ENAMETOOLONG') return { code: 'INVALID_REQUEST', message: 'path or one of its names is too long' };
+    return { code: 'INTERNAL', message: 'the file operation failed: ' + String(c || 'error') };
+  }
+
+  // The components of a workspace path: relative, no "..", no NUL.
+  function pathParts(p, rootOk) {
+    if (typeof p !== 'string') throw refuse('path must be a string');
+    if (p.indexOf('\0') >= 0) throw refuse('path must not contain NUL');
+    if (p[0] === '/') throw refuse('path must be relative to the workspace, not absolute');
+    const parts = p.split('/').filter((x) => x !== '' && x !== '.');
+    if (parts.indexOf('..') >= 0) throw refuse('path must not contain a .. component');
+    if (!parts.length && !rootOk) throw refuse('path names the workspace itself, not a file in it');
+    return parts;
+  }
+
+  function fileOperation(fop, maxFile, used) {
+    frame(FRAME_READY, '{"pid":' + process.pid + ',"start":' + START_TICKS +
+      ',"cpu":' + (used.user + used.system) + ',"node":' + JSON.stringify(process.version) + '}');
+    const O = fs.constants;
+    const DIR = O.O_RDONLY | O.O_DIRECTORY | O.O_NOFOLLOW;
+    const crypto = require('node:crypto');
+    const fds = [];
+    const openFd = (p, flags, mode) => { const fd = openSync(p, flags, mode); fds.push(fd); return fd; };
+    const closeFd = (fd) => { const i = fds.indexOf(fd); if (i >= 0) fds.splice(i, 1); try { closeSync(fd); } catch (_) {} };
+    const via = (fd, name) => '/proc/self/fd/' + fd + (name === undefined ? '' : '/' + name);
+    const end = (o) => {
+      for (const fd of fds.splice(0)) { try { closeSync(fd); } catch (_) {} }
+      holdStdin = false;
+      onFileAck = onFileChunk = null;
+      finish(FRAME_FILE_DONE, stringify(o));
+    };
+    const fail = (e) => end({ error: fileError(e) });
+    // The folder holding parts[0..n): its fd. create: make missing ones.
+    const walk = (parts, n, create) => {
+      let fd = openFd(process.cwd(), O.O_RDONLY | O.O_DIRECTORY);
+      for (let i = 0; i < n; i++) {
+        let next;
+        try { next = openFd(via(fd, parts[i]), DIR); } catch (e) {
+          if (!(create && e && e.code === 'ENOENT')) throw e;
+          try { fs.mkdirSync(via(fd, parts[i]), 0o755); } catch (e2) { if (!e2 || e2.code !== 'EEXIST') throw e2; }
+          next = openFd(via(fd, parts[i]), DIR);
+        }
+        closeFd(fd);
+        fd = next;
+      }
+      return fd;
+    };
+    const kindOf = (st) => st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other';
+    // The content's SHA-256 of an open regular file (the ETag).
+    const hashFd = (fd) => {
+      const h = crypto.createHash('sha256');
+      const buf = bufAllocUnsafe(FILE_CHUNK);
+      for (let pos = 0; ;) {
+        const n = readSync(fd, buf, 0, FILE_CHUNK, pos);
+        if (n === 0) break;
+        h.update(subarray(buf, 0, n));
+        pos += n;
+      }
+      return h.digest('hex');
+    };
+    const openRegular = (dfd, name) => {
+      const fd = openFd(via(dfd, name), O.O_RDONLY | O.O_NOFOLLOW | O.O_NONBLOCK);
+      const st = fstatSync(fd);
+      if (st.isDirectory()) throw refuse('path is a directory');
+      if (!st.isFile()) throw refuse('path is not a regular file (a device, socket or pipe)');
+      return fd;
+    };
+    try {
+      const op = fop.op;
+      if (op === 'read') {
+        const parts = pathParts(fop.path, false);
+        const dfd = walk(parts, parts.length - 1, false);
+        const fd = openRegular(dfd, parts[parts.length - 1]);
+        const start = fop.offset > 0 ? fop.offset : 0;
+        const stop = fop.length >= 0 ? start + fop.length : Infinity;
+        const h = crypto.createHash('sha256');
+        const buf = bufAllocUnsafe(FILE_CHUNK);
+        let pos = 0;
+        const step = () => {
+          try {
+            for (;;) {
+              const n = readSync(fd, buf, 0, FILE_CHUNK, pos);
+              if (n === 0) return end({ op: 'read', size: pos, etag: h.digest('hex') });
+              const chunk = subarray(buf, 0, n);
+              h.update(chunk);
+              const from = start > pos ? start - pos : 0;
+              const to = stop < pos + n ? stop - pos : n;
+              pos += n;
+              if (from < to) {
+                onFileAck = step;
+                frame(FRAME_FILE_DATA, subarray(chunk, from, to));
+                return;
+              }
+            }
+          } catch (e) { fail(e); }
+        };
+        holdStdin = true;
+        refresh();
+        return step();
+      }
+      if (op === 'write') {
+        const parts = pathParts(fop.path, false);
+        const name = parts[parts.length - 1];
+        const dfd = walk(parts, parts.length - 1, true);
+        let old = null;
+        try { old = fs.lstatSync(via(dfd, name)); } catch (e) { if (!e || e.code !== 'ENOENT') throw e; }
+        if (old && old.isDirectory()) throw refuse('path is a directory');
+        if (old && old.isSymbolicLink()) throw refuse('path is a symlink; symlinks are not followed or replaced');
+        if (old && !old.isFile()) throw refuse('path is not a regular file (a device, socket or pipe)');
+        const match = () => {
+          if (typeof fop.ifMatch !== 'string') return;
+          let fd;
+          try { fd = openRegular(dfd, name); } catch (e) {
+            if (e && e.code === 'ENOENT') throw new FileRule('PRECONDITION_FAILED', 'ifMatch: the file does not exist');
+            throw e;
+          }
+          const etag = hashFd(fd);
+          closeFd(fd);
+          if (etag !== fop.ifMatch) throw new FileRule('PRECONDITION_FAILED', 'ifMatch: the file has changed (its etag differs); it was left as it was');
+        };
+        match();
+        const tmp = TMP_PREFIX + crypto.randomBytes(8).toString('hex');
+        const mode = typeof fop.mode === 'number' ? fop.mode & 0o777 : 0o644;
+        const tfd = openFd(via(dfd, tmp), O.O_WRONLY | O.O_CREAT | O.O_EXCL | O.O_NOFOLLOW, mode);
+        const h = crypto.createHash('sha256');
+        let size = 0;
+        const abort = (e) => {
+          try { fs.unlinkSync(via(dfd, tmp)); } catch (_) {}
+          fail(e);
+        };
+        onFileChunk = (msg) => {
+          try {
+            const data = typeof msg.d === 'string' ? bufFrom(msg.d, 'base64') : bufAllocUnsafe(0);
+            if (size + data.length > maxFile) {
+              return abort(new FileRule('TOO_LARGE', 'the file is over maxFileBytes (' + maxFile + ' bytes); nothing was replaced'));
+            }
+            for (let off = 0; off < data.length;) off += fs.writeSync(tfd, data, off, data.length - off);
+            h.update(data);
+            size += data.length;
+            if (msg.last !== true) return frame(FRAME_FILE_ACK, '');
+            if (mode !== 0o644) fs.fchmodSync(tfd, mode); // the umask took bits off
+            closeFd(tfd);
+            match();
+            fs.renameSync(via(dfd, tmp), via(dfd, name));
+            end({ op: 'write', size, etag: h.digest('hex') });
+          } catch (e) { abort(e); }
+        };
+        holdStdin = true;
+        refresh();
+        return frame(FRAME_FILE_ACK, '');
+      }
+      if (op === 'stat') {
+        const parts = pathParts(fop.path, true);
+        const dfd = walk(parts, parts.length ? parts.length - 1 : 0, false);
+        const st = parts.length ? fs.lstatSync(via(dfd, parts[parts.length - 1])) : fstatSync(dfd);
+        return end({ op: 'stat', stat: { type: kindOf(st), size: st.size, mode: st.mode & 0o7777, mtimeMs: Math.floor(st.mtimeMs) } });
+      }
+      if (op === 'list') {
+        const parts = pathParts(fop.path === undefined ? '' : fop.path, true);
+        const dfd = walk(parts, parts.length, false);
+        const limit = fop.limit > 0 ? fop.limit : 1000;
+        let after = null;
+        if (typeof fop.cursor === 'string') {
+          after = bufFrom(fop.cursor, 'base64url').toString('utf8');
+          if (!after) throw refuse('cursor is not one this listing gave');
+        }
+        const names = readdirSync(via(dfd)).filter((n) => !n.startsWith(TMP_PREFIX)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+        let i = 0;
+        if (after !== null) { while (i < names.length && names[i] <= after) i++; }
+        const entries = [];
+        for (; i < names.length && entries.length < limit; i++) {
+          let st = null;
+          try { st = fs.lstatSync(via(dfd, names[i])); } catch (_) { continue; } // gone meanwhile
+          entries.push({ name: names[i], type: kindOf(st), size: st.isDirectory() ? 0 : st.size });
+        }
+        const o = { op: 'list', entries };
+        if (i < names.length && entries.length) o.next = bufFrom(entries[entries.length - 1].name, 'utf8').toString('base64url');
+        return end(o);
+      }
+      if (op === 'delete') {
+        const parts = pathParts(fop.path, false);
+        const name = parts[parts.length - 1];
+        const dfd = walk(parts, parts.length - 1, false);
+        const st = fs.lstatSync(via(dfd, name));
+        if (st.isDirectory()) {
+          if (fop.recursive === true) fs.rmSync(via(dfd, name), { recursive: true });
+          else fs.rmdirSync(via(dfd, name));
+        } else {
+          fs.unlinkSync(via(dfd, name));
+        }
+        return end({ op: 'delete' });
+      }
+      throw refuse('unknown file operation');
+    } catch (e) {
+      fail(e);
+    }
+  }
+
   // ---- process events ------------------------------------------------------
 
   // Before the program settles, an uncaught exception or unhandled rejection
@@ -591,6 +829,10 @@
       refresh();
     } else if (l.k === 'in') {
       commandInput(l.msg);
+    } else if (l.k === 'ack') {
+      if (onFileAck) { const f = onFileAck; onFileAck = null; f(); }
+    } else if (l.k === 'chunk') {
+      if (onFileChunk) onFileChunk(l.msg);
     } else {
       answer(l.msg);
     }

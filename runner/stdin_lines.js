@@ -14,7 +14,7 @@
 //     or {k:'refuse'} for anything else, a line that is not JSON included
 //     (the runner exits with code 2: codepod never sends such a line);
 //   after it: {k:'res', msg} or {k:'err', msg} for an answer, {k:'in', msg}
-//     for a command's stdin, else null
+//     for a command's stdin, {k:'ack'|'chunk', msg} for a file operation, else null
 //     (ignored: not JSON, not an answer, a second hello);
 //   an empty line is null either way.
 
@@ -40,7 +40,7 @@ function readLine(buf, started) {
   let msg;
   try { msg = parse(bufToString(buf, 'utf8')); } catch (_) { msg = undefined; }
   const k = msg !== null && typeof msg === 'object' ? msg.k : undefined;
-  if (started) return k === 'res' || k === 'err' || k === 'in' ? { k, msg } : null;
+  if (started) return k === 'res' || k === 'err' || k === 'in' || k === 'ack' || k === 'chunk' ? { k, msg } : null;
   if (k === 'warm') return { k, msg };
   if (k === 'hello' && typeof msg.nonce === 'string' && HELLO_NONCE.test(msg.nonce)) return { k, msg };
   return { k: 'refuse' };

@@ -229,7 +229,7 @@ static void run_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	r->usage = json_incref(json_object_get(outcome, "usage"));
 }
 
-static const struct codepod_host run_host = { run_tool_call, no_cancel, run_done, NULL, NULL };
+static const struct codepod_host run_host = { .tool_call = run_tool_call, .cancel_call = no_cancel, .done = run_done };
 
 static void bare_out(void *ud, const char *buf, size_t len)
 {
@@ -464,7 +464,7 @@ static void calls_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	r->run_ms = (long)json_integer_value(json_object_get(json_object_get(outcome, "usage"), "runMs"));
 }
 
-static const struct codepod_host calls_host = { echo_call, no_cancel, calls_done, NULL, NULL };
+static const struct codepod_host calls_host = { .tool_call = echo_call, .cancel_call = no_cancel, .done = calls_done };
 
 static int mode_calls(struct bench *b, long count)
 {
@@ -581,7 +581,7 @@ static void conc_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 		note_failure(r->b, outcome);
 }
 
-static const struct codepod_host conc_host = { wait_call, no_cancel, conc_done, NULL, NULL };
+static const struct codepod_host conc_host = { .tool_call = wait_call, .cancel_call = no_cancel, .done = conc_done };
 
 static int mode_concurrent(struct bench *b, int n, int delay_ms)
 {

@@ -84,7 +84,7 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *o)
 	h->outcomes++;
 }
 
-static const struct codepod_host host_ops = { on_tool_call, on_cancel_call, on_done, NULL, NULL };
+static const struct codepod_host host_ops = { .tool_call = on_tool_call, .cancel_call = on_cancel_call, .done = on_done };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

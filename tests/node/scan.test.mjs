@@ -305,7 +305,7 @@ function lineModel(buf, started) {
   let v;
   try { v = JSON.parse(buf.toString('utf8')); } catch (_) { v = undefined; }
   const k = v !== null && typeof v === 'object' ? v.k : undefined;
-  if (started) return k === 'res' || k === 'err' || k === 'in' ? k : null;
+  if (started) return k === 'res' || k === 'err' || k === 'in' || k === 'ack' || k === 'chunk' ? k : null;
   if (k === 'warm') return k;
   if (k === 'hello' && typeof v.nonce === 'string' && /^[0-9a-f]{32}$/.test(v.nonce)) return k;
   return 'refuse';
@@ -353,7 +353,7 @@ cases('runner: each line gets what PROTOCOL.md says, before and after the hello'
       if (over) return;
       const l = lines.readLine(b, started);
       if (l === null) return;
-      assert.ok(['warm', 'hello', 'refuse', 'res', 'err', 'in'].includes(l.k), 'read as ' + l.k);
+      assert.ok(['warm', 'hello', 'refuse', 'res', 'err', 'in', 'ack', 'chunk'].includes(l.k), 'read as ' + l.k);
       assert.equal(l.k === 'refuse', !('msg' in l) || l.msg === undefined);
       said.push(l.k);
       if (l.k === 'refuse') over = true;

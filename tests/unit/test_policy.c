@@ -75,8 +75,9 @@ static void test_defaults_match_design(void **state)
 	struct codepod_policy p;
 	memset(&p, 0xAB, sizeof p);
 	codepod_policy_defaults(&p);
-	assert_int_equal(sizeof p, (NROWS + 1) * sizeof(uint64_t)); /* no field untested */
+	assert_int_equal(sizeof p, (NROWS + 2) * sizeof(uint64_t)); /* no field untested */
 	assert_int_equal(p.max_cpu_ms, CODEPOD_POLICY_NONE);
+	assert_int_equal(p.max_file_bytes, 1ull << 30);
 	for (size_t i = 0; i < NROWS; i++) {
 		if (get(&p, i) != rows[i].def)
 			fail_msg("%s: default %llu, want %llu", rows[i].name,
@@ -363,6 +364,29 @@ static void test_to_json_round_trip(void **state)
 	json_decref(o);
 }
 
+/* maxFileBytes: 1 GiB by default, 64 GiB at most; a limit of file
+ * operations, so a program's digest (to_json) leaves it out. */
+static void test_max_file_bytes(void **state)
+{
+	(void)state;
+	struct codepod_policy p, c;
+	struct cp_err err;
+	codepod_policy_ceiling_defaults(&c);
+	assert_int_equal(c.max_file_bytes, 64ull << 30);
+	codepod_policy_defaults(&p);
+	json_t *o = parse("{\"maxFileBytes\":5}");
+	assert_int_equal(codepod_policy_apply(&p, o, &c, &err), 0);
+	json_decref(o);
+	assert_int_equal(p.max_file_bytes, 5);
+	o = codepod_policy_to_json(&p);
+	assert_null(json_object_get(o, "maxFileBytes"));
+	json_decref(o);
+	o = parse("{\"maxFileBytes\":68719476737}");
+	assert_int_equal(codepod_policy_apply(&p, o, &c, &err), CP_E_INVALID_REQUEST);
+	assert_non_null(strstr(err.msg, "maxFileBytes"));
+	json_decref(o);
+}
+
 /* maxCpuMs: none (0) by default and as the built-in ceiling; a request's
  * value is a positive integer like any other; none is left out of the JSON
  * (the digest of an execution without it is unchanged); a deployment's
@@ -416,6 +440,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_match_design),
+		cmocka_unit_test(test_max_file_bytes),
 		cmocka_unit_test(test_ceiling_at_least_defaults),
 		cmocka_unit_test(test_null_and_json_null_change_nothing),
 		cmocka_unit_test(test_each_field_overrides_alone),

@@ -1,0 +1,272 @@
+/*
+ * fileop.c - the file kind of execution (fileop.h): its request, its
+ * chunks both ways, its end and its outcome.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/fileop.h"
+#include "base/jsonutil.h"
+
+#define MAX_LIST 10000
+#define MAX_CURSOR 4096
+#define MAX_ERR_MSG 512
+
+static const struct {
+	const char *type, *op;
+} ops[] = {
+	{ "file_read", "read" }, { "file_write", "write" }, { "file_stat", "stat" },
+	{ "file_list", "list" }, { "file_delete", "delete" },
+};
+
+static const char *op_of(const char *type)
+{
+	for (size_t i = 0; type && i < sizeof ops / sizeof ops[0]; i++)
+		if (strcmp(type, ops[i].type) == 0)
+			return ops[i].op;
+	return NULL;
+}
+
+int codepod_fileop_type(const char *type)
+{
+	return op_of(type) != NULL;
+}
+
+int codepod_path_check(const char *key, const json_t *v, int root_ok, struct cp_err *err)
+{
+	if (!json_is_string(v))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s must be a string", key);
+	const char *p = json_string_value(v);
+	if (strlen(p) != json_string_length(v))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s must not contain NUL", key);
+	if (p[0] == '/')
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "%s must be relative to the workspace, not absolute", key);
+	int named = 0;
+	for (const char *c = p; *c;) {
+		size_t len = strcspn(c, "/");
+		if (len == 2 && c[0] == '.' && c[1] == '.')
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "%s must not contain a .. component", key);
+		if (len && !(len == 1 && c[0] == '.'))
+			named = 1;
+		c += len;
+		while (*c == '/')
+			c++;
+	}
+	if (!named && !root_ok)
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "%s names the workspace itself, not a file in it", key);
+	return 0;
+}
+
+static int opt_uint(const json_t *request, const char *key, json_int_t max, json_t *fop,
+                    struct cp_err *err)
+{
+	const json_t *v = json_object_get(request, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > max)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "%s must be an integer from 0 to %lld",
+		                  key, (long long)max);
+	json_object_set(fop, key, (json_t *)v);
+	return 0;
+}
+
+int codepod_fileop_init(struct codepod_exec *e, const char *type, const json_t *request,
+                        struct cp_err *err)
+{
+	const char *op = op_of(type);
+	json_t *fop = json_pack("{s:s}", "op", op);
+	if (!fop)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	e->fop = fop;
+	const json_t *path = json_object_get(request, "path");
+	int is_list = strcmp(op, "list") == 0;
+	if (!path && !is_list)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "missing field: path");
+	if (path) {
+		int rc = codepod_path_check("path", path, is_list || strcmp(op, "stat") == 0, err);
+		if (rc)
+			return rc;
+		json_object_set(fop, "path", (json_t *)path);
+	}
+	int rc = 0;
+	if (strcmp(op, "read") == 0) {
+		rc = opt_uint(request, "offset", (json_int_t)1 << 53, fop, err);
+		if (!rc)
+			rc = opt_uint(request, "length", (json_int_t)1 << 53, fop, err);
+	} else if (strcmp(op, "write") == 0) {
+		const json_t *m = json_object_get(request, "ifMatch");
+		if (m) {
+			const char *s = json_string_value(m);
+			if (!s || json_string_length(m) != 64 || strspn(s, "0123456789abcdef") != 64)
+				return cp_err_set(err, CP_E_INVALID_REQUEST,
+				                  "ifMatch must be an etag: 64 lowercase hex digits");
+			json_object_set(fop, "ifMatch", (json_t *)m);
+		}
+		rc = opt_uint(request, "mode", 0777, fop, err);
+	} else if (is_list) {
+		const json_t *l = json_object_get(request, "limit");
+		if (l && (!json_is_integer(l) || json_integer_value(l) < 1 || json_integer_value(l) > MAX_LIST))
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "limit must be an integer from 1 to %d",
+			                  MAX_LIST);
+		if (l)
+			json_object_set(fop, "limit", (json_t *)l);
+		const json_t *c = json_object_get(request, "cursor");
+		if (c && (!json_is_string(c) || json_string_length(c) == 0 ||
+		          json_string_length(c) > MAX_CURSOR ||
+		          strspn(json_string_value(c), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") !=
+		                  json_string_length(c)))
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "cursor must be a next this listing gave");
+		if (c)
+			json_object_set(fop, "cursor", (json_t *)c);
+	} else if (strcmp(op, "delete") == 0) {
+		const json_t *r = json_object_get(request, "recursive");
+		if (r && !json_is_boolean(r))
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "recursive must be a boolean");
+		if (r)
+			json_object_set(fop, "recursive", (json_t *)r);
+	}
+	if (rc)
+		return rc;
+	char *text = json_dumps(fop, JSON_COMPACT);
+	if (!text)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	e->src = text;
+	e->src_len = strlen(text);
+	return 0;
+}
+
+static int is_op(const struct codepod_exec *e, const char *op)
+{
+	return strcmp(json_string_value(json_object_get(e->fop, "op")), op) == 0;
+}
+
+static enum cp_code code_of(const char *name)
+{
+	static const struct {
+		const char *name;
+		enum cp_code code;
+	} codes[] = {
+		{ "NOT_FOUND", CP_E_FILE_NOT_FOUND }, { "PRECONDITION_FAILED", CP_E_PRECONDITION },
+		{ "TOO_LARGE", CP_E_FILE_TOO_LARGE }, { "INVALID_REQUEST", CP_E_INVALID_REQUEST },
+	};
+	for (size_t i = 0; name && i < sizeof codes / sizeof codes[0]; i++)
+		if (strcmp(name, codes[i].name) == 0)
+			return codes[i].code;
+	return CP_E_INTERNAL;
+}
+
+static void on_done_frame(struct codepod_exec *e, const char *payload, size_t len)
+{
+	json_t *v = cp_json_load(payload, len, NULL);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: malformed file-result frame");
+		return;
+	}
+	const json_t *error = json_object_get(v, "error");
+	if (error) {
+		const char *msg = json_string_value(json_object_get(error, "message"));
+		enum cp_code code = code_of(json_string_value(json_object_get(error, "code")));
+		/* the runner's words are fixed texts; bounded all the same */
+		codepod_exec_finish(e, code, "%.*s", MAX_ERR_MSG, msg ? msg : "the file operation failed");
+		json_decref(v);
+		return;
+	}
+	const char *op = json_string_value(json_object_get(v, "op"));
+	if (!op || !is_op(e, op)) {
+		json_decref(v);
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a file result of another operation");
+		return;
+	}
+	json_decref(e->result);
+	e->result = v;
+	codepod_exec_finish(e, CP_OK, "%s", "");
+}
+
+void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload, size_t len)
+{
+	if (e->state != CODEPOD_ST_RUNNING) {
+		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a file frame before ready");
+		return;
+	}
+	switch (kind) {
+	case CODEPOD_FRAME_FILE_DATA:
+		if (!is_op(e, "read") || e->fop_await_ack || len > CODEPOD_FILE_CHUNK || !e->host->file_data) {
+			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a data frame out of turn");
+			return;
+		}
+		e->fop_await_ack = 1;
+		e->fop_bytes += len;
+		e->host->file_data(e->ud, e, payload, len);
+		break;
+	case CODEPOD_FRAME_FILE_ACK:
+		if (!is_op(e, "write") || e->fop_await_chunk || len || !e->host->file_ready) {
+			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a ready frame out of turn");
+			return;
+		}
+		e->fop_await_chunk = 1;
+		e->host->file_ready(e->ud, e);
+		break;
+	default:
+		on_done_frame(e, payload, len);
+	}
+}
+
+int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
+{
+	if (!e->fop || !is_op(e, "read"))
+		return cp_err_set(err, CP_E_STATE, "it is not a file read");
+	if (e->state >= CODEPOD_ST_FINISHING || !e->proc)
+		return cp_err_set(err, CP_E_STATE, "it has ended");
+	if (!e->fop_await_ack)
+		return cp_err_set(err, CP_E_STATE, "no file_chunk awaits an ack");
+	e->fop_await_ack = 0;
+	codepod_exec_rearm(e);
+	static const char line[] = "{\"k\":\"ack\"}\n";
+	int rc = codepod_exec_send_line(e, line, sizeof line - 1);
+	return rc ? cp_err_set(err, (enum cp_code)rc, "writing to the runner failed") : 0;
+}
+
+int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int last,
+                       struct cp_err *err)
+{
+	if (!e->fop || !is_op(e, "write"))
+		return cp_err_set(err, CP_E_STATE, "it is not a file write");
+	if (e->state >= CODEPOD_ST_FINISHING || !e->proc)
+		return cp_err_set(err, CP_E_STATE, "it has ended");
+	if (!e->fop_await_chunk)
+		return cp_err_set(err, CP_E_STATE, "send each file_chunk after the file_ack of the one before");
+	if (len % 4 != 0 || strspn(b64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != len)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "data must be base64");
+	size_t raw = len / 4 * 3 - (len && b64[len - 1] == '=') - (len > 1 && b64[len - 2] == '=');
+	if (raw > CODEPOD_FILE_CHUNK)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "a chunk is at most %d bytes (before base64)",
+		                  CODEPOD_FILE_CHUNK);
+	e->fop_await_chunk = 0;
+	e->fop_bytes += raw;
+	codepod_exec_rearm(e);
+	json_t *m = json_pack("{s:s,s:s%,s:b}", "k", "chunk", "d", b64, len, "last", last);
+	int rc = codepod_exec_send(e, m);
+	return rc ? cp_err_set(err, (enum cp_code)rc, "writing to the runner failed") : 0;
+}
+
+json_t *codepod_fileop_outcome(const struct codepod_exec *e, json_t *usage)
+{
+	int ok = e->code == CP_OK && e->result;
+	json_t *o = ok ? json_deep_copy(e->result)
+	               : json_pack("{s:O}", "op", json_object_get(e->fop, "op"));
+	if (!o) {
+		json_decref(usage);
+		return NULL;
+	}
+	json_object_set_new(o, "executionId", json_string(e->id));
+	json_object_set_new(o, "status", json_string(ok ? "ok" : "error"));
+	json_object_set_new(o, "usage", usage);
+	if (!ok)
+		json_object_set_new(o, "error", json_pack("{s:s,s:s}", "code",
+		                                          cp_code_name(e->code == CP_OK ? CP_E_INTERNAL : e->code),
+		                                          "message", e->message));
+	return o;
+}
