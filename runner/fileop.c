@@ -10,7 +10,7 @@
 
 #define MAX_LIST 10000
 #define MAX_CURSOR 4096
-#define MAX_ERR_MSG 512
+#define MAX_ERR_MSG 200
 
 static const struct {
 	const char *type, *op;

@@ -625,6 +625,11 @@
       for (let i = 0; i < n; i++) {
         let next;
         try { next = openFd(via(fd, parts[i]), DIR); } catch (e) {
+          if (e && (e.code === 'ENOTDIR' || e.code === 'ELOOP')) {
+            let link = false;
+            try { link = fs.lstatSync(via(fd, parts[i])).isSymbolicLink(); } catch (_) {}
+            throw link ? refuse('path goes through a symlink; symlinks are not followed') : e;
+          }
           if (!(create && e && e.code === 'ENOENT')) throw e;
           try { fs.mkdirSync(via(fd, parts[i]), 0o755); } catch (e2) { if (!e2 || e2.code !== 'EEXIST') throw e2; }
           next = openFd(via(fd, parts[i]), DIR);
