@@ -244,14 +244,21 @@ static json_t *outcome_message(const char *id, const json_t *outcome)
 
 static void on_file_data(void *ud, struct codepod_exec *e, const char *buf, size_t len)
 {
-	(void)e;
 	struct entry *en = ud;
 	size_t n = 0;
 	char *b64 = base64_of(buf, len, &n);
 	if (!b64)
 		return;
-	entry_send(en, json_pack("{s:s,s:s,s:s%}", "type", "file_chunk", "id", en->id, "data", b64, n));
+	json_t *m = json_pack("{s:s,s:s,s:s%}", "type", "file_chunk", "id", en->id, "data", b64, n);
 	free(b64);
+	/* The first chunk of a read also says the whole file's size and etag
+	 * (an HTTP answer's headers need them before the body). */
+	const json_t *info = codepod_file_info(e);
+	if (m && info && !en->info_sent) {
+		en->info_sent = 1;
+		json_object_update(m, (json_t *)info);
+	}
+	entry_send(en, m);
 }
 
 static void on_file_ready(void *ud, struct codepod_exec *e)

@@ -33,6 +33,7 @@ struct entry {
 	int webhook;                   /* brokered by POST /v1/executions: not attachable */
 	int command;                   /* a command: command_output, command_result */
 	int file;                      /* a file operation: file_chunk, file_ack, file_result */
+	int info_sent;                 /* a read's first file_chunk carried size and etag */
 	int abandoned;                 /* the grace period passed */
 	uint64_t detached_ms;
 	struct broker_logstream *ls;   /* "stream": true */

@@ -163,6 +163,10 @@ int codepod_exec_stdin(struct codepod_exec *e, const char *b64, size_t len, int 
  * chunk awaits an ack, it is not a read or it has ended. */
 int codepod_file_ack(struct codepod_exec *e, struct cp_err *err);
 
+/* A file read's {"size","etag"} (borrowed), known from its first
+ * file_data on; NULL before, and for an empty range. */
+const json_t *codepod_file_info(const struct codepod_exec *e);
+
 /* A file write's next chunk: @b64 (borrowed, @len bytes of base64, at most
  * 256 KiB decoded); @last ends the file. CP_E_STATE unless file_ready came
  * since the chunk before; CP_E_INVALID_REQUEST for bad base64 or size. */

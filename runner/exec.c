@@ -202,6 +202,7 @@ static void exec_free(struct codepod_exec *e)
 	codepod_logwin_free(&e->errlogs);
 	json_decref(e->cmd);
 	json_decref(e->fop);
+	json_decref(e->fop_info);
 	json_decref(e->tools);
 	json_decref(e->tool_index);
 	json_decref(e->result);

@@ -143,6 +143,7 @@ struct codepod_exec {
 	int fop_await_ack;       /* read: a chunk went to the host, its ack not back */
 	int fop_await_chunk;     /* write: the runner is ready for the next chunk */
 	uint64_t fop_bytes;      /* file bytes moved either way */
+	json_t *fop_info;        /* read: {"size","etag"} of the whole file, before its data */
 
 	/* the outcome, filled by finish() */
 	enum cp_code code;

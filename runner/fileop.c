@@ -202,6 +202,19 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 		e->host->file_data(e->ud, e, payload, len);
 		break;
 	case CODEPOD_FRAME_FILE_ACK:
+		if (is_op(e, "read") && !e->fop_info) { /* the size and etag, before the data */
+			json_t *v = cp_json_load(payload, len, NULL);
+			const json_t *size = json_object_get(v, "size");
+			const char *etag = json_string_value(json_object_get(v, "etag"));
+			if (!json_is_integer(size) || json_integer_value(size) < 0 || !etag ||
+			    strlen(etag) != 64 || strspn(etag, "0123456789abcdef") != 64) {
+				json_decref(v);
+				codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a malformed file-info frame");
+				return;
+			}
+			e->fop_info = v;
+			return;
+		}
 		if (!is_op(e, "write") || e->fop_await_chunk || len || !e->host->file_ready) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a ready frame out of turn");
 			return;
@@ -250,6 +263,11 @@ int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int 
 	json_t *m = json_pack("{s:s,s:s%,s:b}", "k", "chunk", "d", b64, len, "last", last);
 	int rc = codepod_exec_send(e, m);
 	return rc ? cp_err_set(err, (enum cp_code)rc, "writing to the runner failed") : 0;
+}
+
+const json_t *codepod_file_info(const struct codepod_exec *e)
+{
+	return e->fop_info;
 }
 
 json_t *codepod_fileop_outcome(const struct codepod_exec *e, json_t *usage)

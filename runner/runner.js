@@ -665,31 +665,26 @@
         const parts = pathParts(fop.path, false);
         const dfd = walk(parts, parts.length - 1, false);
         const fd = openRegular(dfd, parts[parts.length - 1]);
+        // The size and etag first (an HTTP answer's headers carry them),
+        // then the range: what was hashed, never past it.
+        const etag = hashFd(fd);
+        const size = fstatSync(fd).size;
         const start = fop.offset > 0 ? fop.offset : 0;
-        const stop = fop.length >= 0 ? start + fop.length : Infinity;
-        const h = crypto.createHash('sha256');
+        const stop = fop.length >= 0 ? Math.min(start + fop.length, size) : size;
         const buf = bufAllocUnsafe(FILE_CHUNK);
-        let pos = 0;
+        let pos = start;
         const step = () => {
           try {
-            for (;;) {
-              const n = readSync(fd, buf, 0, FILE_CHUNK, pos);
-              if (n === 0) return end({ op: 'read', size: pos, etag: h.digest('hex') });
-              const chunk = subarray(buf, 0, n);
-              h.update(chunk);
-              const from = start > pos ? start - pos : 0;
-              const to = stop < pos + n ? stop - pos : n;
-              pos += n;
-              if (from < to) {
-                onFileAck = step;
-                frame(FRAME_FILE_DATA, subarray(chunk, from, to));
-                return;
-              }
-            }
+            const n = pos < stop ? readSync(fd, buf, 0, Math.min(FILE_CHUNK, stop - pos), pos) : 0;
+            if (n === 0) return end({ op: 'read', size, etag });
+            pos += n;
+            onFileAck = step;
+            frame(FRAME_FILE_DATA, subarray(buf, 0, n));
           } catch (e) { fail(e); }
         };
         holdStdin = true;
         refresh();
+        if (start < stop) frame(FRAME_FILE_ACK, stringify({ size, etag }));
         return step();
       }
       if (op === 'write') {
@@ -701,6 +696,7 @@
         if (old && old.isDirectory()) throw refuse('path is a directory');
         if (old && old.isSymbolicLink()) throw refuse('path is a symlink; symlinks are not followed or replaced');
         if (old && !old.isFile()) throw refuse('path is not a regular file (a device, socket or pipe)');
+        const created = !old;
         const match = () => {
           if (typeof fop.ifMatch !== 'string') return;
           let fd;
@@ -736,7 +732,7 @@
             closeFd(tfd);
             match();
             fs.renameSync(via(dfd, tmp), via(dfd, name));
-            end({ op: 'write', size, etag: h.digest('hex') });
+            end({ op: 'write', size, etag: h.digest('hex'), created });
           } catch (e) { abort(e); }
         };
         holdStdin = true;

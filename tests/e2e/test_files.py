@@ -77,6 +77,8 @@ def test_write_read_stat_list_delete(session):
     w = write_file(session, conv, "reports/q1/summary.txt", data)
     assert w["type"] == "file_result" and w["op"] == "write", w
     assert w["size"] == len(data) and w["etag"] == hashlib.sha256(data).hexdigest()
+    assert w["created"] is True
+    assert write_file(session, conv, "reports/q1/summary.txt", data)["created"] is False
     got, r = read_file(session, conv, "reports/q1/summary.txt")
     assert got == data and r["op"] == "read" and r["size"] == len(data) and r["etag"] == w["etag"]
     st = op(session, "file_stat", conv, path="reports/q1/summary.txt")
@@ -113,6 +115,7 @@ def test_big_file_chunks_each_wait_for_their_ack(session):
     session.send({"type": "file_read", "id": fid, "conversation": conv, "path": "blob.bin"})
     first = session.wait_for(lambda m: m.get("id") == fid and m["type"] == "file_chunk", 60, "chunk")
     assert len(base64.b64decode(first["data"])) == CHUNK
+    assert first["size"] == len(data) and first["etag"] == w["etag"], "the first chunk says both"
     time.sleep(0.5)  # no ack yet: nothing more may come
     assert len(session.of(fid, "file_chunk")) == 1 and not session.of(fid, "file_result")
     got = base64.b64decode(first["data"])
