@@ -94,6 +94,8 @@ static void free_sess(struct sess_base *b)
 {
 	if (b->kind == BROKER_SESS_WS)
 		broker_http_ws_free(b);
+	else if (b->kind == BROKER_SESS_FILES)
+		broker_http_files_free(b);
 	else
 		broker_http_exec_free(b);
 }
@@ -165,6 +167,9 @@ static void pss_reset(struct broker_http_pss *pss)
 	cp_buf_free(&pss->body);
 	if (pss->req)
 		broker_http_exec_detach(pss->req);
+	if (pss->freq)
+		broker_http_files_detach(pss->freq);
+	free(pss->post_uri);
 	memset(pss, 0, sizeof *pss);
 }
 
@@ -219,6 +224,8 @@ void broker_http_respond_error(struct lws *wsi, struct broker_http_pss *pss, uns
 /* Headers, then the body in chunks, each from its own WRITEABLE. */
 static int on_http_writeable(struct lws *wsi, struct broker_http_pss *pss)
 {
+	if (pss->freq && !pss->responding)
+		return broker_http_files_writeable(wsi, pss);
 	if (!pss->responding)
 		return 0;
 	if (!pss->hdr_sent) {
@@ -474,6 +481,21 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 		lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)srv->cfg.header_timeout_s);
 	} else if (!strcmp(uri, "/v1/executions") || !strcmp(uri, "/v1/declarations")) {
 		broker_http_respond_error(wsi, pss, 405, "INVALID_REQUEST", "use POST");
+	} else if (!strncmp(uri, "/v1/conversations/", 18) && srv->nsessions >= srv->cfg.max_sessions) {
+		broker_http_metrics_count(srv->metrics, "too_many_sessions");
+		broker_http_respond_error(wsi, pss, 429, "TOO_MANY_SESSIONS", "the server is full; retry later");
+	} else if (!strncmp(uri, "/v1/conversations/", 18)) {
+		if (broker_http_files_route(srv, wsi, pss, uri) == 2) {
+			if (content_length(wsi) > srv->cfg.max_body) {
+				broker_http_respond_error(wsi, pss, 413, "INVALID_REQUEST", "request body over the limit");
+				return 0;
+			}
+			pss->post = BROKER_HTTP_POST_COMMAND;
+			pss->post_uri = strdup(uri);
+			cp_buf_init(&pss->body, srv->cfg.max_body);
+			pss->close_after = 0;
+			lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)srv->cfg.header_timeout_s);
+		}
 	} else {
 		broker_http_respond_error(wsi, pss, 404, "NOT_FOUND", "no such endpoint");
 	}
@@ -483,6 +505,8 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 static int on_body(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
                    const void *in, size_t len)
 {
+	if (pss->freq)
+		return broker_http_files_body(pss, wsi, in, len);
 	if (!pss->post || pss->body_over)
 		return 0;
 	int rc = cp_buf_add(&pss->body, in, len, NULL);
@@ -517,11 +541,15 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		return on_body(srv, wsi, pss, in, len);
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+		if (pss->freq)
+			broker_http_files_body_done(pss);
 		if (pss->post && !pss->body_over) {
 			int kind = pss->post;
 			pss->post = 0;
 			if (kind == BROKER_HTTP_POST_DECLARATIONS)
 				broker_http_decl_respond(wsi, pss);
+			else if (kind == BROKER_HTTP_POST_COMMAND && pss->post_uri)
+				broker_http_command_start(srv, wsi, pss, pss->post_uri);
 			else
 				broker_http_exec_start(srv, wsi, pss);
 		}

@@ -37,7 +37,7 @@ struct sess_base {
 	int gone;                      /* the transport is closed */
 	int close_pending;             /* the reaper closes the session */
 };
-enum { BROKER_SESS_WS = 1, BROKER_SESS_EXEC = 2 };
+enum { BROKER_SESS_WS = 1, BROKER_SESS_EXEC = 2, BROKER_SESS_FILES = 3 };
 
 struct broker_http {
 	struct broker_http_config cfg; /* strings below are our copies */
@@ -69,7 +69,8 @@ struct broker_http {
 };
 
 /* What a POST body being read is for (broker_http_pss.post). */
-enum { BROKER_HTTP_POST_NONE, BROKER_HTTP_POST_EXECUTION, BROKER_HTTP_POST_DECLARATIONS };
+enum { BROKER_HTTP_POST_NONE, BROKER_HTTP_POST_EXECUTION, BROKER_HTTP_POST_DECLARATIONS,
+       BROKER_HTTP_POST_COMMAND };
 
 /* Per-connection data of the HTTP protocol (protocols[0]). */
 struct broker_http_pss {
@@ -81,6 +82,8 @@ struct broker_http_pss {
 	struct cp_buf body;          /* a POST body being read (zeroed until a POST) */
 	int body_over;
 	struct exec_req *req;        /* POST /v1/executions running */
+	struct file_req *freq;       /* a file route or command running (http_server_files.c) */
+	char *post_uri;              /* POST .../commands: its URI, for after the body */
 };
 
 /* http_server_decl.c: answers POST /v1/declarations from pss->body */
@@ -122,6 +125,19 @@ void broker_http_ws_finish(struct sess_base *b);
 void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss);
 void broker_http_exec_detach(struct exec_req *r); /* its HTTP connection closed */
 void broker_http_exec_free(struct sess_base *b);
+
+/* http_server_files.c: the /v1/conversations/{key}/ routes. route: 0 not
+ * one of them, 1 handled (answered or started), 2 a POST whose body is to
+ * be read (then command_start). */
+int broker_http_files_route(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
+                            const char *uri);
+void broker_http_command_start(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss,
+                               const char *uri);
+int broker_http_files_body(struct broker_http_pss *pss, struct lws *wsi, const void *in, size_t len);
+void broker_http_files_body_done(struct broker_http_pss *pss);
+int broker_http_files_writeable(struct lws *wsi, struct broker_http_pss *pss);
+void broker_http_files_detach(struct file_req *r); /* its HTTP connection closed */
+void broker_http_files_free(struct sess_base *b);
 
 /* http_server_auth.c */
 struct broker_http_auth *broker_http_auth_new(const char *path, struct cp_err *err);
