@@ -549,8 +549,13 @@ int broker_http_files_route(struct broker_http *srv, struct lws *wsi, struct bro
 		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", why ? why : "out of memory");
 		return 1;
 	}
-	if (op == OP_PUT)
+	if (op == OP_PUT) {
 		pss->close_after = 0; /* the body is read, not skipped */
+		char v[32];
+		/* no body: lws says nothing more, so the one chunk is empty and last */
+		if (lws_hdr_copy(wsi, v, sizeof v, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 && !strcmp(v, "0"))
+			r->body_done = 1;
+	}
 	start(srv, wsi, pss, r, msg);
 	return 1;
 }
