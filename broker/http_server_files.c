@@ -4,6 +4,8 @@
  *   PUT    /v1/conversations/{key}/files/{path}   replace it (If-Match: 412)
  *   DELETE /v1/conversations/{key}/files/{path}
  *   GET    /v1/conversations/{key}/files/{dir}/   a listing (?limit=&cursor=)
+ *   GET    /v1/conversations/{key}/archive        the workspace as a tar
+ *   PUT    /v1/conversations/{key}/archive        extract a tar into it
  *   POST   /v1/conversations/{key}/commands       run a command, its result
  * Each request drives a one-operation broker_session of its own, speaking
  * the session's file and command messages (broker/SESSION.md), so the
@@ -33,6 +35,7 @@ struct file_req {
 	struct lws *wsi;       /* NULL once detached */
 	struct broker_http_pss *pss;
 	int op;
+	int archive;           /* the whole workspace: no Content-Length, no ETag */
 	char id[40];
 	int answered;
 	/* GET */
@@ -183,6 +186,16 @@ static int write_headers(struct file_req *r, struct lws *wsi)
 	char etag[70], range[96];
 	snprintf(etag, sizeof etag, "\"%s\"", r->etag);
 	unsigned status = r->ranged ? 206 : 200;
+	if (r->archive) { /* its length is known at its end: the close ends it */
+		if (lws_add_http_common_headers(wsi, 200, "application/x-tar", LWS_ILLEGAL_HTTP_CONTENT_LEN,
+		                                &p, end) ||
+		    lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close",
+		                                 5, &p, end) ||
+		    lws_finalize_write_http_header(wsi, start, &p, end))
+			return -1;
+		r->hdr_sent = 1;
+		return 0;
+	}
 	if (lws_add_http_common_headers(wsi, status, "application/octet-stream", r->clen, &p, end) ||
 	    lws_add_http_header_by_name(wsi, (const unsigned char *)"etag:", (const unsigned char *)etag,
 	                                (int)strlen(etag), &p, end) ||
@@ -211,7 +224,7 @@ int broker_http_files_writeable(struct lws *wsi, struct broker_http_pss *pss)
 	if (!r || r->op != OP_GET)
 		return 0;
 	if (!r->hdr_sent) {
-		if (!r->etag[0])
+		if (!r->etag[0] && !r->archive)
 			return 0; /* nothing known yet */
 		if (write_headers(r, wsi))
 			return -1;
@@ -232,12 +245,13 @@ int broker_http_files_writeable(struct lws *wsi, struct broker_http_pss *pss)
 	}
 	if (!r->final)
 		return 0;
-	int whole = r->final == 1 && r->sent == r->clen;
+	int whole = r->final == 1 && (r->archive || r->sent == r->clen);
+	int archive = r->archive;
 	finished(r);
 	if (!whole)
 		return -1; /* the file changed or the read failed midway: cut, so the client knows */
 	unsigned char z[LWS_PRE + 1];
-	if (lws_write(wsi, z + LWS_PRE, 0, LWS_WRITE_HTTP_FINAL) < 0)
+	if (lws_write(wsi, z + LWS_PRE, 0, LWS_WRITE_HTTP_FINAL) < 0 || archive)
 		return -1;
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
@@ -294,7 +308,15 @@ static void io_send(void *ud, const json_t *msg)
 		answer(r, 200, o);
 		json_decref(o);
 	} else if (!strcmp(type, "file_result")) {
-		if (r->op == OP_GET) {
+		if (r->op == OP_GET && r->archive) {
+			r->final = 1;
+			if (r->wsi)
+				lws_callback_on_writable(r->wsi);
+		} else if (r->op == OP_PUT && r->archive) {
+			json_t *b = json_pack("{s:O}", "files", json_object_get(msg, "files"));
+			answer(r, 200, b);
+			json_decref(b);
+		} else if (r->op == OP_GET) {
 			if (!r->etag[0]) { /* an empty range: no chunk came */
 				snprintf(r->etag, sizeof r->etag, "%s",
 				         json_string_value(json_object_get(msg, "etag")) ?: "");
@@ -409,6 +431,9 @@ static json_t *request_for(struct broker_http *srv, struct lws *wsi, struct file
 {
 	(void)srv;
 	char q[4200];
+	if (r->archive)
+		return json_pack("{s:s,s:s,s:s}", "type", r->op == OP_GET ? "archive_read" : "archive_write",
+		                 "id", r->id, "conversation", conv);
 	switch (r->op) {
 	case OP_GET: {
 		if (parse_range(wsi, r, why))
@@ -509,16 +534,19 @@ int broker_http_files_route(struct broker_http *srv, struct lws *wsi, struct bro
 	const char *rest = slash ? slash + 1 : "";
 	int files = !strncmp(rest, "files/", 6) || !strcmp(rest, "files");
 	int commands = !strcmp(rest, "commands");
-	if (!slash || slash == key || (!files && !commands)) {
+	int archive = !strcmp(rest, "archive");
+	if (!slash || slash == key || (!files && !commands && !archive)) {
 		broker_http_respond_error(wsi, pss, 404, "NOT_FOUND", "no such endpoint");
 		return 1;
 	}
-	int op = commands ? (post ? OP_COMMAND : 0)
+	int op = archive ? (get ? OP_GET : put ? OP_PUT : 0)
+	       : commands ? (post ? OP_COMMAND : 0)
 	       : rest[strlen(rest) - 1] == '/' || !strcmp(rest, "files") ? (get ? OP_LIST : 0)
 	       : get ? OP_GET : put ? OP_PUT : del ? OP_DELETE : 0;
 	if (!op) {
 		broker_http_respond_error(wsi, pss, 405, "INVALID_REQUEST",
-		                          commands ? "use POST" : "use GET, PUT or DELETE (GET for a folder/)");
+		                          commands ? "use POST" : archive ? "use GET or PUT"
+		                                   : "use GET, PUT or DELETE (GET for a folder/)");
 		return 1;
 	}
 	char *conv = pct_decode(key, (size_t)(slash - key));
@@ -533,6 +561,9 @@ int broker_http_files_route(struct broker_http *srv, struct lws *wsi, struct bro
 		return 1;
 	}
 	r->base.srv = srv;
+	r->archive = archive;
+	if (archive)
+		r->clen = ~0ull; /* unknown: as much as comes */
 	if (op == OP_COMMAND) {
 		/* the body comes first: POST's own body path (http_server.c) */
 		free(conv);

@@ -772,6 +772,8 @@ static const struct message_type {
 	{ "file_stat", do_execute },
 	{ "file_list", do_execute },
 	{ "file_delete", do_execute },
+	{ "archive_read", do_execute },
+	{ "archive_write", do_execute },
 	{ "file_chunk", do_file_chunk },
 	{ "file_ack", do_file_ack },
 	{ "tool_result", do_tool_result },

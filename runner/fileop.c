@@ -17,6 +17,7 @@ static const struct {
 } ops[] = {
 	{ "file_read", "read" }, { "file_write", "write" }, { "file_stat", "stat" },
 	{ "file_list", "list" }, { "file_delete", "delete" },
+	{ "archive_read", "archive_read" }, { "archive_write", "archive_write" },
 };
 
 static const char *op_of(const char *type)
@@ -82,6 +83,14 @@ int codepod_fileop_init(struct codepod_exec *e, const char *type, const json_t *
 	e->fop = fop;
 	const json_t *path = json_object_get(request, "path");
 	int is_list = strcmp(op, "list") == 0;
+	if (strncmp(op, "archive_", 8) == 0) { /* the whole workspace */
+		char *t = json_dumps(fop, JSON_COMPACT);
+		if (!t)
+			return cp_err_set(err, CP_E_NOMEM, "out of memory");
+		e->src = t;
+		e->src_len = strlen(t);
+		return 0;
+	}
 	if (!path && !is_list)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "missing field: path");
 	if (path) {
@@ -142,6 +151,17 @@ static int is_op(const struct codepod_exec *e, const char *op)
 	return strcmp(json_string_value(json_object_get(e->fop, "op")), op) == 0;
 }
 
+/* Its bytes go out (data frames, acked by the host) or come in (chunks). */
+static int reads(const struct codepod_exec *e)
+{
+	return is_op(e, "read") || is_op(e, "archive_read");
+}
+
+static int writes(const struct codepod_exec *e)
+{
+	return is_op(e, "write") || is_op(e, "archive_write");
+}
+
 static enum cp_code code_of(const char *name)
 {
 	static const struct {
@@ -193,7 +213,7 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 	}
 	switch (kind) {
 	case CODEPOD_FRAME_FILE_DATA:
-		if (!is_op(e, "read") || e->fop_await_ack || len > CODEPOD_FILE_CHUNK || !e->host->file_data) {
+		if (!reads(e) || e->fop_await_ack || len > CODEPOD_FILE_CHUNK || !e->host->file_data) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a data frame out of turn");
 			return;
 		}
@@ -215,7 +235,7 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 			e->fop_info = v;
 			return;
 		}
-		if (!is_op(e, "write") || e->fop_await_chunk || len || !e->host->file_ready) {
+		if (!writes(e) || e->fop_await_chunk || len || !e->host->file_ready) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a ready frame out of turn");
 			return;
 		}
@@ -229,8 +249,8 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 
 int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
 {
-	if (!e->fop || !is_op(e, "read"))
-		return cp_err_set(err, CP_E_STATE, "it is not a file read");
+	if (!e->fop || !reads(e))
+		return cp_err_set(err, CP_E_STATE, "it is not a file or archive read");
 	if (e->state >= CODEPOD_ST_FINISHING || !e->proc)
 		return cp_err_set(err, CP_E_STATE, "it has ended");
 	if (!e->fop_await_ack)
@@ -245,8 +265,8 @@ int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
 int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int last,
                        struct cp_err *err)
 {
-	if (!e->fop || !is_op(e, "write"))
-		return cp_err_set(err, CP_E_STATE, "it is not a file write");
+	if (!e->fop || !writes(e))
+		return cp_err_set(err, CP_E_STATE, "it is not a file or archive write");
 	if (e->state >= CODEPOD_ST_FINISHING || !e->proc)
 		return cp_err_set(err, CP_E_STATE, "it has ended");
 	if (!e->fop_await_chunk)

@@ -659,6 +659,239 @@
       if (!st.isFile()) throw refuse('path is not a regular file (a device, socket or pipe)');
       return fd;
     };
+    // ---- tar (ustar, with pax records for long names) ----
+    const octal = (buf, off, len, v) => { bufLatin1Write(buf, v.toString(8).padStart(len - 1, '0') + '\0', off); };
+    const tarHeader = (name, type, size, mode, mtime, link) => {
+      const out = [];
+      let nameBuf = bufFrom(name, 'utf8');
+      const linkBuf = bufFrom(link || '', 'utf8');
+      if (nameBuf.length > 100 || linkBuf.length > 100) {
+        const recs = [];
+        const rec = (k, v) => {
+          const body = ' ' + k + '=' + v + '\n';
+          let n = byteLength(body, 'utf8');
+          let len = n + String(n).length;
+          if (String(len).length !== String(n).length) len = n + String(len).length;
+          recs.push(bufFrom(len + body, 'utf8'));
+        };
+        if (nameBuf.length > 100) rec('path', name);
+        if (linkBuf.length > 100) rec('linkpath', link);
+        const data = bufConcat(recs);
+        out.push(...tarHeader('PaxHeader', 'x', data.length, 0o644, mtime, ''));
+        out.push(data, Buffer.alloc((512 - data.length % 512) % 512));
+        nameBuf = subarray(nameBuf, 0, 100);
+      }
+      const h = Buffer.alloc(512);
+      typedSet(h, nameBuf, 0);
+      octal(h, 100, 8, mode & 0o7777);
+      octal(h, 108, 8, 0); octal(h, 116, 8, 0);
+      octal(h, 124, 12, size);
+      octal(h, 136, 12, Math.max(0, Math.floor(mtime)));
+      bufLatin1Write(h, '        ', 148);
+      bufLatin1Write(h, type, 156);
+      typedSet(h, subarray(linkBuf, 0, 100), 157);
+      bufLatin1Write(h, 'ustar\0' + '00', 257);
+      let sum = 0;
+      for (let i = 0; i < 512; i++) sum += h[i];
+      bufLatin1Write(h, sum.toString(8).padStart(6, '0') + '\0 ', 148);
+      out.push(h);
+      return out;
+    };
+    function archiveRead() {
+      // Depth first, names sorted; symlinks as symlinks (never followed),
+      // special files and codepod's own temporaries left out.
+      const stack = [{ fd: walk([], 0, false), prefix: '', names: null, i: 0 }];
+      let file = null; // {fd, left, pos}
+      let total = 0;
+      const pieces = [];
+      let queued = 0;
+      const push = (b) => { pieces.push(b); queued += b.length; total += b.length; };
+      const more = () => {
+        while (queued < FILE_CHUNK) {
+          if (file) {
+            const n = Math.min(65536, file.left);
+            const b = bufAllocUnsafe(n);
+            let got = n ? readSync(file.fd, b, 0, n, file.pos) : 0;
+            if (got < n) b.fill(0, got); // shrank meanwhile: the header's size holds
+            got = n;
+            file.pos += got; file.left -= got;
+            push(b);
+            if (file.left === 0) {
+              if (file.pad) push(Buffer.alloc(file.pad));
+              closeFd(file.fd);
+              file = null;
+            }
+            continue;
+          }
+          const top = stack[stack.length - 1];
+          if (!top) return false;
+          if (!top.names) top.names = readdirSync(via(top.fd)).filter((n) => !n.startsWith(TMP_PREFIX)).sort();
+          if (top.i >= top.names.length) { closeFd(top.fd); stack.pop(); continue; }
+          const name = top.names[top.i++];
+          const rel = top.prefix + name;
+          let st;
+          try { st = fs.lstatSync(via(top.fd, name)); } catch (_) { continue; }
+          if (st.isDirectory()) {
+            let dfd;
+            try { dfd = openFd(via(top.fd, name), DIR); } catch (_) { continue; }
+            for (const b of tarHeader(rel + '/', '5', 0, st.mode, st.mtimeMs / 1000, '')) push(b);
+            stack.push({ fd: dfd, prefix: rel + '/', names: null, i: 0 });
+          } else if (st.isSymbolicLink()) {
+            let target = '';
+            try { target = fs.readlinkSync(via(top.fd, name)); } catch (_) { continue; }
+            for (const b of tarHeader(rel, '2', 0, 0o777, st.mtimeMs / 1000, target)) push(b);
+          } else if (st.isFile()) {
+            let ffd;
+            try { ffd = openFd(via(top.fd, name), O.O_RDONLY | O.O_NOFOLLOW | O.O_NONBLOCK); } catch (_) { continue; }
+            const size = fstatSync(ffd).size;
+            for (const b of tarHeader(rel, '0', size, st.mode, st.mtimeMs / 1000, '')) push(b);
+            file = { fd: ffd, left: size, pos: 0, pad: (512 - size % 512) % 512 };
+            if (size === 0) { closeFd(ffd); file = null; }
+          }
+        }
+        return true;
+      };
+      let ended = false;
+      const step = () => {
+        try {
+          if (!ended && !more()) { ended = true; push(Buffer.alloc(1024)); }
+          if (queued === 0) return end({ op: 'archive_read', size: total });
+          const all = bufConcat(pieces.splice(0));
+          const n = Math.min(FILE_CHUNK, all.length);
+          if (n < all.length) pieces.push(subarray(all, n));
+          queued = all.length - n;
+          onFileAck = step;
+          frame(FRAME_FILE_DATA, subarray(all, 0, n));
+        } catch (e) { fail(e); }
+      };
+      holdStdin = true;
+      refresh();
+      step();
+    }
+    function archiveWrite() {
+      let pending = bufAllocUnsafe(0);
+      let entry = null; // {left, pad, fd, dfd, tmp, name, size}
+      let pax = {};
+      let longName = null;
+      let files = 0;
+      const cleanup = () => {
+        if (entry && entry.tmp) { try { fs.unlinkSync(via(entry.dfd, entry.tmp)); } catch (_) {} }
+      };
+      const num = (h, off, len) => {
+        const s = bufToString(subarray(h, off, off + len), 'latin1').replace(/[\0 ]+$/, '').trim();
+        if (!/^[0-7]*$/.test(s)) throw refuse('not a tar archive (a number field is not octal)');
+        return s ? parseInt(s, 8) : 0;
+      };
+      const str = (h, off, len) => { const b = subarray(h, off, off + len); const z = bufIndexOf(b, 0); return bufToString(z >= 0 ? subarray(b, 0, z) : b, 'utf8'); };
+      const startEntry = (h) => {
+        let sum = 0;
+        for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 32 : h[i];
+        if (num(h, 148, 8) !== sum) throw refuse('not a tar archive (a header checksum is wrong)');
+        const type = String.fromCharCode(h[156] || 48);
+        const size = num(h, 124, 12);
+        let name = pax.path || longName || ((h[345] && bufToString(subarray(h, 257, 263), 'latin1').startsWith('ustar')) ? str(h, 345, 155) + '/' + str(h, 0, 100) : str(h, 0, 100));
+        const link = pax.linkpath || str(h, 157, 100);
+        pax = {}; longName = null;
+        const meta = { left: size, pad: (512 - size % 512) % 512, type, data: null };
+        if (type === 'x' || type === 'L' || type === 'g') { meta.data = []; return meta; }
+        if (name.startsWith('./')) name = name.slice(2);
+        name = name.replace(/\/+$/, '');
+        if (type === '5' && (name === '' || name === '.')) return meta; // the workspace itself
+        const parts = pathParts(name, false);
+        if (type === '5') { closeFd(walk(parts, parts.length, true)); files++; return meta; }
+        if (type === '2') {
+          if (link.startsWith('/')) throw refuse('an entry is a symlink to an absolute path');
+          const to = path.posix.normalize(path.posix.join(path.posix.dirname(parts.join('/')), link));
+          if (to === '..' || to.startsWith('../')) throw refuse('an entry is a symlink leading out of the workspace');
+          const dfd = walk(parts, parts.length - 1, true);
+          const last = parts[parts.length - 1];
+          try { fs.unlinkSync(via(dfd, last)); } catch (e) { if (!e || e.code !== 'ENOENT') throw e; }
+          fs.symlinkSync(link, via(dfd, last));
+          closeFd(dfd);
+          files++;
+          return meta;
+        }
+        if (type !== '0' && type !== '7') throw refuse('an entry is a device, fifo or hard link; only files, folders and symlinks inside are taken');
+        if (size > maxFile) throw new FileRule('TOO_LARGE', 'an entry is over maxFileBytes (' + maxFile + ' bytes)');
+        const dfd = walk(parts, parts.length - 1, true);
+        const last = parts[parts.length - 1];
+        let old = null;
+        try { old = fs.lstatSync(via(dfd, last)); } catch (e) { if (!e || e.code !== 'ENOENT') throw e; }
+        if (old && !old.isFile()) throw refuse('an entry would replace a folder, symlink or special file');
+        const tmp = TMP_PREFIX + crypto.randomBytes(8).toString('hex');
+        meta.dfd = dfd; meta.tmp = tmp; meta.last = last;
+        meta.mode = num(h, 100, 8) & 0o777;
+        meta.fd = openFd(via(dfd, tmp), O.O_WRONLY | O.O_CREAT | O.O_EXCL | O.O_NOFOLLOW, meta.mode || 0o644);
+        return meta;
+      };
+      const endEntry = () => {
+        const m = entry;
+        entry = null;
+        if (m.data) {
+          const text = bufToString(bufConcat(m.data), 'utf8');
+          if (m.type === 'L') longName = text.replace(/\0+$/, '');
+          if (m.type === 'x') {
+            for (let i = 0; i < text.length;) {
+              const sp = text.indexOf(' ', i);
+              const len = parseInt(text.slice(i, sp), 10);
+              if (!(len > 0)) break;
+              const rec = text.slice(sp + 1, i + len - 1);
+              const eq = rec.indexOf('=');
+              pax[rec.slice(0, eq)] = rec.slice(eq + 1);
+              i += len;
+            }
+          }
+          return;
+        }
+        if (m.fd !== undefined) {
+          fs.fchmodSync(m.fd, m.mode || 0o644);
+          closeFd(m.fd);
+          fs.renameSync(via(m.dfd, m.tmp), via(m.dfd, m.last));
+          closeFd(m.dfd);
+          files++;
+        }
+      };
+      let zeros = 0;
+      onFileChunk = (msg) => {
+        try {
+          const data = typeof msg.d === 'string' ? bufFrom(msg.d, 'base64') : bufAllocUnsafe(0);
+          let buf = pending.length ? bufConcat([pending, data]) : data;
+          let off = 0;
+          while (off < buf.length && zeros < 2) {
+            if (entry && entry.left > 0) {
+              const n = Math.min(entry.left, buf.length - off);
+              const piece = subarray(buf, off, off + n);
+              if (entry.data) entry.data.push(bufFrom(piece));
+              else if (entry.fd !== undefined) for (let w = 0; w < n;) w += fs.writeSync(entry.fd, piece, w, n - w);
+              entry.left -= n; off += n;
+              continue;
+            }
+            if (entry && entry.pad > 0) {
+              const n = Math.min(entry.pad, buf.length - off);
+              entry.pad -= n; off += n;
+              continue;
+            }
+            if (entry) { endEntry(); continue; }
+            if (buf.length - off < 512) break;
+            const h = subarray(buf, off, off + 512);
+            off += 512;
+            let empty = true;
+            for (let i = 0; i < 512; i++) if (h[i]) { empty = false; break; }
+            if (empty) { zeros++; continue; }
+            zeros = 0;
+            entry = startEntry(h);
+          }
+          if (entry && entry.left === 0 && entry.pad === 0) endEntry();
+          pending = off < buf.length ? bufFrom(subarray(buf, off)) : bufAllocUnsafe(0);
+          if (msg.last !== true) return frame(FRAME_FILE_ACK, '');
+          if (entry || pending.length > 0 && zeros < 2) throw refuse('the tar archive ends in the middle of an entry');
+          end({ op: 'archive_write', files });
+        } catch (e) { cleanup(); fail(e); }
+      };
+      holdStdin = true;
+      refresh();
+      frame(FRAME_FILE_ACK, '');
+    }
     try {
       const op = fop.op;
       if (op === 'read') {
@@ -780,6 +1013,8 @@
         }
         return end({ op: 'delete' });
       }
+      if (op === 'archive_read') return archiveRead();
+      if (op === 'archive_write') return archiveWrite();
       throw refuse('unknown file operation');
     } catch (e) {
       fail(e);
