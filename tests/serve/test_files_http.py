@@ -163,3 +163,27 @@ def test_a_big_upload_and_download_stream_through_bounded_memory(serve, tmp_path
     assert hashlib.sha256(dst.read_bytes()).hexdigest() == etag
     grown = vm_hwm_kib(s.proc.pid) - base
     assert grown < 16 * 1024, f"the server's peak RSS grew by {grown} KiB for a 32 MiB file"
+
+
+def test_archive_get_and_put(serve):
+    import io
+    import tarfile
+    s = serve()
+    conv = f"http-arch-{uuid.uuid4().hex[:6]}"
+    assert call(s, "PUT", files(conv, "d/a.txt"), b"alpha")[0] == 201
+    st, h, body = call(s, "GET", f"/v1/conversations/{conv}/archive")
+    assert st == 200 and h["content-type"] == "application/x-tar", (st, h)
+    with tarfile.open(fileobj=io.BytesIO(body)) as t:
+        assert t.extractfile("d/a.txt").read() == b"alpha"
+    other = conv + "-copy"
+    st, _, reply = call(s, "PUT", f"/v1/conversations/{other}/archive", body)
+    assert st == 200 and js(reply) == {"files": 2}, reply
+    assert call(s, "GET", files(other, "d/a.txt"))[2] == b"alpha"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        ti = tarfile.TarInfo("../../escape")
+        ti.size = 1
+        t.addfile(ti, io.BytesIO(b"x"))
+    st, _, reply = call(s, "PUT", f"/v1/conversations/{other}/archive", buf.getvalue())
+    assert st == 400 and ".." in js(reply)["error"]["message"], reply
+    assert call(s, "DELETE", f"/v1/conversations/{conv}/archive")[0] == 405
