@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/http_path.h"
 #include "broker/http_server_int.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
@@ -377,48 +378,13 @@ void broker_http_files_detach(struct file_req *r)
 
 /* ---- routing ---- */
 
-/* Percent-decode @n bytes of @s into a new string; NULL when malformed
- * (a cut or non-hex escape, or one that makes a NUL). */
-static char *pct_decode(const char *s, size_t n)
-{
-	static const char hexd[] = "0123456789abcdef0123456789ABCDEF";
-	char *out = malloc(n + 1), *o = out;
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] != '%') {
-			*o++ = s[i];
-			continue;
-		}
-		const char *h1 = i + 2 < n + 0 && s[i + 1] ? memchr(hexd, s[i + 1], 32) : NULL;
-		const char *h2 = h1 && s[i + 2] ? memchr(hexd, s[i + 2], 32) : NULL;
-		int v = h1 && h2 ? ((int)((h1 - hexd) & 15) << 4) | (int)((h2 - hexd) & 15) : 0;
-		if (!v) {
-			free(out);
-			return NULL;
-		}
-		*o++ = (char)v;
-		i += 2;
-	}
-	*o = 0;
-	return out;
-}
-
 static int parse_range(struct lws *wsi, struct file_req *r, const char **why)
 {
 	char h[128];
 	r->clen = ~0ull;
 	if (lws_hdr_copy(wsi, h, sizeof h, WSI_TOKEN_HTTP_RANGE) <= 0)
 		return 0;
-	unsigned long long a = 0, b = 0;
-	char dash = 0, extra = 0;
-	int n = sscanf(h, "bytes=%llu%c%llu%c", &a, &dash, &b, &extra);
-	if (n == 2 && dash == '-') {
-		r->start = a;
-	} else if (n == 3 && dash == '-' && b >= a) {
-		r->start = a;
-		r->clen = b - a + 1;
-	} else {
+	if (broker_http_parse_range(h, &r->start, &r->clen)) {
 		*why = "Range: only one bytes=FIRST-LAST or bytes=FIRST- range";
 		return -1;
 	}
@@ -549,9 +515,9 @@ int broker_http_files_route(struct broker_http *srv, struct lws *wsi, struct bro
 		                                   : "use GET, PUT or DELETE (GET for a folder/)");
 		return 1;
 	}
-	char *conv = pct_decode(key, (size_t)(slash - key));
+	char *conv = broker_http_pct_decode(key, (size_t)(slash - key));
 	const char *p = files && rest[5] == '/' ? rest + 6 : "";
-	char *path = pct_decode(p, strlen(p));
+	char *path = broker_http_pct_decode(p, strlen(p));
 	struct file_req *r = conv && path ? new_req(op) : NULL;
 	if (!r) {
 		free(conv);
@@ -599,7 +565,7 @@ void broker_http_command_start(struct broker_http *srv, struct lws *wsi, struct 
 	cp_buf_free(&pss->body);
 	const char *key = uri + sizeof PREFIX - 1;
 	const char *slash = strchr(key, '/');
-	char *conv = slash ? pct_decode(key, (size_t)(slash - key)) : NULL;
+	char *conv = slash ? broker_http_pct_decode(key, (size_t)(slash - key)) : NULL;
 	struct file_req *r = json_is_object(req) && conv ? new_req(OP_COMMAND) : NULL;
 	const json_t *in = json_object_get(req, "stdin");
 	if (!r || (in && !json_is_string(in))) {
