@@ -61,6 +61,10 @@ static const double tool_bytes[] = { 64, 256, 1024, 4096, 16384, 65536, 262144, 
 struct broker_http_metrics {
 	struct series execs[MAX_SERIES]; /* status, code */
 	size_t nexecs;
+	struct series ops[MAX_SERIES]; /* kind (command, file_read, ...), code */
+	size_t nops;
+	struct series file_bytes[MAX_SERIES]; /* kind: bytes moved */
+	size_t nfile_bytes;
 	struct series calls[MAX_SERIES]; /* status */
 	size_t ncalls;
 	struct series rejected[MAX_SERIES]; /* reason */
@@ -180,10 +184,35 @@ static void observe_usage(struct broker_http_metrics *m, const char *status, con
 	}
 }
 
+/* What an outcome ended: "program", "command", or a file operation's
+ * request type (a file_result has an op, a command_result an exitCode). */
+static const char *outcome_kind(const json_t *outcome, char *buf, size_t cap)
+{
+	const char *op = json_string_value(json_object_get(outcome, "op"));
+	if (op) {
+		snprintf(buf, cap, "%s%s", strncmp(op, "archive_", 8) == 0 ? "" : "file_", op);
+		return buf;
+	}
+	return json_object_get(outcome, "exitCode") ? "command" : "program";
+}
+
 void broker_http_metrics_outcome(struct broker_http_metrics *m, const json_t *outcome)
 {
 	const char *status = json_string_value(json_object_get(outcome, "status"));
 	const char *code = json_string_value(json_object_get(json_object_get(outcome, "error"), "code"));
+	char kbuf[32];
+	const char *kind = outcome_kind(outcome, kbuf, sizeof kbuf);
+	if (strcmp(kind, "program")) { /* commands and file operations: counted apart */
+		bump(m->ops, &m->nops, kind, code ? code : "OK");
+		const json_t *fb = json_object_get(json_object_get(outcome, "usage"), "fileBytes");
+		if (json_is_integer(fb) && json_integer_value(fb) > 0) {
+			bump(m->file_bytes, &m->nfile_bytes, kind, NULL); /* the series, counted once */
+			for (size_t i = 0; i < m->nfile_bytes; i++)
+				if (!strcmp(m->file_bytes[i].a, kind))
+					m->file_bytes[i].n += (unsigned long long)json_integer_value(fb) - 1;
+		}
+		return;
+	}
 	bump(m->execs, &m->nexecs, status ? status : "unknown", code ? code : "OK");
 	const json_t *usage = json_object_get(outcome, "usage");
 	const json_t *su = json_object_get(usage, "startupMs"), *ru = json_object_get(usage, "runMs");
@@ -278,6 +307,17 @@ char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cod
 	for (size_t i = 0; i < m->nexecs; i++)
 		put(&o, "codepod_executions_total{status=\"%s\",code=\"%s\"} %llu\n", m->execs[i].a,
 		    m->execs[i].b, m->execs[i].n);
+	put(&o, "# HELP codepod_operations_total Commands and file operations finished, by kind "
+	        "(command, file_read, ..., archive_write) and error code.\n"
+	        "# TYPE codepod_operations_total counter\n");
+	for (size_t i = 0; i < m->nops; i++)
+		put(&o, "codepod_operations_total{kind=\"%s\",code=\"%s\"} %llu\n", m->ops[i].a,
+		    m->ops[i].b, m->ops[i].n);
+	put(&o, "# HELP codepod_file_bytes_total File bytes moved by finished file operations, by kind.\n"
+	        "# TYPE codepod_file_bytes_total counter\n");
+	for (size_t i = 0; i < m->nfile_bytes; i++)
+		put(&o, "codepod_file_bytes_total{kind=\"%s\"} %llu\n", m->file_bytes[i].a,
+		    m->file_bytes[i].n);
 	put_histo(&o, "codepod_execution_startup_seconds",
 	          "Time from submission until the program started running.", &m->startup);
 	put_histo(&o, "codepod_execution_run_seconds", "Time the program ran.", &m->run);
@@ -339,15 +379,17 @@ void broker_http_audit(struct broker_http *srv, const char *id, const char *conv
 	json_t *run = json_incref(json_object_get(usage, "runMs"));
 	/* the outcome's usage object itself: the same figures, one definition */
 	json_t *use = json_incref(json_object_get(outcome, "usage"));
+	char kbuf[32];
+	const char *kind = outcome_kind(outcome, kbuf, sizeof kbuf);
 	if (!srv->audit) {
-		cp_log(CP_LOG_INFO, "audit", "id", json_string(id), "conversationHash",
+		cp_log(CP_LOG_INFO, "audit", "id", json_string(id), "kind", json_string(kind), "conversationHash",
 		       json_string(conv), "digest", digest, "tools", tools, "code",
 		       json_string(code ? code : "OK"), "startupMs", startup, "runMs", run,
 		       "usage", use, NULL);
 		return;
 	}
-	json_t *o = json_pack("{s:s,s:s,s:s,s:o?,s:o,s:s,s:o?,s:o?,s:o?}", "event", "audit", "id", id,
-	                      "conversationHash", conv, "digest", digest, "tools", tools, "code",
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o?,s:o,s:s,s:o?,s:o?,s:o?}", "event", "audit", "id", id,
+	                      "kind", kind, "conversationHash", conv, "digest", digest, "tools", tools, "code",
 	                      code ? code : "OK", "startupMs", startup, "runMs", run, "usage", use);
 	char *line = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(o);

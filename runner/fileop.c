@@ -301,6 +301,8 @@ json_t *codepod_fileop_outcome(const struct codepod_exec *e, json_t *usage)
 	}
 	json_object_set_new(o, "executionId", json_string(e->id));
 	json_object_set_new(o, "status", json_string(ok ? "ok" : "error"));
+	if (usage)
+		json_object_set_new(usage, "fileBytes", json_integer((json_int_t)e->fop_bytes));
 	json_object_set_new(o, "usage", usage);
 	if (!ok)
 		json_object_set_new(o, "error", json_pack("{s:s,s:s}", "code",

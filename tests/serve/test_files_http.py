@@ -187,3 +187,26 @@ def test_archive_get_and_put(serve):
     st, _, reply = call(s, "PUT", f"/v1/conversations/{other}/archive", buf.getvalue())
     assert st == 400 and ".." in js(reply)["error"]["message"], reply
     assert call(s, "DELETE", f"/v1/conversations/{conv}/archive")[0] == 405
+
+
+def test_audit_lines_and_metrics_count_commands_and_file_operations(serve):
+    s = serve()
+    conv = f"http-metrics-{uuid.uuid4().hex[:6]}"
+    data = os.urandom(300000)
+    assert call(s, "PUT", files(conv, "m.bin"), data)[0] == 201
+    assert call(s, "GET", files(conv, "m.bin"))[2] == data
+    assert call(s, "GET", files(conv, "none"))[0] == 404
+    assert call(s, "POST", f"/v1/conversations/{conv}/commands", json.dumps({"command": "true"}))[0] == 200
+    st, _, body = call(s, "GET", "/metrics", token=False)
+    text = body.decode()
+    for line in ['codepod_operations_total{kind="file_write",code="OK"} 1',
+                 'codepod_operations_total{kind="file_read",code="OK"} 1',
+                 'codepod_operations_total{kind="file_read",code="NOT_FOUND"} 1',
+                 'codepod_operations_total{kind="command",code="OK"} 1',
+                 f'codepod_file_bytes_total{{kind="file_write"}} {len(data)}',
+                 f'codepod_file_bytes_total{{kind="file_read"}} {len(data)}']:
+        assert line in text, (line, [x for x in text.splitlines() if "operations" in x or "file_bytes" in x])
+    assert 'codepod_executions_total{status="ok"' not in text  # programs only there
+    kinds = sorted(a["kind"] for a in s.wait_logs("audit", lambda lines: len(lines) >= 4))
+    assert kinds == ["command", "file_read", "file_read", "file_write"], kinds
+    assert conv not in s.stderr_text()  # the audit names a conversation by its hash
