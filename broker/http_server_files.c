@@ -45,6 +45,9 @@ struct file_req {
 	char etag[65];
 	unsigned char *chunk; /* LWS_PRE + bytes to write */
 	size_t chunk_len;
+	unsigned char *spare; /* the chunk after it, its ack owed until it moves up */
+	size_t spare_len;
+	int have_spare;
 	/* PUT */
 	struct cp_buf up;
 	int ready, body_done, paused, last_sent;
@@ -110,11 +113,9 @@ static void answer_error(struct file_req *r, const json_t *error)
 
 static void feed(struct file_req *r, json_t *msg /* steals */)
 {
-	char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+	if (msg)
+		broker_session_feed(r->base.session, msg);
 	json_decref(msg);
-	if (text)
-		broker_session_message(r->base.session, text, strlen(text));
-	free(text);
 }
 
 static char *b64(const void *buf, size_t len, size_t *out_len)
@@ -241,7 +242,16 @@ int broker_http_files_writeable(struct lws *wsi, struct broker_http_pss *pss)
 		if (n && lws_write(wsi, r->chunk + LWS_PRE, n, LWS_WRITE_HTTP) < 0)
 			return -1;
 		r->sent += n;
-		feed(r, json_pack("{s:s,s:s}", "type", "file_ack", "id", r->id));
+		if (r->have_spare) { /* the next moves up, and the one after may come */
+			unsigned char *t = r->chunk;
+			r->chunk = r->spare;
+			r->chunk_len = r->spare_len;
+			r->spare = t;
+			r->spare_len = 0;
+			r->have_spare = 0;
+			feed(r, json_pack("{s:s,s:s}", "type", "file_ack", "id", r->id));
+			lws_callback_on_writable(wsi);
+		}
 		return 0;
 	}
 	if (!r->final)
@@ -269,15 +279,27 @@ static void get_chunk(struct file_req *r, const json_t *msg)
 		if (want < r->clen)
 			r->clen = want;
 	}
+	/* Two chunks at most: the one the socket takes next and the one after,
+	 * so the sandbox reads ahead while the socket writes (its ack waits
+	 * until the first is written). */
 	size_t len = data ? strlen(data) : 0;
-	free(r->chunk);
-	r->chunk = malloc(LWS_PRE + len / 4 * 3 + 3);
-	int n = r->chunk ? EVP_DecodeBlock(r->chunk + LWS_PRE, (const unsigned char *)data, (int)len) : -1;
+	int second = r->chunk_len > 0;
+	unsigned char **slot = second ? &r->spare : &r->chunk;
+	if (!*slot)
+		*slot = malloc(LWS_PRE + CHUNK + 3);
+	int n = *slot && len / 4 * 3 <= CHUNK + 3
+	                ? EVP_DecodeBlock(*slot + LWS_PRE, (const unsigned char *)data, (int)len) : -1;
 	if (n < 0) {
 		r->final = 2;
 	} else {
 		size_t pad = (len && data[len - 1] == '=') + (len > 1 && data[len - 2] == '=');
-		r->chunk_len = (size_t)n - pad;
+		if (second) {
+			r->spare_len = (size_t)n - pad;
+			r->have_spare = 1;
+		} else {
+			r->chunk_len = (size_t)n - pad;
+			feed(r, json_pack("{s:s,s:s}", "type", "file_ack", "id", r->id));
+		}
 	}
 	if (r->wsi)
 		lws_callback_on_writable(r->wsi);
@@ -360,6 +382,7 @@ void broker_http_files_free(struct sess_base *b)
 	broker_session_free(b->session);
 	cp_buf_free(&r->up);
 	free(r->chunk);
+	free(r->spare);
 	free(r->stdin_b64);
 	free(r);
 }

@@ -809,6 +809,12 @@ void broker_session_message(struct broker_session *s, const char *text, size_t l
 		send_error(s, NULL, NULL, NULL, INVALID, "malformed JSON: %s", err.msg);
 		return;
 	}
+	broker_session_feed(s, msg);
+	json_decref(msg);
+}
+
+void broker_session_feed(struct broker_session *s, const json_t *msg)
+{
 	const char *id = text_field(msg, "id");
 	const char *raw = text_field(msg, "type");
 	const struct message_type *t = message_type(raw);
@@ -822,7 +828,6 @@ void broker_session_message(struct broker_session *s, const char *text, size_t l
 		send_error(s, id, t->type, NULL, INVALID, "the session is closing");
 	else
 		t->handle(s, msg, t->type, id);
-	json_decref(msg);
 }
 
 void broker_session_oversize(struct broker_session *s, unsigned long long len,

@@ -280,8 +280,19 @@ int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int 
 	e->fop_await_chunk = 0;
 	e->fop_bytes += raw;
 	codepod_exec_rearm(e);
-	json_t *m = json_pack("{s:s,s:s%,s:b}", "k", "chunk", "d", b64, len, "last", last);
-	int rc = codepod_exec_send(e, m);
+	/* Built by hand: base64 needs no escaping, and a JSON encoder's walk
+	 * over 350 KB a chunk was most of an upload's CPU time. */
+	static const char head[] = "{\"k\":\"chunk\",\"d\":\"";
+	const char *tail = last ? "\",\"last\":true}\n" : "\",\"last\":false}\n";
+	size_t hn = sizeof head - 1, tn = strlen(tail);
+	char *line = malloc(hn + len + tn);
+	if (!line)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	memcpy(line, head, hn);
+	memcpy(line + hn, b64, len);
+	memcpy(line + hn + len, tail, tn);
+	int rc = codepod_exec_send_line(e, line, hn + len + tn);
+	free(line);
 	return rc ? cp_err_set(err, (enum cp_code)rc, "writing to the runner failed") : 0;
 }
 

@@ -957,10 +957,13 @@
             if (size + data.length > maxFile) {
               return abort(new FileRule('TOO_LARGE', 'the file is over maxFileBytes (' + maxFile + ' bytes); nothing was replaced'));
             }
+            // Taken: the next chunk may come while this one is written (it
+            // waits in the pipe; an error here ends the write all the same).
+            if (msg.last !== true) frame(FRAME_FILE_ACK, '');
             for (let off = 0; off < data.length;) off += fs.writeSync(tfd, data, off, data.length - off);
             h.update(data);
             size += data.length;
-            if (msg.last !== true) return frame(FRAME_FILE_ACK, '');
+            if (msg.last !== true) return;
             if (mode !== 0o644) fs.fchmodSync(tfd, mode); // the umask took bits off
             closeFd(tfd);
             match();

@@ -15,13 +15,16 @@ per pod), comes from bench_latency.py and bench_codepod startup --prestart.
 The serve figures (tool-call round trip over the WebSocket of
 `serve --listen` vs `serve --stdio`; 500 executions over 10 sessions) come
 from bench_serve.py, section (e); the Kubernetes backend figures
-(cold pod, warm-pool pod, existing pod vs local) from bench_kube.py, (f).
+(cold pod, warm-pool pod, existing pod vs local) from bench_kube.py, (f);
+files and commands (64 MiB through serve --listen vs curl to a Python
+http.server, 8 uploads at once, run("true") vs return 1) from
+bench_files.py, (i).
 
 usage: bench.py [--quick] [--only=SECTION,...] OUT
        bench.py [--quick] --latency-only SECTIONS OUT
        --only: these sections alone, of startup calls concurrent exec serve
        serve-calls (its round trip alone) kube latency latency-a latency-load
-       latency-b latency-c latency-d resume (the tool-bridge figures alone: `make bench
+       latency-b latency-c latency-d resume files (the tool-bridge figures alone: `make bench
        BENCH_ARGS=--only=calls,serve-calls,latency-d`)
        --latency-only: section (g) alone, only SECTIONS of bench_latency.py
        (`make bench-latency BENCH_SECTIONS=a,b`, into build/bench-latency.txt)
@@ -219,6 +222,24 @@ def kube_lines(f):
     return L
 
 
+def files_lines(f):
+    """Section (i): files and commands, from bench_files.py."""
+    L = ["(i) files and commands: a 64 MiB file through serve --listen (curl) vs curl to a",
+         "    Python http.server on loopback; 8 uploads at once; run(\"true\") vs return 1"]
+    if not f:
+        return L + ["    not measured"]
+    L.append("    upload   %.2f s vs plain %.2f s: %.0f%% of plain (goal >= 50%%: %s)"
+             % (f["up_s"], f["plain_up_s"], 100 * f["up_ratio"], verdict(f["up_ratio"] >= 0.5)))
+    L.append("    download %.2f s vs plain %.2f s: %.0f%% of plain (goal >= 50%%: %s)"
+             % (f["down_s"], f["plain_down_s"], 100 * f["down_ratio"], verdict(f["down_ratio"] >= 0.5)))
+    grown = (f["peak_rss_kib"] - f["idle_rss_kib"]) / 1024
+    L.append("    8 uploads at once (%d ok): controller RSS %.1f MiB above idle (goal < 32 MiB: %s)"
+             % (f["uploads_ok"], grown, verdict(grown < 32)))
+    L.append("    run(\"true\") %.1f ms vs return 1 %.1f ms: %.2fx (goal <= 1.5x: %s)"
+             % (f["true_ms"], f["return1_ms"], f["true_ratio"], verdict(f["true_ratio"] <= 1.5)))
+    return L
+
+
 def latency_lines(figs):
     """Section (g): the per-script latency figures (bench_latency.py, bench_codepod startup --prestart)."""
     f = figs.get("latency") or {}
@@ -373,6 +394,9 @@ def main():
             if wanted("serve") or wanted("serve-calls"):
                 run_script("serve", "bench_serve.py", quick, figs, failed, notes,
                            [] if wanted("serve") else ["--calls-only"])
+            if wanted("files"):
+                print("bench: (i) files and commands ...", file=sys.stderr, flush=True)
+                run_script("files", "bench_files.py", quick, figs, failed, notes)
             if wanted("kube"):
                 print("bench: Kubernetes backend against the fake API server ...", file=sys.stderr,
                       flush=True)
@@ -460,6 +484,8 @@ def main():
         L.extend(latency_lines(figs))
         L.append("")
         L.extend(resume_lines(figs.get("resume")))
+        L.append("")
+        L.extend(files_lines(figs.get("files")))
     for n in notes:
         L.append("note: " + n)
     if failed:
