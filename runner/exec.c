@@ -203,6 +203,7 @@ static void exec_free(struct codepod_exec *e)
 	json_decref(e->cmd);
 	json_decref(e->fop);
 	json_decref(e->fop_info);
+	codepod_fileop_free(e);
 	json_decref(e->tools);
 	json_decref(e->tool_index);
 	json_decref(e->result);
@@ -604,6 +605,8 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 	e->proc = NULL;
 	note_usage(e, &ex->usage, 0);
 	int cut = codepod_frame_finish(e->frames, &frame_sink, e);
+	if (!cut && e->state < CODEPOD_ST_FINISHING && codepod_fileop_pending(e))
+		return; /* a read's end is held until its last chunks are taken */
 	/* A stream that was lost explains a cut frame: the loss decides the
 	 * outcome (a tool call in flight makes it unknown). */
 	if (cut && !ex->lost && !ex->unavailable && e->state < CODEPOD_ST_FINISHING)

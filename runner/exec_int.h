@@ -59,6 +59,9 @@ enum codepod_call_state {
 	CODEPOD_CALL_HOLDING
 };
 
+/* Chunks of a file read held ahead of the host (runner/fileop.c). */
+#define CODEPOD_FILE_WINDOW 4
+
 struct codepod_call {
 	char *tool;              /* as the program named it (bounded) */
 	json_t *input;           /* held until answered (a pending call lists it) */
@@ -144,6 +147,14 @@ struct codepod_exec {
 	int fop_await_chunk;     /* write: the runner is ready for the next chunk */
 	uint64_t fop_bytes;      /* file bytes moved either way */
 	json_t *fop_info;        /* read: {"size","etag"} of the whole file, before its data */
+	/* read: chunks the runner sent ahead of the host's acks (fileop.c's
+	 * window): the head is with the host when fop_await_ack */
+	char *fop_q[CODEPOD_FILE_WINDOW];
+	size_t fop_q_len[CODEPOD_FILE_WINDOW];
+	unsigned fop_q_head, fop_q_count;
+	int fop_runner_waits;    /* the runner sent a chunk and waits for its ack */
+	char *fop_done;          /* its F frame, held until the queue is delivered */
+	size_t fop_done_len;
 
 	/* the outcome, filled by finish() */
 	enum cp_code code;

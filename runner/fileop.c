@@ -205,6 +205,51 @@ static void on_done_frame(struct codepod_exec *e, const char *payload, size_t le
 	codepod_exec_finish(e, CP_OK, "%s", "");
 }
 
+/* ---- the read window ----
+ *
+ * The runner sends a chunk and waits for its ack; the host gets one chunk
+ * at a time and acks it. Between them codepod holds up to
+ * CODEPOD_FILE_WINDOW chunks, acking the runner while there is room, so
+ * the sandbox reads ahead while the client takes the chunk before: the
+ * per-chunk round trip through the runner is off the transfer's path. */
+
+static int runner_ack(struct codepod_exec *e)
+{
+	static const char line[] = "{\"k\":\"ack\"}\n";
+	e->fop_runner_waits = 0;
+	return codepod_exec_send_line(e, line, sizeof line - 1);
+}
+
+/* The head of the queue to the host, when it has none. */
+static void offer(struct codepod_exec *e)
+{
+	if (e->fop_await_ack || !e->fop_q_count || e->state >= CODEPOD_ST_FINISHING)
+		return;
+	e->fop_await_ack = 1;
+	e->host->file_data(e->ud, e, e->fop_q[e->fop_q_head], e->fop_q_len[e->fop_q_head]);
+}
+
+static void free_queue(struct codepod_exec *e)
+{
+	for (unsigned i = 0; i < CODEPOD_FILE_WINDOW; i++) {
+		free(e->fop_q[i]);
+		e->fop_q[i] = NULL;
+	}
+	e->fop_q_count = 0;
+	free(e->fop_done);
+	e->fop_done = NULL;
+}
+
+int codepod_fileop_pending(const struct codepod_exec *e)
+{
+	return e->fop && e->fop_done != NULL;
+}
+
+void codepod_fileop_free(struct codepod_exec *e)
+{
+	free_queue(e);
+}
+
 void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload, size_t len)
 {
 	if (e->state != CODEPOD_ST_RUNNING) {
@@ -213,13 +258,29 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 	}
 	switch (kind) {
 	case CODEPOD_FRAME_FILE_DATA:
-		if (!reads(e) || e->fop_await_ack || len > CODEPOD_FILE_CHUNK || !e->host->file_data) {
+		if (!reads(e) || e->fop_runner_waits || e->fop_q_count == CODEPOD_FILE_WINDOW ||
+		    len > CODEPOD_FILE_CHUNK || !e->host->file_data || e->fop_done) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a data frame out of turn");
 			return;
 		}
-		e->fop_await_ack = 1;
+		{
+			unsigned slot = (e->fop_q_head + e->fop_q_count) % CODEPOD_FILE_WINDOW;
+			char *copy = malloc(len ? len : 1);
+			if (!copy) {
+				codepod_exec_finish(e, CP_E_INTERNAL, "out of memory holding a file chunk");
+				return;
+			}
+			memcpy(copy, payload, len);
+			free(e->fop_q[slot]);
+			e->fop_q[slot] = copy;
+			e->fop_q_len[slot] = len;
+			e->fop_q_count++;
+		}
 		e->fop_bytes += len;
-		e->host->file_data(e->ud, e, payload, len);
+		e->fop_runner_waits = 1;
+		if (e->fop_q_count < CODEPOD_FILE_WINDOW)
+			runner_ack(e);
+		offer(e);
 		break;
 	case CODEPOD_FRAME_FILE_ACK:
 		if (is_op(e, "read") && !e->fop_info) { /* the size and etag, before the data */
@@ -243,6 +304,16 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 		e->host->file_ready(e->ud, e);
 		break;
 	default:
+		if (e->fop_q_count) { /* after the chunks still held */
+			e->fop_done = malloc(len ? len : 1);
+			if (!e->fop_done) {
+				codepod_exec_finish(e, CP_E_INTERNAL, "out of memory holding a file result");
+				return;
+			}
+			memcpy(e->fop_done, payload, len);
+			e->fop_done_len = len;
+			return;
+		}
 		on_done_frame(e, payload, len);
 	}
 }
@@ -251,15 +322,29 @@ int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
 {
 	if (!e->fop || !reads(e))
 		return cp_err_set(err, CP_E_STATE, "it is not a file or archive read");
-	if (e->state >= CODEPOD_ST_FINISHING || !e->proc)
+	/* the runner may be gone once it sent everything (fop_done held) */
+	if (e->state >= CODEPOD_ST_FINISHING || (!e->proc && !e->fop_done))
 		return cp_err_set(err, CP_E_STATE, "it has ended");
 	if (!e->fop_await_ack)
 		return cp_err_set(err, CP_E_STATE, "no file_chunk awaits an ack");
 	e->fop_await_ack = 0;
+	free(e->fop_q[e->fop_q_head]);
+	e->fop_q[e->fop_q_head] = NULL;
+	e->fop_q_head = (e->fop_q_head + 1) % CODEPOD_FILE_WINDOW;
+	e->fop_q_count--;
 	codepod_exec_rearm(e);
-	static const char line[] = "{\"k\":\"ack\"}\n";
-	int rc = codepod_exec_send_line(e, line, sizeof line - 1);
-	return rc ? cp_err_set(err, (enum cp_code)rc, "writing to the runner failed") : 0;
+	int rc = e->fop_runner_waits && e->proc ? runner_ack(e) : 0;
+	if (rc)
+		return cp_err_set(err, (enum cp_code)rc, "writing to the runner failed");
+	if (e->fop_q_count) {
+		offer(e);
+	} else if (e->fop_done) {
+		char *d = e->fop_done;
+		e->fop_done = NULL;
+		on_done_frame(e, d, e->fop_done_len);
+		free(d);
+	}
+	return 0;
 }
 
 int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int last,

@@ -39,6 +39,13 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
  * opens the file; this answers a mistake before a sandbox is started. */
 int codepod_path_check(const char *key, const json_t *v, int root_ok, struct cp_err *err);
 
+/* 1 when the runner sent its end but chunks before it still wait for the
+ * host: its exit then ends nothing (the held end does, once delivered). */
+int codepod_fileop_pending(const struct codepod_exec *e);
+
+/* Frees what a read holds (exec_free). */
+void codepod_fileop_free(struct codepod_exec *e);
+
 /* The file_result fields (new reference), for codepod_outcome_build. */
 json_t *codepod_fileop_outcome(const struct codepod_exec *e, json_t *usage /* steals */);
 
