@@ -144,7 +144,10 @@ struct codepod_exec {
 	/* a file operation (runner/fileop.h): NULL otherwise */
 	json_t *fop;             /* the hello's "fop" object; the result is e->result */
 	int fop_await_ack;       /* read: a chunk went to the host, its ack not back */
-	int fop_await_chunk;     /* write: the runner is ready for the next chunk */
+	int fop_await_chunk;     /* write: the host may send the next chunk */
+	int fop_w_opened;        /* write: the runner's first A (the file is open) came */
+	int fop_w_last;          /* write: the last chunk went to the runner */
+	unsigned fop_w_inflight; /* write: chunks sent to the runner, its A not back */
 	uint64_t fop_bytes;      /* file bytes moved either way */
 	json_t *fop_info;        /* read: {"size","etag"} of the whole file, before its data */
 	/* read: chunks the runner sent ahead of the host's acks (fileop.c's

@@ -296,12 +296,21 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 			e->fop_info = v;
 			return;
 		}
-		if (!writes(e) || e->fop_await_chunk || len || !e->host->file_ready) {
+		/* The first says the file is open; each other one that a chunk
+		 * was taken. The host may have up to CODEPOD_FILE_WINDOW - 1
+		 * chunks on their way to the runner (codepod_file_chunk). */
+		if (!writes(e) || len || !e->host->file_ready ||
+		    (e->fop_w_opened && e->fop_w_inflight == 0)) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a ready frame out of turn");
 			return;
 		}
-		e->fop_await_chunk = 1;
-		e->host->file_ready(e->ud, e);
+		if (e->fop_w_opened)
+			e->fop_w_inflight--;
+		e->fop_w_opened = 1;
+		if (!e->fop_await_chunk && !e->fop_w_last) {
+			e->fop_await_chunk = 1;
+			e->host->file_ready(e->ud, e);
+		}
 		break;
 	default:
 		if (e->fop_q_count) { /* after the chunks still held */
@@ -364,6 +373,7 @@ int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int 
 		                  CODEPOD_FILE_CHUNK);
 	e->fop_await_chunk = 0;
 	e->fop_bytes += raw;
+	e->fop_w_last = last;
 	codepod_exec_rearm(e);
 	/* Built by hand: base64 needs no escaping, and a JSON encoder's walk
 	 * over 350 KB a chunk was most of an upload's CPU time. */
@@ -378,7 +388,17 @@ int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int 
 	memcpy(line + hn + len, tail, tn);
 	int rc = codepod_exec_send_line(e, line, hn + len + tn);
 	free(line);
-	return rc ? cp_err_set(err, (enum cp_code)rc, "writing to the runner failed") : 0;
+	if (rc)
+		return cp_err_set(err, (enum cp_code)rc, "writing to the runner failed");
+	/* The next may come at once while fewer than the window are on
+	 * their way: the runner's round trip is off the upload's path, and
+	 * codepod holds at most that many lines for it. The host may send it
+	 * from inside file_ready (this call then nests once per chunk). */
+	if (!last && ++e->fop_w_inflight < CODEPOD_FILE_WINDOW - 1 && e->state < CODEPOD_ST_FINISHING) {
+		e->fop_await_chunk = 1;
+		e->host->file_ready(e->ud, e);
+	}
+	return 0;
 }
 
 const json_t *codepod_file_info(const struct codepod_exec *e)
