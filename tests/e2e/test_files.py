@@ -258,11 +258,12 @@ def test_a_file_swapped_for_a_symlink_is_never_followed(session):
     eid = session.execute(f"""
 const fs = require('node:fs');
 const end = Date.now() + 20000;
+// each swap a rename: f is always whole, a file or a symlink
+fs.writeFileSync('t', 'plain');
 while (Date.now() < end && !fs.existsSync('stop')) {{
-  try {{ fs.unlinkSync('f'); }} catch (_) {{}}
-  fs.writeFileSync('f', 'plain');
-  try {{ fs.unlinkSync('f'); }} catch (_) {{}}
-  fs.symlinkSync({json.dumps(ws + '/s.txt')}, 'f');
+  fs.linkSync('t', 't2'); fs.renameSync('t2', 'f');
+  try {{ fs.unlinkSync('l'); }} catch (_) {{}}
+  fs.symlinkSync({json.dumps(ws + '/s.txt')}, 'l'); fs.renameSync('l', 'f');
 }}
 return 1;""", conversation=conv, policy={"timeoutMs": 60000})
     seen = set()
