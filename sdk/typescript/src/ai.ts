@@ -36,8 +36,6 @@ export interface CodeModeToolOptions {
   onLog?: (log: CodeLog) => void;
   /** What a program sees of an error a tool threw (default: its message). */
   toModelError?: ToModelError;
-  /** Live output of each program. */
-  onLog?: (stream: "stdout" | "stderr", text: string) => void;
   /**
    * A program stopped at calls that need approval (tools with
    * `needsApproval`): keep the outcome's `continuation` and the input, ask the
