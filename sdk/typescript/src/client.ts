@@ -8,6 +8,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { checkPolicy } from "./policy.js";
+import { CodepodError, type Channel, type OpHandler } from "./ops.js";
+import { CodepodSandbox, type SandboxOptions } from "./sandbox.js";
 import { prepareTools, toJsonText, type RunnableTool } from "./tools.js";
 import {
   CodepodConnectError, openWebSocket, spawnStdio, type Link, type LinkEvents, type SpawnOptions,
@@ -113,6 +115,8 @@ export class Codepod {
   /** Executions settled here without codepod's word (abort or deadline with
    * the connection dead): stopped once a session is back. */
   private readonly orphans = new Set<string>();
+  /** Requests that are not executions (files, commands), by id: the same id namespace. */
+  private readonly ops = new Map<string, OpHandler>();
   private readonly declWaiters = new Map<string, { resolve(s: string): void; reject(e: Error): void }>();
   private closing = false;
   private reconnecting: Promise<boolean> | null = null;
@@ -154,7 +158,7 @@ export class Codepod {
     checkPolicy(opts.policy, "run()");
     const tools = await prepareTools(opts.tools);
     const id = opts.id ?? randomUUID();
-    if (this.execs.has(id)) throw new Error(`execution id ${id} is already running on this session`);
+    if (this.execs.has(id) || this.ops.has(id)) throw new Error(`execution id ${id} is already running on this session`);
     const msg: Msg = {
       type: "execute", id, conversation: opts.conversation, js: opts.js,
       tools: [...tools.values()].map((t) => t.decl),
@@ -232,6 +236,38 @@ export class Codepod {
     return this.run({ ...rest, resume: { continuation, decisions } });
   }
 
+  /**
+   * The conversation's sandbox as one object: its workspace's files and shell
+   * commands beside the programs. It is the AI SDK's
+   * `Experimental_SandboxSession` and bash-tool's `Sandbox` at once.
+   */
+  sandbox(conversation: string, opts: SandboxOptions = {}): CodepodSandbox {
+    return new CodepodSandbox(this.channel(), conversation, opts);
+  }
+
+  private channel(): Channel {
+    return {
+      newId: () => {
+        let id = randomUUID();
+        while (this.execs.has(id) || this.ops.has(id)) id = randomUUID();
+        return id;
+      },
+      start: (id, h, first) => {
+        if (this.closing) return false;
+        if (this.execs.has(id) || this.ops.has(id)) throw new Error(`id ${id} is already in use on this session`);
+        if (!this.link) return false;
+        this.ops.set(id, h);
+        if (!this.send(first)) {
+          this.ops.delete(id);
+          return false;
+        }
+        return true;
+      },
+      send: (msg) => this.send(msg),
+      end: (id) => { this.ops.delete(id); },
+    };
+  }
+
   /** Asks codepod to stop a running execution (its outcome then says CANCELLED). */
   stop(id: string): void {
     const ex = this.execs.get(id);
@@ -285,8 +321,17 @@ export class Codepod {
     // Stopped explicitly on both transports: a WebSocket that closes would leave
     // them waiting for an attach, and stdin EOF would make a call in flight
     // OUTCOME_UNKNOWN.
-    if (this.link && this.execs.size) {
-      const settled = [...this.execs.values()].map((ex) => ex.settled);
+    const commands = [...this.ops].filter(([, h]) => h.reattach);
+    if (this.link && (this.execs.size || commands.length)) {
+      const settled: Promise<unknown>[] = [...this.execs.values()].map((ex) => ex.settled);
+      for (const [id, h] of commands) {
+        settled.push(new Promise<void>((res) => {
+          const { message, down } = h;
+          h.message = (m) => { message(m); if (!this.ops.has(id)) res(); };
+          h.down = (e) => { down(e); res(); };
+        }));
+        this.send({ type: "stop", id });
+      }
       for (const ex of this.execs.values()) this.send({ type: "stop", id: ex.id });
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([Promise.all(settled), new Promise((r) => { timer = setTimeout(r, CLOSE_WAIT_MS); })]);
@@ -300,6 +345,15 @@ export class Codepod {
     }
     for (const w of this.declWaiters.values()) w.reject(new Error("the session was closed"));
     this.declWaiters.clear();
+    this.dropOps(() => true, new CodepodError("OUTCOME_UNKNOWN", "the session was closed before the request finished"));
+  }
+
+  private dropOps(which: (h: OpHandler) => boolean, err: CodepodError): void {
+    for (const [id, h] of [...this.ops]) {
+      if (!which(h)) continue;
+      this.ops.delete(id);
+      h.down(err);
+    }
   }
 
   private async httpDeclarations(decls: ToolDeclaration[]): Promise<string> {
@@ -345,6 +399,9 @@ export class Codepod {
     if (this.closing) return;
     for (const w of this.declWaiters.values()) w.reject(new Error(reason));
     this.declWaiters.clear();
+    // A read or write in flight cannot be resumed on another link.
+    const gone = new CodepodError("OUTCOME_UNKNOWN", `codepod went away before the request finished (${reason})`);
+    this.dropOps((h) => !h.reattach || !this.http, gone);
     if (!this.http) {
       // A child process that is gone takes its executions with it.
       for (const ex of [...this.execs.values()]) {
@@ -352,7 +409,7 @@ export class Codepod {
       }
       return;
     }
-    if (this.execs.size || this.orphans.size) void this.reconnect();
+    if (this.execs.size || this.orphans.size || this.ops.size) void this.reconnect();
   }
 
   /** WebSocket only: reconnect, then take the running executions over again (attach). */
@@ -372,6 +429,7 @@ export class Codepod {
             for (const ex of [...this.execs.values()]) {
               ex.finish(lost(ex.id, "OUTCOME_UNKNOWN", "the connection to codepod dropped and could not be re-established"));
             }
+            this.dropOps(() => true, new CodepodError("OUTCOME_UNKNOWN", "the connection to codepod dropped and could not be re-established"));
             return false;
           }
           await new Promise((r) => setTimeout(r, delay));
@@ -390,6 +448,7 @@ export class Codepod {
         this.send({ type: "attach", id: ex.id });
         if (ex.stopWanted) this.send({ type: "stop", id: ex.id });
       }
+      for (const id of this.ops.keys()) this.send({ type: "attach", id });
       return true;
     })().finally(() => { this.reconnecting = null; });
     return this.reconnecting;
@@ -418,6 +477,11 @@ export class Codepod {
       const w = this.declWaiters.get(id)!;
       this.declWaiters.delete(id);
       w.reject(new Error(String((m.error as OutcomeError | undefined)?.message ?? "declarations refused")));
+      return;
+    }
+    const op = id !== undefined ? this.ops.get(id) : undefined;
+    if (op) {
+      op.message(m);
       return;
     }
     const ex = id !== undefined ? this.execs.get(id) : undefined;

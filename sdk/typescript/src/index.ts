@@ -8,3 +8,12 @@ export { POLICY_KEYS } from "./policy.js";
 export type { CodeInput, CodeOutput } from "./model.js";
 export { ApprovalMemory } from "./approvals.js";
 export type * from "./types.js";
+export { CodepodError } from "./ops.js";
+export { CodepodSandbox, WORKSPACE, workspacePath } from "./sandbox.js";
+export type {
+  SandboxOptions, SandboxFileStat, SandboxProcess, WritableSandboxProcess, SandboxProcessOptions, SandboxSpawnOptions,
+  SandboxReadTextFileOptions, SandboxPathOptions, SandboxWriteOptions, BashToolCommandResult,
+} from "./sandbox.js";
+export { CHUNK_BYTES } from "./files.js";
+export type { ConversationFiles, DirectoryEntry, DirectoryPage, FileMeta, FileStat, OpenedRead, ReadRange, WriteSource } from "./files.js";
+export type { Command, CommandOptions, CommandResult } from "./commands.js";
