@@ -5,15 +5,22 @@
     outcome = await cp.run(conversation="thread-42", js="return 1")
     code = await cp.code_tool(conversation="thread-42", tools={...})
     text = await code(arguments)
+    sb = cp.sandbox("thread-42")          # its files and shell commands
+    await sb.write_text_file("notes.txt", "hi"); r = await sb.run("wc -c notes.txt")
     await cp.close()
 """
 
 from .approvals import ApprovalMemory
 from .client import Codepod
+from .commands import Command
+from .files import FileStream
+from .ops import CodepodError
+from .sandbox import WORKSPACE, Sandbox, workspace_path
 from .model import CODE_INPUT_SCHEMA, CodeTool, code_description, output_for_model
 from .tools import Tool, ToolContext
 from .transport import ConnectError
 
-__all__ = ["ApprovalMemory", "Codepod", "Tool", "ToolContext", "CodeTool", "ConnectError", "CODE_INPUT_SCHEMA",
-           "code_description", "output_for_model"]
+__all__ = ["ApprovalMemory", "Codepod", "Tool", "ToolContext", "CodeTool", "ConnectError",
+           "CODE_INPUT_SCHEMA", "code_description", "output_for_model", "CodepodError", "Sandbox",
+           "Command", "FileStream", "WORKSPACE", "workspace_path"]
 __version__ = "0.1.0"

@@ -16,6 +16,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import model
 from .policy import check_policy
+from .ops import CodepodError, Handler
+from .sandbox import Sandbox
 from .tools import Runnable, Tool, ToolContext, prepare, to_json_text
 from .transport import ConnectError, StdioLink, WebSocketLink, http_json
 
@@ -89,6 +91,7 @@ class Codepod:
         # Settled here without codepod's word (stop or deadline with the
         # connection dead): stopped once a session is back.
         self._orphans: set[str] = set()
+        self._ops: dict[str, Handler] = {}   # files and commands: the same id namespace
         self._decl: dict[str, asyncio.Future] = {}
         self._decl_seq = 0
         self._closing = False
@@ -171,7 +174,7 @@ class Codepod:
         check_policy(policy, "run()")
         runnable = prepare(tools)
         eid = id or str(uuid.uuid4())
-        if eid in self._execs:
+        if eid in self._execs or eid in self._ops:
             raise ValueError(f"execution id {eid} is already running on this session")
         msg: dict[str, Any] = {"type": "execute", "id": eid, "conversation": conversation, "js": js,
                                "tools": [r.decl for r in runnable.values()]}
@@ -222,6 +225,13 @@ class Codepod:
         return await self.run(conversation=conversation, js=js, tools=tools, policy=policy,
                               resume={"continuation": continuation,
                                       "decisions": [dict(d) for d in decisions]}, **kw)
+
+    def sandbox(self, conversation: str, *, policy: Mapping[str, Any] | None = None,
+                description: str | None = None) -> Sandbox:
+        """The conversation's sandbox: its workspace's files and shell commands
+        beside its programs (read_file, write_file, stat, list_directory,
+        delete_file, run, spawn, ...). ``policy``: limits for its commands."""
+        return Sandbox(_Channel(self), conversation, policy, description)
 
     def stop(self, execution_id: str) -> None:
         """Asks codepod to stop a running execution (its outcome says CANCELLED)."""
@@ -300,9 +310,10 @@ class Codepod:
         # Stopped explicitly on both transports: a WebSocket that closes would
         # leave them waiting for an attach, and stdin EOF would make a call in
         # flight OUTCOME_UNKNOWN.
-        if self._link and self._execs:
-            futures = [ex.future for ex in self._execs.values()]
-            for eid in list(self._execs):
+        commands = [h for h in self._ops.values() if h.reattach]
+        if self._link and (self._execs or commands):
+            futures = [ex.future for ex in self._execs.values()] + [c.result for c in commands]
+            for eid in list(self._execs) + [c.id for c in commands]:
                 self._send({"type": "stop", "id": eid})
             await asyncio.wait(futures, timeout=CLOSE_WAIT_S)
         link, self._link = self._link, None
@@ -310,6 +321,7 @@ class Codepod:
             await link.close()
         for ex in list(self._execs.values()):
             self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN", "the session was closed before the outcome arrived"))
+        self._drop_ops(lambda h: True, CodepodError("OUTCOME_UNKNOWN", "the session was closed before the request finished"))
         for t in list(self._tasks):
             t.cancel()
 
@@ -380,10 +392,19 @@ class Codepod:
         if not ex.future.done():
             ex.future.set_result(outcome)
 
+    def _drop_ops(self, which, err: CodepodError) -> None:
+        for oid, h in list(self._ops.items()):
+            if which(h):
+                self._ops.pop(oid, None)
+                h.down(err)
+
     def _on_link_down(self, reason: str) -> None:
         self._link = None
         if self._closing:
             return
+        # A read or write in flight cannot be resumed on another link.
+        self._drop_ops(lambda h: not h.reattach or not self._http,
+                       CodepodError("OUTCOME_UNKNOWN", f"codepod went away before the request finished ({reason})"))
         for fut in self._decl.values():
             if not fut.done():
                 fut.set_exception(ConnectError("INTERNAL", reason))
@@ -393,7 +414,7 @@ class Codepod:
                 self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN",
                                        f"codepod went away before the outcome arrived ({reason})"))
             return
-        if self._execs or self._orphans:
+        if self._execs or self._orphans or self._ops:
             self._spawn_task(self._reconnect())
 
     async def _reconnect(self) -> bool:
@@ -420,6 +441,8 @@ class Codepod:
                     for ex in list(self._execs.values()):
                         self._finish(ex, _lost(ex.id, "OUTCOME_UNKNOWN",
                                                "the connection to codepod dropped and could not be re-established"))
+                    self._drop_ops(lambda h: True, CodepodError(
+                        "OUTCOME_UNKNOWN", "the connection to codepod dropped and could not be re-established"))
                     return False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -435,6 +458,8 @@ class Codepod:
             self._send({"type": "attach", "id": ex.id})
             if ex.stop_wanted:
                 self._send({"type": "stop", "id": ex.id})
+        for oid in list(self._ops):
+            self._send({"type": "attach", "id": oid})
         return True
 
     def _on_message(self, text: str) -> None:
@@ -457,6 +482,10 @@ class Codepod:
             fut = self._decl[mid]
             if not fut.done():
                 fut.set_exception(RuntimeError(str((m.get("error") or {}).get("message", "refused"))))
+            return
+        op = self._ops.get(mid) if mid else None
+        if op is not None:
+            op.message(m)
             return
         ex = self._execs.get(mid) if mid else None
         if ex is None:
@@ -587,3 +616,34 @@ class Codepod:
             if proc.returncode != 0:
                 raise RuntimeError(f"codepod declarations failed (status {proc.returncode})")
             return out.decode()
+
+
+class _Channel:
+    """What the sandbox's file and command operations see of the session."""
+
+    def __init__(self, cp: Codepod):
+        self._cp = cp
+
+    def new_id(self) -> str:
+        while True:
+            oid = str(uuid.uuid4())
+            if oid not in self._cp._execs and oid not in self._cp._ops:
+                return oid
+
+    def start(self, op_id: str, handler: Handler, first: dict) -> bool:
+        cp = self._cp
+        if cp._closing or cp._link is None:
+            return False
+        if op_id in cp._execs or op_id in cp._ops:
+            raise ValueError(f"id {op_id} is already in use on this session")
+        cp._ops[op_id] = handler
+        if not cp._send(first):
+            cp._ops.pop(op_id, None)
+            return False
+        return True
+
+    def send(self, msg: dict) -> bool:
+        return self._cp._send(msg)
+
+    def end(self, op_id: str) -> None:
+        self._cp._ops.pop(op_id, None)
