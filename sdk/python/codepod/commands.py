@@ -11,6 +11,8 @@ from typing import Any, Callable, Mapping, Sequence
 from .ops import Channel, CodepodError, Handler, error_of, not_connected
 
 STDIN_CHUNK = 256 * 1024
+SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGABRT": 6, "SIGKILL": 9, "SIGSEGV": 11, "SIGPIPE": 13,
+           "SIGTERM": 15}
 OnOutput = Callable[[str, bytes], None]
 
 
@@ -119,8 +121,13 @@ class Command(Handler):
             raise not_connected()
 
     async def wait(self) -> int:
-        """Its exit code (128 + N when signal N ended it, kill() included)."""
-        return int((await asyncio.shield(self.result))["exitCode"])
+        """Its exit code: 128 + N when signal N ended it. One stopped by
+        kill() or its deadline has none of its own (codepod says null): it was
+        killed, so 137 (128 + SIGKILL) unless codepod names the signal."""
+        r = await asyncio.shield(self.result)
+        if r.get("exitCode") is not None:
+            return int(r["exitCode"])
+        return 128 + SIGNALS.get(str(r.get("signal")), 9)
 
     async def kill(self) -> None:
         """Stops it and waits until it ended. Idempotent."""

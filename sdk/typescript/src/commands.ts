@@ -27,7 +27,8 @@ export interface CommandOptions {
 /** How a command ended. A command that exits by itself, with any code, is "ok". */
 export interface CommandResult {
   status: "ok" | "error";
-  exitCode: number;
+  /** null when status is "error" (stopped, or past its deadline). */
+  exitCode: number | null;
   /** The signal that ended it ("SIGKILL"); exitCode is then 128 + its number. */
   signal?: string;
   /** UTF-8 text, bounded like logs. */
@@ -36,6 +37,7 @@ export interface CommandResult {
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
   usage?: Usage;
+  executionId?: string;
   /** TIMEOUT, CANCELLED, SANDBOX_UNAVAILABLE, ... when status is "error". */
   error?: { code: string; message: string };
 }

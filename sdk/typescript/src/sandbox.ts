@@ -290,7 +290,7 @@ export class CodepodSandbox {
     const r = await cmd.result;
     if (options.abortSignal?.aborted) throw options.abortSignal.reason;
     if (r.status !== "ok") throw new CodepodError(r.error?.code ?? "INTERNAL", r.error?.message ?? "the command failed");
-    return { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr };
+    return { exitCode: r.exitCode ?? exitCodeOf(r), stdout: r.stdout, stderr: r.stderr };
   }
 
   /** bash-tool: `run` by another name. */
@@ -301,7 +301,8 @@ export class CodepodSandbox {
   /**
    * A long-running command: stdout and stderr stream as they come, stdin is
    * writable with `stdin: true`; wait() gives its exit code (128 + N when a
-   * signal ended it, kill() included), and rejects when abortSignal aborted.
+   * signal ended it; 137 after kill() or the deadline), and rejects when
+   * abortSignal aborted.
    */
   spawn(options: SandboxSpawnOptions & { stdin: true }): Promise<WritableSandboxProcess>;
   spawn(options: SandboxSpawnOptions & { stdin?: false }): Promise<SandboxProcess>;
@@ -316,12 +317,23 @@ export class CodepodSandbox {
       wait: async () => {
         const r = await cmd.result;
         if (signal?.aborted) throw signal.reason;
-        return { exitCode: r.exitCode };
+        return { exitCode: r.exitCode ?? exitCodeOf(r) };
       },
       kill: () => cmd.kill(),
     };
     return cmd.stdin ? { ...proc, stdin: cmd.stdin } : proc;
   }
+}
+
+const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGTERM: 15 };
+
+/**
+ * A command stopped by kill(), an abort or its deadline has no exit code of
+ * its own: it was killed, so 128 + the signal's number (SIGKILL's, 137, when
+ * codepod names none), as a shell would say.
+ */
+function exitCodeOf(r: CommandResult): number {
+  return 128 + ((r.signal && SIGNALS[r.signal]) || 9);
 }
 
 function signalOpt(signal: AbortSignal | undefined): { signal?: AbortSignal } {

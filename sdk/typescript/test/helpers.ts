@@ -26,6 +26,9 @@ export const HAVE_SCHEMAS = existsSync(join(SCHEMA_DIR, "index.json"));
 /** Parts of session protocol v1.1, known by their schemas (they land with them). */
 export const HAVE_LOG = existsSync(join(SCHEMA_DIR, "log.schema.json"));
 export const HAVE_ATTACH = existsSync(join(SCHEMA_DIR, "attach.schema.json"));
+/** The sandbox's commands and files (they land with their schemas). */
+export const HAVE_COMMANDS = existsSync(join(SCHEMA_DIR, "command.schema.json"));
+export const HAVE_FILES = existsSync(join(SCHEMA_DIR, "file_read.schema.json"));
 // broker/schema/index.json names the schema of each message type, per direction.
 const validators = { out: new Map<string, ValidateFunction>(), in: new Map<string, ValidateFunction>() };
 if (HAVE_SCHEMAS) {

@@ -1,0 +1,171 @@
+// codepod.sandbox(conversation) against a real `codepod serve` (this tree's
+// build/codepod), on both transports, every message checked against
+// broker/schema: commands beside programs, the workspace's files both ways,
+// and bash-tool driving it. Each part runs once the server has its messages.
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { after, before, describe, test } from "node:test";
+import { createBashTool } from "bash-tool";
+import { CodepodError, type Codepod, type CodepodSandbox } from "@codepod/client";
+import { HAVE_COMMANDS, HAVE_FILES, HAVE_SCHEMAS, open, TRANSPORTS, type Fixture } from "./helpers.ts";
+
+const conv = (t: string) => `sdk-ts-sb-${t}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`;
+const isCode = (code: string) => (e: unknown) => e instanceof CodepodError && e.code === code;
+
+for (const transport of TRANSPORTS) {
+  describe(`the sandbox over ${transport}`, () => {
+    let fx: Fixture;
+    let cp: Codepod;
+    before(async () => {
+      fx = await open(transport);
+      cp = fx.codepod;
+    });
+    after(async () => {
+      await fx.close();
+      if (HAVE_SCHEMAS) assert.deepEqual(fx.log.bad, [], "every message matches its JSON Schema");
+    });
+
+    test("run: exit code and both streams; non-zero is no error; cwd and env", { skip: !HAVE_COMMANDS }, async () => {
+      const sb = cp.sandbox(conv("run"));
+      const r = await sb.run({ command: "echo out; echo err >&2; exit 3" });
+      assert.deepEqual(r, { exitCode: 3, stdout: "out\n", stderr: "err\n" });
+      await sb.run({ command: "mkdir -p sub/dir" });
+      const w = await sb.run({ command: 'pwd; echo "$GREETING"', workingDirectory: "/workspace/sub/dir", env: { GREETING: "hi there" } });
+      const [pwd, greeting] = w.stdout.split("\n");
+      assert.match(pwd!, /\/sub\/dir$/);
+      assert.equal(greeting, "hi there");
+      const argv = await (await sb.command({ argv: ["printf", "%s|", "a b", "$HOME"] })).result;
+      assert.equal(argv.status, "ok");
+      assert.equal(argv.stdout, "a b|$HOME|");
+    });
+
+    test("a program and a command of one conversation see the same files", { skip: !HAVE_COMMANDS }, async () => {
+      const c = conv("share");
+      const sb = cp.sandbox(c);
+      const token = randomBytes(8).toString("hex");
+      const o = await cp.run({ conversation: c, js: `require('node:fs').writeFileSync('from-program.txt', '${token}'); return 1;` });
+      assert.equal(o.status, "succeeded", JSON.stringify(o.error));
+      const r = await sb.executeCommand("cat from-program.txt; printf back > from-command.txt");
+      assert.equal(r.stdout, token);
+      const back = await cp.run({ conversation: c, js: "return require('node:fs').readFileSync('from-command.txt', 'utf8');" });
+      assert.equal(back.result, "back");
+      assert.notEqual((await cp.sandbox(conv("other")).run({ command: "cat from-program.txt" })).exitCode, 0);
+    });
+
+    test("spawn: stdin written, output streamed as it comes, wait gives the exit code", { skip: !HAVE_COMMANDS }, async () => {
+      const sb = cp.sandbox(conv("spawn"));
+      const p = await sb.spawn({ command: 'while read l; do echo "got $l"; done; echo bye >&2', stdin: true });
+      const w = p.stdin.getWriter();
+      await w.write(new TextEncoder().encode("one\n"));
+      const reader = p.stdout.getReader();
+      // The first line comes back before stdin ends: streamed, not at the end.
+      const first = await reader.read();
+      assert.equal(new TextDecoder().decode(first.value), "got one\n");
+      await w.write(new TextEncoder().encode("two\n"));
+      await w.close();
+      let rest = "";
+      for (let c = await reader.read(); !c.done; c = await reader.read()) rest += new TextDecoder().decode(c.value);
+      assert.equal(rest, "got two\n");
+      assert.equal(await new Response(p.stderr).text(), "bye\n");
+      assert.deepEqual(await p.wait(), { exitCode: 0 });
+      const res = await p.result;
+      assert.equal(res.stdout, "got one\ngot two\n");
+    });
+
+    test("kill stops a spawned command and what it started; a signal is 128 + N", { skip: !HAVE_COMMANDS }, async () => {
+      const sb = cp.sandbox(conv("kill"));
+      const p = await sb.spawn({ command: "echo started; sleep 600 & wait" });
+      const reader = p.stdout.getReader();
+      assert.equal(new TextDecoder().decode((await reader.read()).value), "started\n");
+      await p.kill();
+      await p.kill();
+      assert.deepEqual(await p.wait(), { exitCode: 137 });
+      const r = await p.result;
+      assert.equal(r.status, "error");
+      assert.equal(r.error!.code, "CANCELLED");
+      const term = await sb.run({ command: "kill -TERM $$; sleep 5" });
+      assert.equal(term.exitCode, 143);
+    });
+
+    test("past its deadline a run rejects TIMEOUT; an aborted one rejects with the reason", { skip: !HAVE_COMMANDS }, async () => {
+      const sb = cp.sandbox(conv("deadline"), { policy: { timeoutMs: 1000 } });
+      await assert.rejects(sb.run({ command: "sleep 600" }), isCode("TIMEOUT"));
+      const ac = new AbortController();
+      const running = sb.run({ command: "echo go; sleep 600", abortSignal: ac.signal });
+      setTimeout(() => ac.abort(new Error("the user stopped it")), 200);
+      await assert.rejects(running, /the user stopped it/);
+    });
+
+    test("bash-tool's createBashTool runs its commands in the conversation's sandbox", { skip: !HAVE_COMMANDS }, async () => {
+      const c = conv("bashtool");
+      const sb = cp.sandbox(c);
+      const { tools } = await createBashTool({ sandbox: sb });
+      const out = await tools.bash.execute!({ command: "pwd; echo made > made.txt; ls" }, { toolCallId: "b1", messages: [] } as never) as
+        { stdout: string; stderr: string; exitCode: number };
+      assert.equal(out.exitCode, 0, out.stderr);
+      assert.equal(out.stdout, "/workspace\nmade.txt\n");
+      const o = await cp.run({ conversation: c, js: "return require('node:fs').readFileSync('made.txt', 'utf8');" });
+      assert.equal(o.result, "made\n");
+    });
+
+    test("files: write, read back with etag and ranges, text lines, stat, list, delete", { skip: !HAVE_FILES }, async () => {
+      const sb = cp.sandbox(conv("files"));
+      const body = randomBytes(1024 * 1024 + 3);
+      const meta = await sb.write("/workspace/data/blob.bin", body);
+      assert.equal(meta.size, body.length);
+      assert.equal(meta.etag, createHash("sha256").update(body).digest("hex"));
+      assert.deepEqual(Buffer.from((await sb.readBinaryFile({ path: "data/blob.bin" }))!), body);
+      const ranged = await sb.files.read("data/blob.bin", { offset: 5, length: 10 });
+      const parts: Buffer[] = [];
+      for await (const p of ranged.stream) parts.push(Buffer.from(p));
+      assert.deepEqual(Buffer.concat(parts), body.subarray(5, 15));
+      await sb.writeTextFile({ path: "notes/lines.txt", content: "one\ntwo\nthree\n" });
+      assert.equal(await sb.readTextFile({ path: "notes/lines.txt", startLine: 2, endLine: 2 }), "two\n");
+      assert.equal(await sb.readFile("notes/lines.txt"), "one\ntwo\nthree\n");
+      const st = await sb.stat({ path: "data/blob.bin" });
+      assert.equal(st!.type, "file");
+      assert.equal(st!.size, body.length);
+      const root = await sb.listDirectory({ path: "/workspace" });
+      assert.deepEqual(root!.map((e) => [e.name, e.type]), [["data", "directory"], ["notes", "directory"]]);
+      assert.equal(await sb.deleteFile({ path: "notes/lines.txt" }), true);
+      assert.equal(await sb.deleteFile({ path: "notes/lines.txt" }), false);
+      assert.equal(await sb.readFile({ path: "notes/lines.txt" }), null);
+      assert.equal(await sb.stat({ path: "nope" }), null);
+      assert.equal(await sb.listDirectory({ path: "nope" }), null);
+    });
+
+    test("a stale ifMatch is PRECONDITION_FAILED and the old file stays", { skip: !HAVE_FILES }, async () => {
+      const sb = cp.sandbox(conv("ifmatch"));
+      const first = await sb.write("f.txt", new TextEncoder().encode("v1"));
+      await sb.write("f.txt", new TextEncoder().encode("v2"), { ifMatch: first.etag }).then(() => undefined);
+      await assert.rejects(sb.write("f.txt", new TextEncoder().encode("v3"), { ifMatch: first.etag }), isCode("PRECONDITION_FAILED"));
+      assert.equal(await sb.readFile("f.txt"), "v2");
+    });
+
+    test("files a program wrote are read through the sandbox, and the other way round", { skip: !HAVE_FILES }, async () => {
+      const c = conv("both");
+      const sb = cp.sandbox(c);
+      await sb.writeTextFile({ path: "in/upload.csv", content: "a,b\n1,2\n3,4\n" });
+      const o = await cp.run({
+        conversation: c,
+        js: `const fs = require('node:fs');
+             const rows = fs.readFileSync('in/upload.csv', 'utf8').trim().split('\\n').slice(1);
+             fs.mkdirSync('out', { recursive: true });
+             fs.writeFileSync('out/sum.txt', String(rows.map((r) => r.split(',').map(Number)).reduce((s, [a, b]) => s + a + b, 0)));
+             return rows.length;`,
+      });
+      assert.equal(o.result, 2, JSON.stringify(o.error));
+      assert.equal(await sb.readTextFile({ path: "/workspace/out/sum.txt" }), "10");
+    });
+
+    test("paths that leave the workspace are refused with a clear error", { skip: !HAVE_FILES }, async () => {
+      const sb = cp.sandbox(conv("paths"));
+      for (const p of ["../escape.txt", "a/../../escape.txt", "/etc/passwd"]) {
+        await assert.rejects(sb.writeTextFile({ path: p, content: "x" }), isCode("INVALID_REQUEST"), p);
+        await assert.rejects(sb.readTextFile({ path: p }), isCode("INVALID_REQUEST"), p);
+      }
+      await sb.run({ command: "ln -s /etc/passwd leak" }).catch(() => undefined);
+      if (HAVE_COMMANDS) await assert.rejects(sb.readTextFile({ path: "leak" }), isCode("INVALID_REQUEST"));
+    });
+  });
+}
