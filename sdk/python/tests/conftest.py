@@ -30,6 +30,9 @@ SCHEMA_DIR = Path(os.environ.get("CODEPOD_SCHEMA_DIR", REPO / "broker" / "schema
 HAVE_SCHEMAS = (SCHEMA_DIR / "index.json").exists()
 HAVE_LOG = (SCHEMA_DIR / "log.schema.json").exists()
 HAVE_ATTACH = (SCHEMA_DIR / "attach.schema.json").exists()
+# The sandbox's commands and files (they land with their schemas).
+HAVE_COMMANDS = (SCHEMA_DIR / "command.schema.json").exists()
+HAVE_FILES = (SCHEMA_DIR / "file_read.schema.json").exists()
 TRANSPORTS = ["stdio", "ws"]
 
 

@@ -1,0 +1,176 @@
+"""cp.sandbox(conversation) against a real `codepod serve`, on both
+transports, every message checked against broker/schema: commands beside
+programs and the workspace's files both ways. Each part runs once the
+server's schemas have its messages."""
+
+import hashlib
+import os
+import uuid
+
+import pytest
+
+from codepod import CodepodError
+from conftest import HAVE_COMMANDS, HAVE_FILES, arun
+
+needs_commands = pytest.mark.skipif(not HAVE_COMMANDS, reason="this server has no command message")
+needs_files = pytest.mark.skipif(not HAVE_FILES, reason="this server has no file messages")
+
+
+def conv(tag):
+    return f"sdk-py-sb-{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@needs_commands
+def test_run_exit_codes_streams_cwd_env_and_argv(fx):
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(conv("run"))
+        try:
+            r = await sb.run("echo out; echo err >&2; exit 3")
+            await sb.run("mkdir -p sub/dir")
+            w = await sb.run('pwd; echo "$GREETING"', cwd="/workspace/sub/dir", env={"GREETING": "hi there"})
+            a = await sb.run(["printf", "%s|", "a b", "$HOME"])
+            fed = await sb.run("tr a-z A-Z", stdin="shout")
+            return r, w, a, fed
+        finally:
+            await fx.aclose()
+    r, w, a, fed = arun(go())
+    assert (r["status"], r["exitCode"], r["stdout"], r["stderr"]) == ("ok", 3, "out\n", "err\n")
+    assert r["stdoutTruncated"] is False
+    pwd, greeting = w["stdout"].splitlines()
+    assert pwd.endswith("/sub/dir") and greeting == "hi there"
+    assert a["stdout"] == "a b|$HOME|"
+    assert fed["stdout"] == "SHOUT"
+
+
+@needs_commands
+def test_a_program_and_a_command_share_the_workspace(fx):
+    token = uuid.uuid4().hex
+    c = conv("share")
+
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(c)
+        try:
+            o = await cp.run(conversation=c, js=f"require('node:fs').writeFileSync('p.txt', '{token}'); return 1;")
+            assert o["status"] == "succeeded", o.get("error")
+            r = await sb.run("cat p.txt; printf back > c.txt")
+            back = await cp.run(conversation=c, js="return require('node:fs').readFileSync('c.txt', 'utf8');")
+            other = await cp.sandbox(conv("other")).run("cat p.txt")
+            return r, back, other
+        finally:
+            await fx.aclose()
+    r, back, other = arun(go())
+    assert r["stdout"] == token
+    assert back["result"] == "back"
+    assert other["exitCode"] != 0
+
+
+@needs_commands
+def test_spawn_streams_output_as_it_comes_and_takes_stdin(fx):
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(conv("spawn"))
+        try:
+            seen = []
+            p = await sb.spawn('while read l; do echo "got $l"; done; echo bye >&2', stdin=True,
+                               on_output=lambda s, d: seen.append((s, d)))
+            await p.write("one\n")
+            first = await p.stdout.__anext__()   # before stdin ends: streamed
+            await p.write(b"two\n")
+            await p.close_stdin()
+            rest = await p.stdout.read()
+            err = await p.stderr.read()
+            return first, rest, err, await p.wait(), seen
+        finally:
+            await fx.aclose()
+    first, rest, err, code, seen = arun(go())
+    assert (first, rest, err, code) == (b"got one\n", b"got two\n", b"bye\n", 0)
+    assert b"".join(d for s, d in seen if s == "stdout") == b"got one\ngot two\n"
+
+
+@needs_commands
+def test_kill_deadline_and_signals(fx):
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(conv("kill"), policy={"timeoutMs": 1000})
+        try:
+            p = await sb.spawn("echo started; sleep 600 & wait")
+            first = await p.stdout.__anext__()
+            await p.kill()
+            await p.kill()
+            code, res = await p.wait(), await p.result
+            term = await sb.run("kill -TERM $$; sleep 5")
+            try:
+                await sb.run("sleep 600")
+                timeout = None
+            except CodepodError as e:
+                timeout = e.code
+            return first, code, res, term, timeout
+        finally:
+            await fx.aclose()
+    first, code, res, term, timeout = arun(go())
+    assert first == b"started\n"
+    assert code == 137 and res["status"] == "error" and res["error"]["code"] == "CANCELLED"
+    assert (term["exitCode"], term["signal"]) == (143, "SIGTERM")
+    assert timeout == "TIMEOUT"
+
+
+@needs_files
+def test_files_both_ways_with_etags_ranges_lines_and_listing(fx):
+    body = os.urandom(1024 * 1024 + 3)
+    c = conv("files")
+
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(c)
+        try:
+            meta = await sb.write_file("/workspace/data/blob.bin", body)
+            back = await sb.read_file("data/blob.bin")
+            ranged = await sb.read_file("data/blob.bin", offset=5, length=10)
+
+            async def gen():
+                for i in range(3):
+                    yield f"row {i}\n".encode()
+            await sb.write_file("in/rows.txt", gen())
+            o = await cp.run(conversation=c, js="const fs = require('node:fs');"
+                             "fs.writeFileSync('out.txt', fs.readFileSync('in/rows.txt', 'utf8').toUpperCase());"
+                             "return 1;")
+            assert o["status"] == "succeeded", o.get("error")
+            out = {
+                "meta": meta, "back": back, "ranged": ranged,
+                "line2": await sb.read_text_file("in/rows.txt", start_line=2, end_line=2),
+                "out": await sb.read_text_file("out.txt"),
+                "stat": await sb.stat("data/blob.bin"),
+                "root": await sb.list_directory("/workspace"),
+                "deleted": [await sb.delete_file("out.txt"), await sb.delete_file("out.txt")],
+                "gone": [await sb.read_file("out.txt"), await sb.stat("out.txt"), await sb.list_directory("nope")],
+            }
+            first = await sb.write_text_file("v.txt", "v1")
+            await sb.write_file("v.txt", b"v2", if_match=first["etag"])
+            try:
+                await sb.write_file("v.txt", b"v3", if_match=first["etag"])
+                out["stale"] = None
+            except CodepodError as e:
+                out["stale"] = e.code
+            out["kept"] = await sb.read_text_file("v.txt")
+            refused = []
+            for p in ("../escape.txt", "a/../../escape.txt", "/etc/passwd"):
+                try:
+                    await sb.write_text_file(p, "x")
+                except CodepodError as e:
+                    refused.append(e.code)
+            out["refused"] = refused
+            return out
+        finally:
+            await fx.aclose()
+    out = arun(go())
+    assert out["meta"]["size"] == len(body) and out["meta"]["etag"] == hashlib.sha256(body).hexdigest()
+    assert out["back"] == body and out["ranged"] == body[5:15]
+    assert out["line2"] == "row 1\n"
+    assert out["out"] == "ROW 0\nROW 1\nROW 2\n"
+    assert out["stat"]["type"] == "file" and out["stat"]["size"] == len(body)
+    assert [e["name"] for e in out["root"]] == ["data", "in", "out.txt"]
+    assert out["deleted"] == [True, False] and out["gone"] == [None, None, None]
+    assert out["stale"] == "PRECONDITION_FAILED" and out["kept"] == "v2"
+    assert out["refused"] == ["INVALID_REQUEST"] * 3
