@@ -54,6 +54,8 @@ rm -rf "$compat/test" "$compat/examples"
 mkdir -p "$compat/test"
 cp test/ai.test.ts test/helpers.ts "$compat/test/"
 cp -r examples "$compat/examples"
+# The sandbox examples need ai 7 (experimental_sandbox) and bash-tool: not part of the ai 6 check.
+rm -rf "$compat/examples/sandbox"
 echo "== sdk/typescript: the packed $tgz with ai $(node -p "require('$compat/node_modules/ai/package.json').version")"
 node node_modules/typescript/bin/tsc -p "$compat/tsconfig.json"
 (cd "$compat" && CODEPOD_REPO=$repo CODEPOD_EXAMPLE_DATA=$repo/tests/example/data node --test --test-timeout=120000 --test-reporter=spec test/ai.test.ts)

@@ -286,18 +286,26 @@ class Codepod:
     async def code_tool(self, *, conversation: str, tools: Mapping[str, Tool],
                         policy: Mapping[str, Any] | None = None, on_log: OnLog | None = None,
                         name: str = "code", to_model_error: ToModelError | None = None,
-                        execution_policy: Mapping[str, Any] | None = None) -> "model.CodeTool":
+                        execution_policy: Mapping[str, Any] | None = None,
+                        workspace_files: Sequence[str] | bool = ()) -> "model.CodeTool":
         """The `code` tool for a model: ``.definition`` is an OpenAI-style
         function tool (its description holds the script rules and codepod's
         declarations of ``tools``); ``await tool(arguments)`` runs the program
-        and returns the text the model should read."""
+        and returns the text the model should read. ``workspace_files``
+        tells the model which files the workspace holds: a list of paths
+        relative to it, or True to list the workspace now (files only,
+        breadth first, at most 1000)."""
         if policy is not None and execution_policy is not None:
             raise ValueError("code_tool(): give policy or execution_policy (its alias), not both")
         policy = policy if policy is not None else execution_policy
         check_policy(policy, "code_tool()")
         decl = await self.declarations(tools)
+        if workspace_files is True:
+            files = await self.sandbox(conversation).list_workspace()
+        else:
+            files = list(workspace_files or [])
         return model.CodeTool(self, conversation, dict(tools), dict(policy or {}), decl, on_log, name,
-                              to_model_error=to_model_error)
+                              files, to_model_error=to_model_error)
 
     async def close(self) -> None:
         """Ends the session. Executions still running are stopped and their

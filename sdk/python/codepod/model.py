@@ -45,8 +45,21 @@ APPROVAL_RULE = (f"- {APPROVAL_MARK} A program that calls one may stop there; on
                  "randomness), and make workspace writes before it idempotent: they happen again.")
 
 
+MAX_NAMED_FILES = 50   # files the description names before it counts the rest
+
+
+def files_line(files) -> list[str]:
+    """The line that tells the model which files the workspace holds (none: no line)."""
+    files = list(files or [])
+    if not files:
+        return []
+    named = ", ".join(f"`{f}`" for f in files[:MAX_NAMED_FILES])
+    more = f", and {len(files) - MAX_NAMED_FILES} more" if len(files) > MAX_NAMED_FILES else ""
+    return [f"- The workspace already holds these files (paths relative to it): {named}{more}."]
+
+
 def code_description(declarations: str, policy: Mapping[str, Any] | None = None,
-                     approvals: bool = False) -> str:
+                     approvals: bool = False, files=()) -> str:
     policy = policy or {}
     timeout = policy.get("timeoutMs", DEFAULTS["timeoutMs"])
     budget = policy.get("maxResultBytes", DEFAULTS["maxResultBytes"])
@@ -66,6 +79,7 @@ def code_description(declarations: str, policy: Mapping[str, Any] | None = None,
         "JavaScript variables do not.",
         "- Several `code` calls of this conversation may run at the same time (several in one turn) and then "
         "share the workspace: give files each program writes names of their own.",
+        *files_line(files),
         f"- `return` a small JSON value; it comes back as `result` (a Map or Set becomes {{}}). Output of "
         f"console.* and process.stdout/stderr comes back as `logs` (the last {_bytes(budget)}).",
         f"- Limits: {_seconds(timeout)} s per program, waiting on tools included; {calls} tool calls; a result "
@@ -126,7 +140,8 @@ class CodeTool:
     ``(stream, text)`` as before."""
 
     def __init__(self, cp: "Codepod", conversation: str, tools: Mapping[str, "Tool"], policy: dict,
-                 declarations: str, on_log: "OnLog | None", name: str = "code", *, to_model_error=None):
+                 declarations: str, on_log: "OnLog | None", name: str = "code", files=(), *,
+                 to_model_error=None):
         self.codepod = cp
         self.to_model_error = to_model_error
         self.conversation = conversation
@@ -135,7 +150,7 @@ class CodeTool:
         self.on_log = on_log
         self.name = name
         self.description = code_description(
-            declarations, policy, any(t.needs_approval is not False for t in tools.values()))
+            declarations, policy, any(t.needs_approval is not False for t in tools.values()), files)
         self.definition = {
             "type": "function",
             "function": {"name": name, "description": self.description, "parameters": CODE_INPUT_SCHEMA},

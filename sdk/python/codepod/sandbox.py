@@ -161,6 +161,21 @@ class Sandbox:
                 return False
             raise
 
+    async def list_workspace(self, limit: int = 1000) -> list[str]:
+        """The workspace's files (paths relative to it), breadth first, at
+        most ``limit``; symlinks are not followed."""
+        out: list[str] = []
+        dirs = ["."]
+        while dirs and len(out) < limit:
+            d = dirs.pop(0)
+            for e in await self.list_directory(d) or []:
+                p = e["name"] if d == "." else f"{d}/{e['name']}"
+                if e["type"] == "directory":
+                    dirs.append(p)
+                elif e["type"] == "file" and len(out) < limit:
+                    out.append(p)
+        return out
+
     # ---- commands ----------------------------------------------------------
 
     def _cmd(self, command, argv, cwd, env, policy) -> dict:

@@ -174,3 +174,30 @@ def test_files_both_ways_with_etags_ranges_lines_and_listing(fx):
     assert out["deleted"] == [True, False] and out["gone"] == [None, None, None]
     assert out["stale"] == "PRECONDITION_FAILED" and out["kept"] == "v2"
     assert out["refused"] == ["INVALID_REQUEST"] * 3
+
+
+def test_code_tool_names_the_workspace_files(fx):
+    c = conv("wsfiles")
+
+    async def go():
+        cp = await fx.open()
+        try:
+            listed = await cp.code_tool(conversation=c, tools={}, workspace_files=["in/sales.csv", "notes.md"])
+            many = await cp.code_tool(conversation=c, tools={}, workspace_files=[f"f{i}.txt" for i in range(60)])
+            none = await cp.code_tool(conversation=c, tools={})
+            found = None
+            if HAVE_FILES:
+                sb = cp.sandbox(c)
+                await sb.write_text_file("in/sales.csv", "a\n")
+                await sb.write_text_file("top.txt", "b\n")
+                found = await cp.code_tool(conversation=c, tools={}, workspace_files=True)
+            return listed.description, many.description, none.description, found and found.description
+        finally:
+            await fx.aclose()
+    listed, many, none, found = arun(go())
+    assert ("\n- The workspace already holds these files (paths relative to it): `in/sales.csv`, `notes.md`.\n"
+            in listed)
+    assert "`f49.txt`, and 10 more.\n" in many and "f50.txt" not in many
+    assert "already holds" not in none
+    if found is not None:
+        assert "holds these files (paths relative to it): `top.txt`, `in/sales.csv`.\n" in found

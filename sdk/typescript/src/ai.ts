@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { jsonSchema, tool, type Tool } from "ai";
 import type { Codepod } from "./client.js";
 import { checkPolicy } from "./policy.js";
+import { listWorkspace } from "./sandbox.js";
 import { CODE_INPUT_SCHEMA, codeDescription, outputForModel, type CodeInput, type CodeOutput } from "./model.js";
 import type { Outcome, Policy, ToModelError, Tools } from "./types.js";
 
@@ -43,6 +44,12 @@ export interface CodeModeToolOptions {
    * continuation, decisions })`. The model reads the pending calls.
    */
   onSuspended?: (outcome: Outcome, input: CodeInput) => void;
+  /**
+   * Tells the model which files the workspace holds (paths relative to it):
+   * a list, or true to list the workspace now (files only, at most
+   * MAX_LISTED_FILES of them, breadth first).
+   */
+  workspaceFiles?: readonly string[] | boolean;
 }
 
 /**
@@ -61,8 +68,11 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
     const na = (t as { needsApproval?: unknown }).needsApproval;
     return na !== undefined && na !== false;
   });
+  const files = opts.workspaceFiles === true
+    ? await listWorkspace(opts.codepod.sandbox(opts.conversation))
+    : Array.isArray(opts.workspaceFiles) ? opts.workspaceFiles : [];
   return tool({
-    description: codeDescription(declarations, policy, approvals),
+    description: codeDescription(declarations, policy, approvals, files),
     inputSchema: jsonSchema<CodeInput>(CODE_INPUT_SCHEMA as unknown as Parameters<typeof jsonSchema>[0]),
     execute: async (input: CodeInput, options: { abortSignal?: AbortSignal; toolCallId?: string }): Promise<CodeOutput> => {
       const id = randomUUID();

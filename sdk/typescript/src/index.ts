@@ -3,13 +3,13 @@ export { Codepod } from "./client.js";
 export type { ConnectOptions, RunOptions, RunningExecution, Trace } from "./client.js";
 export { CodepodConnectError } from "./transport.js";
 export type { Logger, SpawnOptions } from "./transport.js";
-export { codeDescription, outputForModel, CODE_INPUT_SCHEMA } from "./model.js";
+export { codeDescription, outputForModel, CODE_INPUT_SCHEMA, MAX_NAMED_FILES } from "./model.js";
 export { POLICY_KEYS } from "./policy.js";
 export type { CodeInput, CodeOutput } from "./model.js";
 export { ApprovalMemory } from "./approvals.js";
 export type * from "./types.js";
 export { CodepodError } from "./ops.js";
-export { CodepodSandbox, WORKSPACE, workspacePath } from "./sandbox.js";
+export { CodepodSandbox, listWorkspace, MAX_LISTED_FILES, WORKSPACE, workspacePath } from "./sandbox.js";
 export type {
   SandboxOptions, SandboxFileStat, SandboxProcess, WritableSandboxProcess, SandboxProcessOptions, SandboxSpawnOptions,
   SandboxReadTextFileOptions, SandboxPathOptions, SandboxWriteOptions, BashToolCommandResult,

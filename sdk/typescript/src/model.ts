@@ -31,8 +31,20 @@ function bytes(n: number): string {
   return n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`;
 }
 
-/** The rules a model must know to write a program, with the policy's limits, then the declarations. */
-export function codeDescription(declarations: string, policy: Policy = {}, approvals = false): string {
+/** How many of the workspace's files the description names before it counts the rest. */
+export const MAX_NAMED_FILES = 50;
+
+/** The line that tells the model which files the workspace holds (none: no line). */
+export function filesLine(files: readonly string[]): string[] {
+  if (!files.length) return [];
+  const named = files.slice(0, MAX_NAMED_FILES).map((f) => `\`${f}\``).join(", ");
+  const more = files.length > MAX_NAMED_FILES ? `, and ${files.length - MAX_NAMED_FILES} more` : "";
+  return [`- The workspace already holds these files (paths relative to it): ${named}${more}.`];
+}
+
+/** The rules a model must know to write a program, with the policy's limits (and the workspace's files, when given), then the declarations. */
+export function codeDescription(declarations: string, policy: Policy = {}, approvals = false,
+                                files: readonly string[] = []): string {
   const timeout = policy.timeoutMs ?? DEFAULTS.timeoutMs;
   const budget = policy.maxResultBytes ?? DEFAULTS.maxResultBytes;
   const calls = policy.maxBridgeRequests ?? DEFAULTS.maxBridgeRequests;
@@ -45,6 +57,7 @@ export function codeDescription(declarations: string, policy: Policy = {}, appro
     "- Use `require(...)` or `await import(...)` for Node built-ins and installed packages; static `import` declarations are not allowed.",
     "- The working directory is the conversation's workspace: files written there persist across calls, JavaScript variables do not.",
     "- Several `code` calls of this conversation may run at the same time (several in one turn) and then share the workspace: give files each program writes names of their own.",
+    ...filesLine(files),
     `- \`return\` a small JSON value; it comes back as \`result\` (a Map or Set becomes {}). Output of console.* and process.stdout/stderr comes back as \`logs\` (the last ${bytes(budget)}).`,
     `- Limits: ${timeout / 1000} s per program, waiting on tools included; ${calls} tool calls; a result over ${bytes(budget)} fails the program, so return a summary or save the full output to a workspace file.`,
     "- `reason` is a short label shown to the user.",

@@ -336,6 +336,25 @@ function exitCodeOf(r: CommandResult): number {
   return 128 + ((r.signal && SIGNALS[r.signal]) || 9);
 }
 
+/** How many files listWorkspace gives at most. */
+export const MAX_LISTED_FILES = 1000;
+
+/** The workspace's files (paths relative to it), breadth first, at most `max`; symlinks are not followed. */
+export async function listWorkspace(sb: CodepodSandbox, max = MAX_LISTED_FILES): Promise<string[]> {
+  const out: string[] = [];
+  const dirs = ["."];
+  while (dirs.length && out.length < max) {
+    const dir = dirs.shift()!;
+    const entries = (await sb.listDirectory({ path: dir })) ?? [];
+    for (const e of entries) {
+      const p = dir === "." ? e.name : `${dir}/${e.name}`;
+      if (e.type === "directory") dirs.push(p);
+      else if (e.type === "file" && out.length < max) out.push(p);
+    }
+  }
+  return out;
+}
+
 function signalOpt(signal: AbortSignal | undefined): { signal?: AbortSignal } {
   return signal ? { signal } : {};
 }
