@@ -632,6 +632,13 @@ class _Channel:
     def __init__(self, cp: Codepod):
         self._cp = cp
 
+    async def ready(self) -> bool:
+        """A link, reconnecting a WebSocket session that dropped; False when none is to be had."""
+        cp = self._cp
+        if cp._closing:
+            return False
+        return cp._link is not None or await cp._reconnect()
+
     def new_id(self) -> str:
         while True:
             oid = str(uuid.uuid4())

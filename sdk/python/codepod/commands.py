@@ -147,6 +147,8 @@ async def start_command(ch: Channel, conversation: str, *, command: str | None =
     """Sends the command; returns once codepod accepted it, raises its refusal."""
     if (command is None) == (argv is None):
         raise TypeError("a command needs exactly one of command and argv")
+    if not await ch.ready():
+        raise not_connected()
     op_id = id or ch.new_id()
     msg: dict[str, Any] = {"type": "command", "id": op_id, "conversation": conversation}
     if command is not None:

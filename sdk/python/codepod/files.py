@@ -103,6 +103,8 @@ class FileStream(Handler):
 async def open_read(ch: Channel, first: dict[str, Any]) -> FileStream:
     """Starts a read (file_read, archive_read); raises at once when codepod
     refuses it (NOT_FOUND for a missing file)."""
+    if not await ch.ready():
+        raise not_connected()
     op_id = ch.new_id()
     fs = FileStream(ch, op_id)
     if not ch.start(op_id, fs, {**first, "id": op_id}):
@@ -125,6 +127,8 @@ async def write(ch: Channel, first: dict[str, Any], content: Content) -> dict:
     """A write (file_write, archive_write): codepod's ready ack, the content in
     chunks of at most CHUNK_BYTES each acked before the next, a last chunk
     (empty when the content ended on a boundary), then the file_result."""
+    if not await ch.ready():
+        raise not_connected()
     op_id = ch.new_id()
     inbox = Inbox()
     if not ch.start(op_id, inbox, {**first, "id": op_id}):

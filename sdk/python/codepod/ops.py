@@ -45,6 +45,7 @@ class Handler:
 
 
 class Channel(Protocol):
+    async def ready(self) -> bool: ...
     def new_id(self) -> str: ...
     def start(self, op_id: str, handler: Handler, first: dict) -> bool: ...
     def send(self, msg: dict) -> bool: ...
@@ -80,6 +81,8 @@ class Inbox(Handler):
 
 async def request(ch: Channel, msg: dict[str, Any]) -> dict:
     """One request answered by one message: that message, or its error raised."""
+    if not await ch.ready():
+        raise not_connected()
     op_id = ch.new_id()
     inbox = Inbox()
     if not ch.start(op_id, inbox, {**msg, "id": op_id}):

@@ -201,3 +201,35 @@ def test_code_tool_names_the_workspace_files(fx):
     assert "already holds" not in none
     if found is not None:
         assert "holds these files (paths relative to it): `top.txt`, `in/sales.csv`.\n" in found
+
+
+@needs_commands
+def test_a_command_is_reattached_after_the_websocket_drops(ws_fx):
+    async def go():
+        cp = await ws_fx.open(proxy=True)
+        sb = cp.sandbox(conv("reattach"))
+        try:
+            p = await sb.spawn('read l; echo "got $l"', stdin=True)
+            before = ws_fx.proxy.accepted
+            ws_fx.proxy.drop()
+            await until(lambda: ws_fx.proxy.accepted > before)
+            # once the attach is answered, stdin reaches the same process again
+            await until(lambda: sum(1 for d, m in ws_fx.log.seen if d == "in" and m["type"] == "accepted") >= 2)
+            await p.write("after\n")
+            await p.close_stdin()
+            code = await p.wait()
+            # a file operation after the drop reconnects by itself
+            await sb.write_text_file("after.txt", "x") if HAVE_FILES else None
+            return code, (await p.result)["stdout"]
+        finally:
+            await ws_fx.aclose()
+    assert arun(go()) == (0, "got after\n")
+
+
+async def until(cond, timeout=60):
+    import asyncio
+    import time
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.025)

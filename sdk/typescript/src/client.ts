@@ -247,6 +247,7 @@ export class Codepod {
 
   private channel(): Channel {
     return {
+      ready: async () => !this.closing && (this.link !== null || await this.reconnect()),
       newId: () => {
         let id = randomUUID();
         while (this.execs.has(id) || this.ops.has(id)) id = randomUUID();

@@ -59,10 +59,11 @@ export interface Command {
 const STDIN_CHUNK = 256 * 1024;
 
 /** Sends the command; resolves once codepod accepted it, rejects with its refusal. */
-export function startCommand(ch: Channel, conversation: string, opts: CommandOptions): Promise<Command> {
+export async function startCommand(ch: Channel, conversation: string, opts: CommandOptions): Promise<Command> {
   if ((opts.command === undefined) === (opts.argv === undefined)) {
-    return Promise.reject(new TypeError("a command needs exactly one of command and argv"));
+    throw new TypeError("a command needs exactly one of command and argv");
   }
+  if (!(await ch.ready())) throw notConnected();
   const id = opts.id ?? ch.newId();
   const msg: Msg = { type: "command", id, conversation };
   if (opts.command !== undefined) msg.command = opts.command;

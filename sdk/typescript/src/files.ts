@@ -58,7 +58,8 @@ const b64 = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength)
  * stream exists. Cancelling the stream lets the rest of the file go by
  * unread (each chunk still acknowledged, so codepod finishes the read).
  */
-export function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: AbortSignal): Promise<OpenedRead> {
+export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: AbortSignal): Promise<OpenedRead> {
+  if (!(await ch.ready())) throw notConnected();
   return new Promise((resolve, reject) => {
     const id = ch.newId();
     let controller!: ReadableStreamDefaultController<Uint8Array>;
@@ -182,6 +183,7 @@ async function* pieces(src: WriteSource): AsyncGenerator<Uint8Array> {
  * is read only as fast as codepod takes it.
  */
 export async function write(ch: Channel, first: Omit<Msg, "id">, src: WriteSource, signal?: AbortSignal): Promise<Msg> {
+  if (!(await ch.ready())) throw notConnected();
   const id = ch.newId();
   const inbox = new Inbox();
   if (!ch.start(id, inbox.handler, { ...first, id })) throw notConnected();

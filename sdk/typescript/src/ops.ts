@@ -32,6 +32,8 @@ export interface OpHandler {
 }
 
 export interface Channel {
+  /** Resolves once there is a link (a WebSocket session reconnects if it dropped); false when there is none to be had. */
+  ready(): Promise<boolean>;
   /** A fresh id, unused by any live execution or op of this session. */
   newId(): string;
   /** Registers the handler, then sends the op's first message; false when the link is down (nothing registered). */
@@ -85,6 +87,7 @@ export class Inbox {
 
 /** One request answered by one message (file_result): that message, or the error's CodepodError. */
 export async function request(ch: Channel, msg: Omit<Msg, "id">): Promise<Msg> {
+  if (!(await ch.ready())) throw notConnected();
   const id = ch.newId();
   const inbox = new Inbox();
   if (!ch.start(id, inbox.handler, { ...msg, id })) throw notConnected();

@@ -169,3 +169,53 @@ for (const transport of TRANSPORTS) {
     });
   });
 }
+
+describe("the sandbox over a WebSocket that drops", () => {
+  test("a running command is re-attached after a reconnect; its output and result arrive", { skip: !HAVE_COMMANDS }, async () => {
+    const fx = await open("ws", { proxy: true });
+    try {
+      const sb = fx.codepod.sandbox(conv("reattach"));
+      const p = await sb.spawn({ command: "read l; echo \"got $l\"", stdin: true });
+      const before = fx.proxy!.connections();
+      fx.proxy!.drop();
+      // The client reconnects on its own; the command waits on its stdin meanwhile.
+      await waitFor(() => fx.proxy!.connections() > before);
+      // Once the attach is answered, stdin reaches the same process again.
+      await waitFor(() => fx.log.seen.some((s) => s.dir === "out" && s.msg.type === "attach"));
+      await waitFor(() => fx.log.seen.filter((s) => s.dir === "in" && s.msg.type === "accepted").length >= 2);
+      const w = p.stdin.getWriter();
+      await w.write(new TextEncoder().encode("after\n"));
+      await w.close();
+      assert.deepEqual(await p.wait(), { exitCode: 0 });
+      assert.equal((await p.result).stdout, "got after\n");
+    } finally {
+      await fx.close();
+    }
+  });
+
+  test("a read in flight when the link drops rejects OUTCOME_UNKNOWN; the session goes on", { skip: !HAVE_FILES }, async () => {
+    const fx = await open("ws", { proxy: true });
+    try {
+      const sb = fx.codepod.sandbox(conv("dropread"));
+      await sb.write("big.bin", randomBytes(2 * 1024 * 1024));
+      const s = await sb.readFile({ path: "big.bin" });
+      const reader = s!.getReader();
+      await reader.read();
+      fx.proxy!.drop();
+      await assert.rejects((async () => { for (;;) if ((await reader.read()).done) return; })(), isCode("OUTCOME_UNKNOWN"));
+      await waitFor(async () => (await sb.stat({ path: "big.bin" }).catch(() => null)) !== null);
+      assert.equal((await sb.stat({ path: "big.bin" }))!.size, 2 * 1024 * 1024);
+    } finally {
+      await fx.close();
+    }
+  });
+});
+
+/** Polls a condition with a deadline that only catches a hang. */
+async function waitFor(cond: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
