@@ -82,6 +82,8 @@ export function workspacePath(p: string): string {
   return rel === "" ? "." : rel;
 }
 
+const shellQuote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+
 const notFound = (e: unknown) => e instanceof CodepodError && e.code === "NOT_FOUND";
 
 function defaultDescription(conversation: string): string {
@@ -114,7 +116,7 @@ export class CodepodSandbox {
     this.files = conversationFiles(ch, conversation);
     // The AI SDK calls these detached (`const { readFile } = sandbox`) as often as not.
     for (const k of ["readFile", "readBinaryFile", "readTextFile", "writeFile", "writeBinaryFile", "writeTextFile",
-      "stat", "listDirectory", "deleteFile", "spawn", "run", "command", "executeCommand", "writeFiles"] as const) {
+      "stat", "listDirectory", "deleteFile", "spawn", "run", "command", "executeCommand", "writeFiles", "workspaceDir"] as const) {
       Object.defineProperty(this, k, { value: (this[k] as (...a: unknown[]) => unknown).bind(this), enumerable: false });
     }
   }
@@ -293,9 +295,30 @@ export class CodepodSandbox {
     return { exitCode: r.exitCode ?? exitCodeOf(r), stdout: r.stdout, stderr: r.stderr };
   }
 
-  /** bash-tool: `run` by another name. */
-  executeCommand(command: string): Promise<BashToolCommandResult> {
+  /**
+   * bash-tool: `run` by another name. bash-tool starts every command with
+   * `cd "/workspace"`; where the workspace has another path (a server run with
+   * --no-isolation has no mount namespace, so it keeps its host path), that
+   * `cd` goes to the workspace's own path instead.
+   */
+  async executeCommand(command: string): Promise<BashToolCommandResult> {
+    const cd = `cd "${WORKSPACE}"`;
+    if (command.startsWith(cd + " ") || command === cd) {
+      const dir = await this.workspaceDir();
+      if (dir !== WORKSPACE) command = `cd ${shellQuote(dir)}` + command.slice(cd.length);
+    }
     return this.run({ command });
+  }
+
+  private workspaceDirP: Promise<string> | undefined;
+
+  /** Where the workspace is inside the sandbox: /workspace, or its host path without isolation (asked once). */
+  workspaceDir(): Promise<string> {
+    this.workspaceDirP ??= this.run({ command: "pwd" }).then((r) => r.stdout.trim() || WORKSPACE, (e) => {
+      this.workspaceDirP = undefined;
+      throw e;
+    });
+    return this.workspaceDirP;
   }
 
   /**

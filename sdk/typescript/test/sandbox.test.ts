@@ -6,8 +6,9 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { createBashTool } from "bash-tool";
-import { CodepodError, type Codepod, type CodepodSandbox } from "@codepod/client";
-import { HAVE_COMMANDS, HAVE_FILES, HAVE_SCHEMAS, open, TRANSPORTS, type Fixture } from "./helpers.ts";
+import { rmSync } from "node:fs";
+import { Codepod, CodepodError } from "@codepod/client";
+import { HAVE_COMMANDS, HAVE_FILES, HAVE_SCHEMAS, open, startServer, tempDir, TRANSPORTS, type Fixture } from "./helpers.ts";
 
 const conv = (t: string) => `sdk-ts-sb-${t}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`;
 const isCode = (code: string) => (e: unknown) => e instanceof CodepodError && e.code === code;
@@ -219,3 +220,28 @@ async function waitFor(cond: () => boolean | Promise<boolean>): Promise<void> {
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+describe("the sandbox of a server without isolation", () => {
+  test("bash-tool's cd \"/workspace\" goes to the workspace's host path", { skip: !HAVE_COMMANDS }, async () => {
+    const dir = tempDir("noiso");
+    const srv = await startServer(dir, ["--no-isolation"]);
+    const cp = await Codepod.connect({ url: srv.url, token: srv.token });
+    try {
+      const c = conv("noiso");
+      const sb = cp.sandbox(c);
+      const where = await sb.workspaceDir();
+      assert.notEqual(where, "/workspace");
+      assert.ok(where.startsWith(dir), where);
+      const { tools } = await createBashTool({ sandbox: sb });
+      const out = await tools.bash.execute!({ command: "pwd; echo made > made.txt" }, { toolCallId: "b1", messages: [] } as never) as
+        { stdout: string; exitCode: number };
+      assert.deepEqual([out.exitCode, out.stdout], [0, `${where}\n`]);
+      const o = await cp.run({ conversation: c, js: "return require('node:fs').readFileSync('made.txt', 'utf8');" });
+      assert.equal(o.result, "made\n");
+    } finally {
+      await cp.close();
+      await srv.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
