@@ -104,7 +104,8 @@ for (const transport of TRANSPORTS) {
       const out = await tools.bash.execute!({ command: "pwd; echo made > made.txt; ls" }, { toolCallId: "b1", messages: [] } as never) as
         { stdout: string; stderr: string; exitCode: number };
       assert.equal(out.exitCode, 0, out.stderr);
-      assert.equal(out.stdout, "/workspace\nmade.txt\n");
+      // /workspace inside the sandbox; the host path where the server has no mount namespace for it.
+      assert.equal(out.stdout, `${await sb.workspaceDir()}\nmade.txt\n`);
       const o = await cp.run({ conversation: c, js: "return require('node:fs').readFileSync('made.txt', 'utf8');" });
       assert.equal(o.result, "made\n");
     });
