@@ -12,6 +12,8 @@ export interface FileMeta {
   size: number;
   /** Lowercase hex SHA-256 of the file's whole content. */
   etag: string;
+  /** A write: true when there was no file at the path before. */
+  created?: boolean;
 }
 
 export interface FileStat {
@@ -264,7 +266,9 @@ export function conversationFiles(ch: Channel, conversation: string): Conversati
         ...(opts.ifMatch !== undefined ? { ifMatch: opts.ifMatch } : {}),
         ...(opts.mode !== undefined ? { mode: opts.mode } : {}),
       }, src, opts.signal);
-      return { size: Number(m.size), etag: String(m.etag) };
+      const meta: FileMeta = { size: Number(m.size), etag: String(m.etag) };
+      if (typeof m.created === "boolean") meta.created = m.created;
+      return meta;
     },
     stat: async (path) => (await request(ch, { type: "file_stat", conversation, path })).stat as FileStat,
     list: async (path, opts = {}) => {

@@ -29,6 +29,8 @@ export const HAVE_ATTACH = existsSync(join(SCHEMA_DIR, "attach.schema.json"));
 /** The sandbox's commands and files (they land with their schemas). */
 export const HAVE_COMMANDS = existsSync(join(SCHEMA_DIR, "command.schema.json"));
 export const HAVE_FILES = existsSync(join(SCHEMA_DIR, "file_read.schema.json"));
+export const HAVE_ARCHIVES = HAVE_FILES &&
+  "archive_read" in (JSON.parse(readFileSync(join(SCHEMA_DIR, "index.json"), "utf8")) as { toServer: object }).toServer;
 // broker/schema/index.json names the schema of each message type, per direction.
 const validators = { out: new Map<string, ValidateFunction>(), in: new Map<string, ValidateFunction>() };
 if (HAVE_SCHEMAS) {

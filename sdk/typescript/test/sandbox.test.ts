@@ -6,9 +6,11 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { createBashTool } from "bash-tool";
-import { rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { Codepod, CodepodError } from "@codepod/client";
-import { HAVE_COMMANDS, HAVE_FILES, HAVE_SCHEMAS, open, startServer, tempDir, TRANSPORTS, type Fixture } from "./helpers.ts";
+import { HAVE_ARCHIVES, HAVE_COMMANDS, HAVE_FILES, HAVE_SCHEMAS, open, startServer, tempDir, TRANSPORTS, type Fixture } from "./helpers.ts";
 
 const conv = (t: string) => `sdk-ts-sb-${t}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`;
 const isCode = (code: string) => (e: unknown) => e instanceof CodepodError && e.code === code;
@@ -158,6 +160,38 @@ for (const transport of TRANSPORTS) {
       });
       assert.equal(o.result, 2, JSON.stringify(o.error));
       assert.equal(await sb.readTextFile({ path: "/workspace/out/sum.txt" }), "10");
+    });
+
+    test("the workspace as a tar, down and up", { skip: !HAVE_ARCHIVES }, async () => {
+      const sb = cp.sandbox(conv("tar"));
+      await sb.writeTextFile({ path: "a.txt", content: "alpha\n" });
+      await sb.writeTextFile({ path: "dir/b.txt", content: "beta\n" });
+      const down = await sb.files.readArchive();
+      const tar = Buffer.from(await new Response(down.stream).arrayBuffer());
+      assert.equal((await down.done).size, tar.length);
+      const dir = tempDir("tar");
+      try {
+        writeFileSync(join(dir, "down.tar"), tar);
+        assert.deepEqual(execFileSync("tar", ["-tf", join(dir, "down.tar")], { encoding: "utf8" }).split("\n").filter(Boolean)
+          .map((n) => n.replace(/\/$/, "")).sort(), ["a.txt", "dir", "dir/b.txt"]);
+        mkdirSync(join(dir, "up", "new"), { recursive: true });
+        writeFileSync(join(dir, "up", "a.txt"), "replaced\n");
+        writeFileSync(join(dir, "up", "new", "c.txt"), "gamma\n");
+        execFileSync("tar", ["-cf", join(dir, "up.tar"), "-C", join(dir, "up"), "a.txt", "new/c.txt"]);
+        const { files } = await sb.files.writeArchive(readFileSync(join(dir, "up.tar")));
+        assert.ok(files >= 2, String(files));
+        assert.equal(await sb.readTextFile({ path: "a.txt" }), "replaced\n");
+        assert.equal(await sb.readTextFile({ path: "new/c.txt" }), "gamma\n");
+        assert.equal(await sb.readTextFile({ path: "dir/b.txt" }), "beta\n");
+        // An entry that leaves the workspace is refused, and nothing lands outside it.
+        mkdirSync(join(dir, "evil"));
+        writeFileSync(join(dir, "evil", "x.txt"), "x");
+        execFileSync("tar", ["-cf", join(dir, "evil.tar"), "-C", join(dir, "evil"), "--transform", "s,^,../,", "x.txt"]);
+        await assert.rejects(sb.files.writeArchive(readFileSync(join(dir, "evil.tar"))), isCode("INVALID_REQUEST"));
+        assert.equal(await sb.stat({ path: "x.txt" }), null);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     test("paths that leave the workspace are refused with a clear error", { skip: !HAVE_FILES }, async () => {
