@@ -33,6 +33,7 @@ HAVE_ATTACH = (SCHEMA_DIR / "attach.schema.json").exists()
 # The sandbox's commands and files (they land with their schemas).
 HAVE_COMMANDS = (SCHEMA_DIR / "command.schema.json").exists()
 HAVE_FILES = (SCHEMA_DIR / "file_read.schema.json").exists()
+HAVE_ARCHIVES = HAVE_FILES and "archive_read" in json.loads((SCHEMA_DIR / "index.json").read_text())["toServer"]
 TRANSPORTS = ["stdio", "ws"]
 
 

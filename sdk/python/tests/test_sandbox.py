@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from codepod import CodepodError
-from conftest import HAVE_COMMANDS, HAVE_FILES, arun
+from conftest import HAVE_ARCHIVES, HAVE_COMMANDS, HAVE_FILES, arun
 
 needs_commands = pytest.mark.skipif(not HAVE_COMMANDS, reason="this server has no command message")
 needs_files = pytest.mark.skipif(not HAVE_FILES, reason="this server has no file messages")
@@ -233,3 +233,46 @@ async def until(cond, timeout=60):
     while not cond():
         assert time.monotonic() < deadline, "timed out waiting"
         await asyncio.sleep(0.025)
+
+
+@pytest.mark.skipif(not HAVE_ARCHIVES, reason="this server has no archive messages")
+def test_the_workspace_as_a_tar_down_and_up(fx):
+    import io
+    import tarfile
+
+    def tar_of(entries):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:
+            for name, data in entries:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(conv("tar"))
+        try:
+            await sb.write_text_file("a.txt", "alpha\n")
+            await sb.write_text_file("dir/b.txt", "beta\n")
+            down = await sb.read_archive()
+            tar = await down.read()
+            size = down.result["size"]
+            up = await sb.write_archive(tar_of([("a.txt", b"replaced\n"), ("new/c.txt", b"gamma\n")]))
+            texts = [await sb.read_text_file(p) for p in ("a.txt", "new/c.txt", "dir/b.txt")]
+            try:
+                await sb.write_archive(tar_of([("../x.txt", b"x")]))
+                evil = None
+            except CodepodError as e:
+                evil = e.code
+            return tar, size, up, texts, evil, await sb.stat("x.txt")
+        finally:
+            await fx.aclose()
+    tar, size, up, texts, evil, leaked = arun(go())
+    assert size == len(tar)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        assert sorted(m.name.rstrip("/") for m in t.getmembers()) == ["a.txt", "dir", "dir/b.txt"]
+        assert t.extractfile("dir/b.txt").read() == b"beta\n"
+    assert up["files"] >= 2
+    assert texts == ["replaced\n", "gamma\n", "beta\n"]
+    assert evil == "INVALID_REQUEST" and leaked is None
