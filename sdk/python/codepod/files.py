@@ -79,9 +79,10 @@ class FileStream(Handler):
             self._pending_ack = False
             self._ack()
         item = await self._queue.get()
-        if item is None:
-            raise StopAsyncIteration
-        if isinstance(item, BaseException):
+        if item is None or isinstance(item, BaseException):
+            self._queue.put_nowait(item)   # the end stays the end for the next reader
+            if item is None:
+                raise StopAsyncIteration
             raise item
         # Acknowledged when the reader comes back for more.
         self._pending_ack = True
@@ -96,8 +97,12 @@ class FileStream(Handler):
             self._pending_ack = False
             self._ack()
         while not self._queue.empty():
-            if self._queue.get_nowait() is not None:
+            item = self._queue.get_nowait()
+            if isinstance(item, bytes):
                 self._ack()
+            else:
+                self._queue.put_nowait(item)
+                break
 
 
 async def open_read(ch: Channel, first: dict[str, Any]) -> FileStream:
