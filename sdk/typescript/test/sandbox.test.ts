@@ -162,6 +162,28 @@ for (const transport of TRANSPORTS) {
       assert.equal(await sb.readTextFile({ path: "/workspace/out/sum.txt" }), "10");
     });
 
+    test("a write abandoned half way (aborted, or its stream failed) leaves the old file", { skip: !HAVE_FILES }, async () => {
+      const sb = cp.sandbox(conv("abandon"));
+      await sb.writeTextFile({ path: "keep.txt", content: "old\n" });
+      const ac = new AbortController();
+      let sent = 0;
+      const endless = new ReadableStream<Uint8Array>({
+        pull(c) {
+          sent++;
+          if (sent === 3) ac.abort(new Error("the user cancelled the upload"));
+          c.enqueue(new Uint8Array(256 * 1024).fill(65));
+        },
+      });
+      await assert.rejects(sb.writeFile({ path: "keep.txt", content: endless, abortSignal: ac.signal }), /cancelled the upload/);
+      const failing = new ReadableStream<Uint8Array>({
+        start(c) { c.enqueue(new Uint8Array(300 * 1024)); },
+        pull(c) { c.error(new Error("the upload's source broke")); },
+      });
+      await assert.rejects(sb.writeFile({ path: "keep.txt", content: failing }), /source broke/);
+      assert.equal(await sb.readTextFile({ path: "keep.txt" }), "old\n");
+      assert.deepEqual((await sb.listDirectory({ path: "." }))!.map((e) => e.name), ["keep.txt"]);
+    });
+
     test("the workspace as a tar, down and up", { skip: !HAVE_ARCHIVES }, async () => {
       const sb = cp.sandbox(conv("tar"));
       await sb.writeTextFile({ path: "a.txt", content: "alpha\n" });
