@@ -19,7 +19,9 @@ class FileStream(Handler):
     """A read in progress: ``async for chunk in stream`` yields its bytes; the
     next chunk is asked for only when this one was taken. ``result`` (after
     the last chunk) is codepod's file_result: ``size`` and ``etag`` for a file.
-    ``await stream.aclose()`` lets the rest go by unread."""
+    ``size`` and ``etag`` are known from the first chunk on (a Content-Length
+    or an ETag before the body). ``await stream.aclose()`` lets the rest go
+    by unread."""
 
     def __init__(self, ch: Channel, op_id: str):
         self._ch = ch
@@ -30,12 +32,18 @@ class FileStream(Handler):
         self._discard = False
         self._finished = False
         self.result: dict | None = None
+        # A file's whole size and etag, known before its bytes (None for an archive).
+        self.size: int | None = None
+        self.etag: str | None = None
 
     # the session's side
     def message(self, m: dict) -> None:
         if self._finished:
             return
         typ = m.get("type")
+        if typ in ("file_chunk", "file_result") and self.size is None and isinstance(m.get("size"), int):
+            self.size = m["size"]
+            self.etag = m.get("etag") if isinstance(m.get("etag"), str) else None
         if typ == "file_chunk":
             if not self._first.done():
                 self._first.set_result(None)

@@ -128,6 +128,9 @@ def test_files_both_ways_with_etags_ranges_lines_and_listing(fx):
             meta = await sb.write_file("/workspace/data/blob.bin", body)
             back = await sb.read_file("data/blob.bin")
             ranged = await sb.read_file("data/blob.bin", offset=5, length=10)
+            head = await sb.open_file("data/blob.bin", offset=0, length=1)
+            early = (head.size, head.etag)   # before its bytes were read
+            await head.read()
 
             async def gen():
                 for i in range(3):
@@ -138,7 +141,7 @@ def test_files_both_ways_with_etags_ranges_lines_and_listing(fx):
                              "return 1;")
             assert o["status"] == "succeeded", o.get("error")
             out = {
-                "meta": meta, "back": back, "ranged": ranged,
+                "meta": meta, "back": back, "ranged": ranged, "early": early,
                 "line2": await sb.read_text_file("in/rows.txt", start_line=2, end_line=2),
                 "out": await sb.read_text_file("out.txt"),
                 "stat": await sb.stat("data/blob.bin"),
@@ -167,6 +170,7 @@ def test_files_both_ways_with_etags_ranges_lines_and_listing(fx):
     out = arun(go())
     assert out["meta"]["size"] == len(body) and out["meta"]["etag"] == hashlib.sha256(body).hexdigest()
     assert out["back"] == body and out["ranged"] == body[5:15]
+    assert out["early"] == (len(body), out["meta"]["etag"])
     assert out["line2"] == "row 1\n"
     assert out["out"] == "ROW 0\nROW 1\nROW 2\n"
     assert out["stat"]["type"] == "file" and out["stat"]["size"] == len(body)

@@ -43,6 +43,9 @@ export interface ReadRange {
 export interface OpenedRead {
   /** The bytes, chunk by chunk: the next chunk is asked for only when this one is read. */
   stream: ReadableStream<Uint8Array>;
+  /** A file's whole size and etag, known before its bytes (for a Content-Length or an ETag); absent for an archive. */
+  size?: number;
+  etag?: string;
   /** Settles once the last chunk arrived: size and etag for a file, size for an archive. */
   done: Promise<Msg>;
 }
@@ -89,10 +92,13 @@ export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: Abo
         }
       },
     }, { highWaterMark: 1 });
-    const begin = () => {
+    const begin = (m: Msg) => {
       if (started) return;
       started = true;
-      resolve({ stream, done });
+      const opened: OpenedRead = { stream, done };
+      if (typeof m.size === "number") opened.size = m.size;
+      if (typeof m.etag === "string") opened.etag = m.etag;
+      resolve(opened);
     };
     const fail = (e: CodepodError) => {
       if (finished) return;
@@ -120,7 +126,7 @@ export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: Abo
       message(m) {
         if (finished) return;
         if (m.type === "file_chunk") {
-          begin();
+          begin(m);
           if (discard) {
             ack();
             return;
@@ -132,7 +138,7 @@ export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: Abo
           finished = true;
           ch.end(id);
           signal?.removeEventListener("abort", onAbort);
-          begin();
+          begin(m);
           if (!discard) controller.close();
           settle.resolve(m);
         } else if (m.type === "error") {

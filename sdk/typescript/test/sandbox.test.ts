@@ -120,6 +120,8 @@ for (const transport of TRANSPORTS) {
       assert.equal(meta.etag, createHash("sha256").update(body).digest("hex"));
       assert.deepEqual(Buffer.from((await sb.readBinaryFile({ path: "data/blob.bin" }))!), body);
       const ranged = await sb.files.read("data/blob.bin", { offset: 5, length: 10 });
+      // The whole file's size and etag come before its bytes.
+      assert.deepEqual([ranged.size, ranged.etag], [body.length, meta.etag]);
       const parts: Buffer[] = [];
       for await (const p of ranged.stream) parts.push(Buffer.from(p));
       assert.deepEqual(Buffer.concat(parts), body.subarray(5, 15));
