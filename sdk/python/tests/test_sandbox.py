@@ -5,12 +5,15 @@ server's schemas have its messages."""
 
 import hashlib
 import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
 from codepod import CodepodError
-from conftest import HAVE_ARCHIVES, HAVE_COMMANDS, HAVE_FILES, arun
+from conftest import BIN, HAVE_ARCHIVES, HAVE_COMMANDS, HAVE_FILES, TRANSPORTS, Server, arun
 
 needs_commands = pytest.mark.skipif(not HAVE_COMMANDS, reason="this server has no command message")
 needs_files = pytest.mark.skipif(not HAVE_FILES, reason="this server has no file messages")
@@ -280,3 +283,27 @@ def test_the_workspace_as_a_tar_down_and_up(fx):
     assert up["files"] >= 2
     assert texts == ["replaced\n", "gamma\n", "beta\n"]
     assert evil == "INVALID_REQUEST" and leaked is None
+
+
+ROUNDTRIP = Path(__file__).resolve().parents[1] / "examples" / "sandbox_roundtrip.py"
+
+
+@pytest.mark.skipif(not (HAVE_COMMANDS and HAVE_FILES), reason="this server has no command or file messages")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_the_roundtrip_example(transport, tmp_path):
+    env = {"CODEPOD_CONVERSATION": conv("roundtrip")}
+    srv = None
+    if transport == "stdio":
+        env.update(CODEPOD_BIN=BIN, CODEPOD_URL="", CODEPOD_STATE_DIR=str(tmp_path))
+    else:
+        srv = Server(tmp_path)
+        env.update(CODEPOD_URL=srv.url, CODEPOD_TOKEN=srv.token)
+    try:
+        r = subprocess.run([sys.executable, str(ROUNDTRIP)], env={**os.environ, **env}, capture_output=True,
+                           text=True, timeout=120)
+    finally:
+        if srv:
+            assert srv.stop() == 0
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ('3 sales rows in 2 regions; the report is out/report.json.\n'
+                        '{"north": 150, "south": 80}\n')
