@@ -189,6 +189,21 @@ describe("the sandbox's messages (against the protocol double)", () => {
     assert.ok(sent().some((x) => x.type === "command_stdin" && x.eof === true && x.id === m.id));
   });
 
+  test("close() stops the commands still running and settles them", async () => {
+    const other = await Codepod.spawn({
+      command: process.execPath, args: [join(here, "protocol-double.ts"), ws],
+      env: { ...process.env, DOUBLE_LOG: logFile },
+    });
+    const p = await other.sandbox("conv-close").spawn({ command: "sleep 600" });
+    const id = sent().filter((m) => m.type === "command").at(-1)!.id;
+    await other.close();
+    const r = await p.result;
+    assert.equal(r.status, "error");
+    assert.equal(r.error!.code, "CANCELLED");
+    assert.ok(sent().some((m) => m.type === "stop" && m.id === id));
+    await assert.rejects(other.sandbox("conv-close").run({ command: "true" }), (e: unknown) => e instanceof CodepodError);
+  });
+
   test("kill ends a spawned command; wait says 128 + 9; an aborted run rejects", async () => {
     const p = await sb.spawn({ command: "echo started; sleep 600" });
     const reader = p.stdout.getReader();
