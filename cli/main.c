@@ -46,6 +46,8 @@ struct opts {
 	const char *sandbox_user;
 	const char *sandbox_uids;
 	int no_isolation;
+	int no_memory_bound;
+	unsigned max_sandbox_pids;
 	/* the engine (serve and run) */
 	const char *policy_defaults, *policy_ceiling; /* the deployment's */
 	unsigned prestart_max;    /* --prestart N */
@@ -131,6 +133,10 @@ static const struct cli_opt local_opts[] = {
 	          "this range (default 1879048192-1879113727)" },
 	{ "sandbox-user", "USER|UID[:GID]", CLI_STR_AT(O, sandbox_user),
 	  .help = "as root, every program as this one user instead" },
+	{ "no-memory-bound", NULL, CLI_SET_AT(O, no_memory_bound, 1),
+	  .help = "run even where no cgroup can bound the sandboxes' memory and processes" },
+	{ "max-sandbox-pids", "N", CLI_UINT_AT(O, max_sandbox_pids, 1, 4194304),
+	  .help = "processes of all sandboxes together (default: three quarters of kernel.pid_max)" },
 	{ "no-isolation", NULL, CLI_SET_AT(O, no_isolation, 1),
 	  .help = "programs run without isolation: they can reach the network and write "
 	          "anywhere this user can" },
@@ -289,7 +295,7 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 		       json_string("without isolation, programs can read every file this user can, "
 		                   "the token, audit and webhook secret files included"), NULL);
 	struct local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
-	                               hide };
+	                               hide, o->no_memory_bound, o->max_sandbox_pids, NULL };
 	struct codepod_backend *b = NULL;
 	if (local_new(&cfg, &b, &err)) {
 		if (isolate && err.code == CP_E_UNSUPPORTED)

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runner/local/cgroup.h"
 #include "runner/local/local_backend.h"
 #include "runner/local/local_sandbox.h"
 #include "runner/local/sandbox_uids.h"
@@ -49,6 +50,10 @@ struct local {
 	int subreaper;            /* orphans below us come to us (PR_SET_CHILD_SUBREAPER) */
 	struct codepod_proc *running; /* spawned and not reaped yet */
 	long clk_tck;     /* /proc's clock ticks per second */
+	struct local_cg_root cg;  /* isolated: the sandboxes' cgroups (kind NONE: none) */
+	unsigned long cg_seq;     /* names the execution folders */
+	uv_timer_t cg_retry;      /* removes the folders still busy at their reaping */
+	int cg_timer;             /* cg_retry is initialised */
 };
 
 struct codepod_proc {
@@ -71,6 +76,10 @@ struct codepod_proc {
 	pid_t init_pid;      /* isolated: bubblewrap's PID-namespace init, once seen */
 	int have_init_rusage; /* it was reaped here (this process is its subreaper) */
 	struct rusage init_rusage;
+	struct local_cg *cg;  /* its cgroup (NULL: none), until reaped */
+	uv_poll_t oom_poll;   /* cgroup v1: the OOM event of cg */
+	int polling;          /* oom_poll is initialised and not closed */
+	int oom_killed;       /* the OOM event came: the group was killed */
 	struct codepod_proc_exit ex;
 };
 
@@ -171,8 +180,17 @@ static void on_handle_closed(uv_handle_t *h)
 	}
 }
 
+static void stop_oom_poll(struct codepod_proc *p)
+{
+	if (p->polling) {
+		p->polling = 0;
+		uv_close((uv_handle_t *)&p->oom_poll, on_handle_closed);
+	}
+}
+
 static void close_all(struct codepod_proc *p)
 {
+	stop_oom_poll(p);
 	uv_handle_t *hs[] = { (uv_handle_t *)&p->in, (uv_handle_t *)&p->out,
 	                      (uv_handle_t *)&p->err, (uv_handle_t *)&p->drain };
 	for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
@@ -260,6 +278,59 @@ static void usage_of_rusage(const struct codepod_proc *p, struct codepod_usage *
 	u->max_rss_bytes = kb * 1024u;
 }
 
+/* A folder still busy is tried again until it goes (processes the
+ * namespace's end killed are still being freed), with SIGKILL for anything
+ * listed in it. */
+static void cg_retry_now(struct local *b)
+{
+	int left = 0;
+	for (struct local_cg *cg = b->cg.live, *next; cg; cg = next) {
+		next = cg->next;
+		if (!cg->orphan)
+			continue;
+		local_cg_kill_all(cg);
+		if (local_cg_remove(&b->cg, cg) == 0)
+			free(cg);
+		else
+			left = 1;
+	}
+	if (!left && b->cg_timer)
+		uv_timer_stop(&b->cg_retry);
+}
+
+static void on_cg_retry(uv_timer_t *t)
+{
+	cg_retry_now(t->data);
+}
+
+/* The execution's processes are all reaped: was it killed for memory, and
+ * its cgroup goes. */
+static void cg_reaped(struct codepod_proc *p)
+{
+	struct local *b = p->b;
+	struct local_cg *cg = p->cg;
+	if (!cg)
+		return;
+	p->cg = NULL;
+	stop_oom_poll(p);
+	if (!p->ex.unavailable && cg->limit_mb &&
+	    (p->oom_killed || local_cg_oom_kills(&b->cg, cg) > 0)) {
+		p->ex.oom = 1;
+		snprintf(p->ex.detail, sizeof p->ex.detail,
+		         "killed for memory (OOM) at the sandbox's limit of %lu MiB (maxMemoryMb %lu "
+		         "plus %lu MiB for Node itself)", cg->limit_mb, cg->limit_mb - LOCAL_CG_SLACK_MB,
+		         LOCAL_CG_SLACK_MB);
+	}
+	local_cg_kill_all(cg);
+	if (local_cg_remove(&b->cg, cg) == 0) {
+		free(cg);
+		return;
+	}
+	cg->orphan = 1;
+	if (b->cg_timer && !uv_is_active((uv_handle_t *)&b->cg_retry))
+		uv_timer_start(&b->cg_retry, on_cg_retry, 100, 100);
+}
+
 /* Everything spawned was reaped (p->wait_status, the rusages). */
 static void proc_reaped(struct codepod_proc *p)
 {
@@ -284,6 +355,7 @@ static void proc_reaped(struct codepod_proc *p)
 	p->ex.signal = sig;
 	kill_tree(p); /* leftovers of a program that exited by itself */
 	p->pid = 0;
+	cg_reaped(p);
 	if (!p->out_eof || !p->err_eof)
 		uv_timer_start(&p->drain, on_drain_timeout, DRAIN_MS, 0);
 	report_if_done(p);
@@ -600,6 +672,70 @@ static int spawn_child(struct codepod_proc *p, const char *const *argv, char *co
 
 static int local_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err);
 static void local_kill(struct codepod_proc *p);
+static int join_tree(struct codepod_proc *p, pid_t pid, int depth, struct cp_err *err);
+
+/* cgroup v1's OOM event: the kernel's OOM killer picks one process; the
+ * rest of the execution is killed with it, as cgroup v2's memory.oom.group
+ * does, and the exit says why. */
+static void on_oom_event(uv_poll_t *h, int status, int events)
+{
+	(void)events;
+	struct codepod_proc *p = h->data;
+	uint64_t n;
+	if (p->cg && read(p->cg->oom_fd, &n, sizeof n) < 0 && status == 0)
+		return; /* (EAGAIN: nothing yet) */
+	uv_poll_stop(h);
+	p->oom_killed = 1;
+	cp_log(CP_LOG_INFO, "local.oom_killed", "pid", json_integer(p->pid),
+	       "limitMb", json_integer(p->cg ? (json_int_t)p->cg->limit_mb : 0), NULL);
+	if (p->cg)
+		local_cg_kill_all(p->cg);
+	kill_tree(p);
+}
+
+/* The execution's cgroup, before its runner is spawned. */
+static int cg_make(struct local *b, struct codepod_proc *p, unsigned long memory_mb,
+                   struct cp_err *err)
+{
+	if (b->cg.kind == LOCAL_CG_NONE)
+		return 0;
+	struct local_cg *cg = calloc(1, sizeof *cg);
+	if (!cg)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	char name[32];
+	snprintf(name, sizeof name, "e%lu", ++b->cg_seq);
+	struct cp_err why;
+	int rc = local_cg_make(&b->cg, cg, name, memory_mb, &why);
+	if (rc) {
+		free(cg);
+		return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE, "%s", why.msg);
+	}
+	p->cg = cg;
+	return 0;
+}
+
+/* Right after the spawn, before the runner is given its first byte: the
+ * sandbox's processes into the execution's cgroup. bubblewrap may have
+ * started its namespace's init already; anything it started before it
+ * was moved is moved too (top-down: a process forks into the cgroup it is
+ * in, so every child made before its parent moved is listed after). Only
+ * bubblewrap's, setpriv's and Node's own code runs until the source is
+ * written. */
+static int cg_join(struct codepod_proc *p, struct cp_err *err)
+{
+	if (!p->cg)
+		return 0;
+	int rc = join_tree(p, p->pid, 0, err);
+	if (rc)
+		return rc;
+	if (p->cg->oom_fd >= 0 && uv_poll_init(p->b->loop, &p->oom_poll, p->cg->oom_fd) == 0) {
+		p->oom_poll.data = p;
+		p->polling = 1;
+		p->handles_open++;
+		uv_poll_start(&p->oom_poll, UV_READABLE, on_oom_event);
+	}
+	return 0;
+}
 
 static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_req *req,
                        const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
@@ -651,6 +787,13 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	p->in.data = p->out.data = p->err.data = p->drain.data = p;
 	p->handles_open = 4;
 	b->live++;
+	rc = cg_make(b, p, req->memory_mb, err);
+	if (rc) {
+		if (sfd >= 0)
+			close(sfd);
+		close_all(p);
+		return rc;
+	}
 	/* Isolated, prlimit sets hard limits inside the sandbox; plain
 	 * processes get the soft data limit around the fork. */
 	pid_t pid = 0;
@@ -660,6 +803,11 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	if (afd >= 0)
 		close(afd);
 	if (rc) {
+		if (p->cg && local_cg_remove(&b->cg, p->cg) == 0)
+			free(p->cg);
+		else if (p->cg)
+			p->cg->orphan = 1;
+		p->cg = NULL;
 		close_all(p);
 		return rc;
 	}
@@ -673,6 +821,14 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	       "pid", json_integer(p->pid), "isolated", json_boolean(b->isolate), NULL);
 	*out = p;
 	struct cp_err werr;
+	if (cg_join(p, &werr)) {
+		/* never run outside its bounds: exited() follows and tells */
+		p->ex.unavailable = 1;
+		snprintf(p->ex.detail, sizeof p->ex.detail, "%s", werr.msg);
+		cp_log(CP_LOG_ERROR, "local.cgroup_join", "message", json_string(werr.msg), NULL);
+		kill_tree(p);
+		return 0;
+	}
 	if (local_write(p, req->input, req->input_len, &werr))
 		local_kill(p); /* exited() follows and tells the story */
 	return 0;
@@ -772,6 +928,19 @@ static int children_of(pid_t pid, pid_t out[KIDS_MAX])
 	}
 	closedir(d);
 	return n;
+}
+
+/* @pid into the execution's cgroup, then what it started (cg_join). */
+static int join_tree(struct codepod_proc *p, pid_t pid, int depth, struct cp_err *err)
+{
+	int rc = local_cg_join(p->cg, pid, err);
+	if (rc || depth == 4)
+		return rc;
+	pid_t kids[KIDS_MAX];
+	int n = children_of(pid, kids);
+	for (int i = 0; i < n && !rc; i++)
+		rc = join_tree(p, kids[i], depth + 1, err);
+	return rc;
 }
 
 /* Records @pid among those @w signalled. -1 when they do not fit. */
@@ -1092,6 +1261,15 @@ static void local_kill(struct codepod_proc *p)
 
 static void local_release(struct local *b)
 {
+	/* a last try for the folders still busy; what stays is swept at the
+	 * next start (cgroup.h) */
+	cg_retry_now(b);
+	for (struct local_cg *cg = b->cg.live, *next; cg; cg = next) {
+		next = cg->next;
+		free(cg);
+	}
+	b->cg.live = NULL;
+	local_cg_root_free(&b->cg);
 	local_sandbox_free(&b->sb);
 	local_uids_free(&b->uids);
 	free(b->state_dir);
@@ -1103,10 +1281,16 @@ static void local_release(struct local *b)
 
 static void on_sigchld_closed(uv_handle_t *h)
 {
-	local_release(h->data);
+	struct local *b = h->data;
+	if (b->cg_timer)
+		uv_close((uv_handle_t *)&b->cg_retry, on_sigchld_closed);
+	else
+		local_release(b);
+	b->cg_timer = 0;
 }
 
-/* The SIGCHLD watcher closes first (on the loop), then the memory goes. */
+/* The SIGCHLD watcher and the cgroup timer close first (on the loop), then
+ * the memory goes. */
 static void local_free(struct local *b)
 {
 	if (b->watching)
@@ -1154,6 +1338,53 @@ static int sandbox_ready(struct local *b, const struct local_config *cfg, struct
 	return local_sandbox_probe(&b->sb, &run, b->node, err);
 }
 
+/* The sandboxes' cgroups (cgroup.h); without any, a refusal unless told
+ * to run on without the memory bound. */
+static int cgroups_ready(struct local *b, const struct local_config *cfg, struct cp_err *err)
+{
+	char self[8192], pidmax[32];
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, self, sizeof self - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	self[n > 0 ? n : 0] = '\0';
+	unsigned long ceiling = cfg->max_sandbox_pids;
+	fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, pidmax, sizeof pidmax - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	pidmax[n > 0 ? n : 0] = '\0';
+	if (!ceiling)
+		ceiling = local_cg_default_max_pids(strtoul(pidmax, NULL, 10));
+	char name[64];
+	struct stat st;
+	snprintf(name, sizeof name, "codepod-%lu-%ld",
+	         stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0ul,
+	         (long)getpid());
+	struct local_cg_conf c = { cfg->cgroup_fs ? cfg->cgroup_fs : "/sys/fs/cgroup", self, name,
+	                           ceiling };
+	struct cp_err why;
+	if (local_cg_root_init(&b->cg, &c, &why) == 0) {
+		cp_log(CP_LOG_INFO, "local.cgroup", "version",
+		       json_string(b->cg.kind == LOCAL_CG_V2 ? "v2" : "v1"), "folder",
+		       json_string(b->cg.dir[LOCAL_CG_MEMORY]), "maxSandboxPids",
+		       json_integer(b->cg.dir[LOCAL_CG_PIDS] ? (json_int_t)ceiling : 0), NULL);
+		return 0;
+	}
+	if (cfg->no_memory_bound) {
+		cp_log(CP_LOG_WARN, "local.no_memory_bound", "message",
+		       json_string("no cgroup for the sandboxes: a program's memory beyond V8's heap "
+		                   "(shared memory, memfd, /tmp) and the processes of all sandboxes "
+		                   "together are NOT bounded"), "reason", json_string(why.msg), NULL);
+		return 0;
+	}
+	return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE,
+	                  "no cgroup can bound the sandboxes' memory here (%s). Run codepod as root "
+	                  "on a host with the memory controller (cgroup v1 or v2) or in a delegated "
+	                  "cgroup v2 subtree, or pass --no-memory-bound to run without that bound",
+	                  why.msg);
+}
+
 int local_new(const struct local_config *cfg, struct codepod_backend **out,
                  struct cp_err *err)
 {
@@ -1196,6 +1427,8 @@ int local_new(const struct local_config *cfg, struct codepod_backend **out,
 	rc = mkdir_p(b->ws_root, err);
 	if (rc == 0 && b->isolate)
 		rc = sandbox_ready(b, cfg, err);
+	if (rc == 0 && b->isolate)
+		rc = cgroups_ready(b, cfg, err);
 	if (rc) {
 		local_free(b);
 		return rc;
@@ -1205,6 +1438,12 @@ int local_new(const struct local_config *cfg, struct codepod_backend **out,
 	 * init is reaped here with its figures (usage_of_rusage). */
 	if (b->isolate && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 		b->subreaper = 1;
+	if (b->cg.kind != LOCAL_CG_NONE) {
+		uv_timer_init(b->loop, &b->cg_retry);
+		b->cg_retry.data = b;
+		uv_unref((uv_handle_t *)&b->cg_retry); /* leftovers never hold codepod */
+		b->cg_timer = 1;
+	}
 	uv_signal_init(b->loop, &b->sigchld);
 	b->sigchld.data = b;
 	uv_signal_start(&b->sigchld, on_sigchld, SIGCHLD);

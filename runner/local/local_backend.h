@@ -11,6 +11,11 @@
  * with the figures of everything that ran in the sandbox; orphans of other
  * commands it runs are reaped too.
  *
+ * Isolated, each runner also gets a cgroup of its own (cgroup.h), which it
+ * joins right after the spawn, before its first stdin byte (the runner's
+ * source: nothing of the program can run before); without one, local_new
+ * refuses unless no_memory_bound.
+ *
  * Loop context: the loop thread only. local_new blocks briefly (it runs
  * the sandbox once with `node`, to prove its guarantees: local_sandbox.h).
  *
@@ -33,6 +38,10 @@ struct local_config {
 	const char *sandbox_uids; /* --sandbox-uids FIRST-LAST: a user per conversation
 	                           * (root only), or NULL: the default range */
 	const char *const *hide; /* host files programs must not read: NULL-terminated, or NULL */
+	int no_memory_bound;     /* isolated: run on without a cgroup when none can be had */
+	unsigned long max_sandbox_pids; /* processes of all sandboxes together; 0: three
+	                                 * quarters of kernel.pid_max (cgroup.h) */
+	const char *cgroup_fs;   /* where the cgroup filesystems are; NULL: /sys/fs/cgroup */
 };
 
 int local_new(const struct local_config *cfg, struct codepod_backend **out,
