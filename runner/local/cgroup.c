@@ -204,7 +204,10 @@ unsigned long local_cg_share(unsigned long max_pids, unsigned nlive)
 	unsigned long headroom = max_pids / 8;
 	if (headroom < 2 * LOCAL_CG_MIN_PIDS)
 		headroom = 2 * LOCAL_CG_MIN_PIDS;
-	unsigned long pool = max_pids > headroom ? max_pids - headroom : 0;
+	/* Halved: the kernel takes a PID for a fork before the pids cgroup
+	 * refuses it, so a bomb spinning on refused forks holds up to one
+	 * more PID per task it has, for moments at a time, outside its count. */
+	unsigned long pool = max_pids > headroom ? (max_pids - headroom) / 2 : 0;
 	unsigned long share = pool / (nlive ? nlive : 1);
 	if (share < LOCAL_CG_MIN_PIDS)
 		share = LOCAL_CG_MIN_PIDS;
@@ -385,6 +388,19 @@ static int oom_eventfd(const char *dir)
 	return efd;
 }
 
+/* cpu.weight 100 (v2) or cpu.shares 1024 (v1), the defaults, times @times. */
+static void weigh(const struct local_cg_root *r, const struct local_cg *cg, unsigned long times)
+{
+	if (cg->dir[LOCAL_CG_CPU])
+		put_ul(cg->dir[LOCAL_CG_CPU], r->kind == LOCAL_CG_V2 ? "cpu.weight" : "cpu.shares",
+		       (r->kind == LOCAL_CG_V2 ? 100ul : 1024ul) * times);
+}
+
+void local_cg_started(const struct local_cg_root *r, const struct local_cg *cg)
+{
+	weigh(r, cg, 1);
+}
+
 static int limits(const struct local_cg_root *r, struct local_cg *cg, unsigned long share)
 {
 	unsigned long long bytes = ((unsigned long long)cg->limit_mb) << 20;
@@ -409,9 +425,7 @@ static int limits(const struct local_cg_root *r, struct local_cg *cg, unsigned l
 		if (r->have_memsw && put(mem, "memory.memsw.limit_in_bytes", b))
 			return -1;
 	}
-	if (cg->dir[LOCAL_CG_CPU])
-		put(cg->dir[LOCAL_CG_CPU], r->kind == LOCAL_CG_V2 ? "cpu.weight" : "cpu.shares",
-		    r->kind == LOCAL_CG_V2 ? "100" : "1024");
+	weigh(r, cg, LOCAL_CG_START_WEIGHT);
 	if (cg->dir[LOCAL_CG_PIDS] && put_ul(cg->dir[LOCAL_CG_PIDS], "pids.max", share))
 		return -1;
 	return 0;

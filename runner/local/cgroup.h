@@ -15,9 +15,13 @@
  *           memory.oom.group; on v1 the backend kills the group when the
  *           OOM event comes, local_cg_oom_fd);
  *   pids    a share of the ceiling that shrinks as more executions are
- *           live (local_cg_share), keeping a headroom free for starts;
+ *           live (local_cg_share), keeping a headroom free for starts and
+ *           room for the PIDs refused forks take for a moment;
  *   cpu     equal weights, so a spinning bomb has one execution's share
- *           however many processes it has.
+ *           however many processes it has; until its runner is ready
+ *           (only bubblewrap's and Node's own code runs then) an
+ *           execution weighs LOCAL_CG_START_WEIGHT times more, so a start
+ *           is not starved by busy neighbours (local_cg_started).
  *
  * Context: every call is a few synchronous writes and reads on the cgroup
  * pseudo-filesystem (kernel memory, no disk): they are made on the loop.
@@ -42,6 +46,9 @@
 #define LOCAL_CG_MIN_PIDS 64ul
 /* Most processes one execution may have (as the per-user limit). */
 #define LOCAL_CG_MAX_PIDS 4096ul
+
+/* How many times an execution's CPU weight a start has. */
+#define LOCAL_CG_START_WEIGHT 8ul
 
 enum local_cg_kind { LOCAL_CG_NONE = 0, LOCAL_CG_V1, LOCAL_CG_V2 };
 
@@ -102,6 +109,9 @@ int local_cg_make(struct local_cg_root *r, struct local_cg *cg, const char *name
 /* Moves process @pid (every thread) into the execution's folders. */
 int local_cg_join(const struct local_cg *cg, pid_t pid, struct cp_err *err);
 
+/* The runner is ready: the execution's CPU weight becomes an equal one. */
+void local_cg_started(const struct local_cg_root *r, const struct local_cg *cg);
+
 /* OOM kills counted in the execution's folder (0: none, or unknown). */
 unsigned long local_cg_oom_kills(const struct local_cg_root *r, const struct local_cg *cg);
 
@@ -115,9 +125,11 @@ void local_cg_kill_all(const struct local_cg *cg);
  */
 int local_cg_remove(struct local_cg_root *r, struct local_cg *cg);
 
-/* The pids.max each of @nlive executions gets under @max_pids: the
- * ceiling less a headroom kept for starts, split evenly, within
- * [LOCAL_CG_MIN_PIDS, LOCAL_CG_MAX_PIDS]. */
+/* The pids.max each of @nlive executions gets under @max_pids: half the
+ * ceiling less a headroom kept for starts (an eighth, at least 128),
+ * split evenly, within [LOCAL_CG_MIN_PIDS, LOCAL_CG_MAX_PIDS]. Half: a
+ * fork the cgroup refuses has held a PID for a moment first, so tasks
+ * spinning on refused forks can occupy up to twice what they hold. */
 unsigned long local_cg_share(unsigned long max_pids, unsigned nlive);
 
 /* Three quarters of @pid_max: the default ceiling. */

@@ -1092,6 +1092,8 @@ static void local_note_pid(struct codepod_proc *p, long pid, unsigned long long 
 {
 	(void)pid;
 	(void)start;
+	if (p->cg)
+		local_cg_started(&p->b->cg, p->cg);
 	if (!p->b->isolate || p->pid <= 0 || p->exited || p->outer_reaped)
 		return;
 	pid_t init[KIDS_MAX];
@@ -1367,7 +1369,9 @@ static int cgroups_ready(struct local *b, const struct local_config *cfg, struct
 	if (local_cg_root_init(&b->cg, &c, &why) == 0) {
 		cp_log(CP_LOG_INFO, "local.cgroup", "version",
 		       json_string(b->cg.kind == LOCAL_CG_V2 ? "v2" : "v1"), "folder",
-		       json_string(b->cg.dir[LOCAL_CG_MEMORY]), "maxSandboxPids",
+		       json_string(b->cg.dir[LOCAL_CG_MEMORY]), "pidsFolder",
+		       b->cg.dir[LOCAL_CG_PIDS] ? json_string(b->cg.dir[LOCAL_CG_PIDS]) : json_null(),
+		       "maxSandboxPids",
 		       json_integer(b->cg.dir[LOCAL_CG_PIDS] ? (json_int_t)ceiling : 0), NULL);
 		return 0;
 	}

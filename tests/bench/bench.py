@@ -368,6 +368,7 @@ def main():
         if wanted("startup"):
             step("startup_isolated", ["startup", "--runs", str(runs)])
             step("startup_plain", ["startup", "--runs", str(runs), "--no-isolation"])
+            step("startup_nocgroup", ["startup", "--runs", str(runs), "--no-cgroup"])
         iso = "startup_isolated" in figs or not wanted("startup")
         iso_args = [] if iso else ["--no-isolation"]
         if wanted("startup"):
@@ -439,6 +440,13 @@ def main():
                     verdict(f["ratio"] <= goal)))
         L.append("    %s  (usage.startupMs median %.0f ms: submit -> runner ready)"
                  % (" " * len(label), f["codepod_startupMs_median"]))
+    if "startup_nocgroup" in figs and "startup_isolated" in figs:
+        a, b = figs["startup_isolated"], figs["startup_nocgroup"]
+        L.append("    with bwrap, without its cgroup  codepod %6.1f ms: the cgroup per execution "
+                 "costs %.2fx (goal <= 1.10x: %s)" % (b["codepod_median_ms"],
+                                                      a["codepod_median_ms"] / b["codepod_median_ms"],
+                                                      verdict(a["codepod_median_ms"]
+                                                              <= 1.10 * b["codepod_median_ms"])))
     if "startup_plain" in figs and "startup_isolated" in figs:
         L.append("    bwrap alone: bare node %.2fx" % (figs["startup_isolated"]["bare_median_ms"]
                                                     / figs["startup_plain"]["bare_median_ms"]))

@@ -4,7 +4,7 @@
  * process, so each memory figure starts from a fresh process; the result is
  * one JSON object on stdout (tests/bench/bench.py formats it).
  *
- *   bench_codepod startup    [--runs N] [--no-isolation] [--prestart GAP_MS]
+ *   bench_codepod startup    [--runs N] [--no-isolation] [--no-cgroup] [--prestart GAP_MS]
  *       `return 1` through codepod vs a bare `node -e 0` spawned through the
  *       same backend (same uv_spawn path, same bwrap argv), alternating.
  *       --prestart: the engine keeps a runner started and waiting
@@ -47,6 +47,7 @@ struct bench {
 	struct codepod_backend *backend;
 	struct codepod *cp;
 	int isolate;
+	int no_cgroup; /* --no-cgroup: the sandbox without its cgroup (runner/local/cgroup.h) */
 	int prestart_gap_ms;  /* > 0: runners are started ahead, runs this far apart */
 	int failures;
 	char first_error[512];
@@ -114,8 +115,11 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 	}
 	uv_loop_init(&b->loop);
 	b->isolate = isolate;
+	/* Where no cgroup can be had the figures are the sandbox's without
+	 * one; --no-cgroup points the backend at no cgroup filesystem. */
 	struct local_config lc = { .loop = &b->loop, .state_dir = state_dir, .node = node,
-	                              .isolate = isolate };
+	                              .isolate = isolate, .no_memory_bound = 1,
+	                              .cgroup_fs = b->no_cgroup ? "/nonexistent-cgroupfs" : NULL };
 	if (local_new(&lc, &b->backend, &err)) {
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
@@ -700,6 +704,7 @@ int main(int argc, char **argv)
 		{ "n", required_argument, NULL, 'N' },
 		{ "delay-ms", required_argument, NULL, 'd' },
 		{ "no-isolation", no_argument, NULL, 'I' },
+		{ "no-cgroup", no_argument, NULL, 'G' },
 		{ "prestart", required_argument, NULL, 'P' },
 		{ "node", required_argument, NULL, 'x' },
 		{ "state-dir", required_argument, NULL, 's' },
@@ -710,7 +715,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *mode = argv[1];
-	int runs = 30, n = 200, delay_ms = 1000, isolate = 1, prestart_gap_ms = 0;
+	int runs = 30, n = 200, delay_ms = 1000, isolate = 1, prestart_gap_ms = 0, no_cgroup = 0;
 	long count = 10000;
 	const char *node = NULL, *state_dir = NULL;
 	int c;
@@ -722,6 +727,7 @@ int main(int argc, char **argv)
 		case 'N': n = (int)num_arg(optarg); break;
 		case 'd': delay_ms = (int)num_arg(optarg); break;
 		case 'I': isolate = 0; break;
+		case 'G': no_cgroup = 1; break;
 		case 'P': prestart_gap_ms = (int)num_arg(optarg); break;
 		case 'x': node = optarg; break;
 		case 's': state_dir = optarg; break;
@@ -743,6 +749,7 @@ int main(int argc, char **argv)
 	cp_log_set_level(CP_LOG_WARN);
 	struct bench b = { 0 };
 	b.prestart_gap_ms = prestart_gap_ms;
+	b.no_cgroup = no_cgroup;
 	if (setup(&b, node, state_dir, isolate))
 		return 2;
 	int rc;

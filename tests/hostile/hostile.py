@@ -61,16 +61,17 @@ class Hostile:
     (its state dir: under /tmp when the checkout is) and one under /var/tmp
     (`host`, for the host files a program must not reach or write)."""
 
-    def __init__(self, mode, args=(), home=None, state=None):
+    def __init__(self, mode, args=(), home=None, state=None, wrap=()):
         """args: more codepod options (e.g. --sandbox-user); home: codepod's
         $HOME, state: its state folder (folders of the test's choosing, not
-        there yet for state)."""
+        there yet for state); wrap: a command codepod is started under (as
+        root; the unprivileged mode's setpriv comes after it)."""
         self.mode = mode
         self.dir = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
         state = Path(state) if state is not None else self.dir / "state"
         self.state = state
-        args, env, wrap = list(args), os.environ.copy(), ()
+        args, env, wrap = list(args), os.environ.copy(), tuple(wrap)
         if mode == "pod":
             args += ["--pod-template", str(POD_TEMPLATE)]
         if mode == "unprivileged" and IS_ROOT:
@@ -84,7 +85,7 @@ class Hostile:
             for p in (state, own_home):
                 os.chown(p, UNPRIV_UID, UNPRIV_UID)
             env["HOME"] = str(own_home)
-            wrap = _setpriv(UNPRIV_UID)
+            wrap = (*wrap, *_setpriv(UNPRIV_UID))
         if home is not None:
             env["HOME"] = str(home)
         self.uid = UNPRIV_UID if mode == "unprivileged" and IS_ROOT else os.geteuid()

@@ -85,19 +85,20 @@ static void clear_files(const char *root, const char *rel)
 static void test_share(void **state)
 {
 	(void)state;
-	/* 24576 (three quarters of 32768) less an eighth kept for starts */
+	/* 24576 (three quarters of 32768) less an eighth kept for starts,
+	 * halved for the PIDs refused forks hold for a moment */
 	assert_int_equal(local_cg_default_max_pids(32768), 24576);
 	assert_int_equal(local_cg_share(24576, 1), LOCAL_CG_MAX_PIDS);
-	assert_int_equal(local_cg_share(24576, 8), (24576 - 3072) / 8);
-	assert_int_equal(local_cg_share(1000, 4), (1000 - 128) / 4);
-	assert_int_equal(local_cg_share(1000, 5), (1000 - 128) / 5);
+	assert_int_equal(local_cg_share(24576, 8), (24576 - 3072) / 2 / 8);
+	assert_int_equal(local_cg_share(1000, 4), (1000 - 128) / 2 / 4);
+	assert_int_equal(local_cg_share(1000, 5), (1000 - 128) / 2 / 5);
 	/* more executions than the pool fits: each keeps enough to start */
 	assert_int_equal(local_cg_share(1000, 100), LOCAL_CG_MIN_PIDS);
 	assert_int_equal(local_cg_share(0, 3), LOCAL_CG_MAX_PIDS);
 	/* the shares of the live ones and the headroom never pass the ceiling
 	 * while the pool holds them */
-	for (unsigned n = 1; n <= 13; n++)
-		assert_true(local_cg_share(1000, n) * n + 128 <= 1000);
+	for (unsigned n = 1; n <= 6; n++)
+		assert_true(2 * local_cg_share(1000, n) * n + 128 <= 1000);
 }
 
 static void test_v2(void **state)
@@ -126,14 +127,17 @@ static void test_v2(void **state)
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/memory.max"), "603979776"); /* 576 MiB */
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/memory.swap.max"), "0");
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/memory.oom.group"), "1");
+	/* a start weighs more until its runner is ready */
+	assert_string_equal(got(fs, "svc/codepod-1-2/e1/cpu.weight"), "800");
+	local_cg_started(&r, &a);
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/cpu.weight"), "100");
-	assert_string_equal(got(fs, "svc/codepod-1-2/e1/pids.max"), "872");
+	assert_string_equal(got(fs, "svc/codepod-1-2/e1/pids.max"), "436");
 	assert_int_equal(a.oom_fd, -1); /* v2: the OOM group kills; no event needed */
 	assert_int_equal(local_cg_make(&r, &b, "e2", 64, &err), 0);
 	assert_false(exists(fs, "svc/codepod-1-2/e2/memory.swap.max"));
 	/* a second live execution halves the first's share too */
-	assert_string_equal(got(fs, "svc/codepod-1-2/e1/pids.max"), "436");
-	assert_string_equal(got(fs, "svc/codepod-1-2/e2/pids.max"), "436");
+	assert_string_equal(got(fs, "svc/codepod-1-2/e1/pids.max"), "218");
+	assert_string_equal(got(fs, "svc/codepod-1-2/e2/pids.max"), "218");
 	assert_int_equal(local_cg_join(&a, 4242, &err), 0);
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/cgroup.procs"), "4242");
 	assert_int_equal(local_cg_oom_kills(&r, &a), 0);
@@ -145,7 +149,7 @@ static void test_v2(void **state)
 	clear_files(fs, "svc/codepod-1-2/e1");
 	assert_int_equal(local_cg_remove(&r, &a), 0);
 	assert_false(exists(fs, "svc/codepod-1-2/e1"));
-	assert_string_equal(got(fs, "svc/codepod-1-2/e2/pids.max"), "872");
+	assert_string_equal(got(fs, "svc/codepod-1-2/e2/pids.max"), "436");
 	assert_int_equal(r.nlive, 1);
 	clear_files(fs, "svc/codepod-1-2/e2");
 	assert_int_equal(local_cg_remove(&r, &b), 0);
@@ -242,7 +246,9 @@ static void test_v1(void **state)
 	assert_int_equal(local_cg_make(&r, &a, "e1", 100, &err), 0);
 	assert_string_equal(got(fs, "memory/a/codepod-1-2/e1/memory.limit_in_bytes"), "171966464");
 	assert_string_equal(got(fs, "memory/a/codepod-1-2/e1/memory.memsw.limit_in_bytes"), "171966464");
-	assert_string_equal(got(fs, "pids/codepod-1-2/e1/pids.max"), "872");
+	assert_string_equal(got(fs, "pids/codepod-1-2/e1/pids.max"), "436");
+	assert_string_equal(got(fs, "cpu,cpuacct/b/codepod-1-2/e1/cpu.shares"), "8192");
+	local_cg_started(&r, &a);
 	assert_string_equal(got(fs, "cpu,cpuacct/b/codepod-1-2/e1/cpu.shares"), "1024");
 	assert_int_equal(local_cg_join(&a, 77, &err), 0);
 	assert_string_equal(got(fs, "memory/a/codepod-1-2/e1/cgroup.procs"), "77");
