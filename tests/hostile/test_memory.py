@@ -165,3 +165,28 @@ def test_unprivileged_without_a_cgroup_refuses_unless_told():
     assert "no cgroup can bound the sandboxes' memory" in err, err
     assert "--no-memory-bound" in err, err
     assert not re.search(r'"exec\.start"', err), err
+
+
+@local_only
+def test_every_process_of_the_sandbox_is_in_the_execution_cgroup(hs):
+    """The runner and bubblewrap's init (PID 1 of the sandbox, which may have
+    been started before codepod moved bubblewrap) are in the execution's own
+    folder in every hierarchy before the program runs, and a child the
+    program starts is too."""
+    folder = sandboxes_folder(hs)
+    if folder is None:
+        pytest.skip("no cgroup in this mode")
+    res = assert_ok(hs.run("""const fs = require('node:fs');
+const cp = require('node:child_process');
+const of = (t) => t.split('\\n').filter((l) => /:(memory|pids|cpu|)(,[a-z]+)*:/.test(l) &&
+                                        !/name=/.test(l)).sort();
+return { self: of(fs.readFileSync('/proc/self/cgroup', 'utf8')),
+         init: of(fs.readFileSync('/proc/1/cgroup', 'utf8')),
+         child: of(cp.execFileSync('cat', ['/proc/self/cgroup'], { encoding: 'utf8' })) };""",
+                           conversation="mem-join", policy=POLICY))
+    r = res["result"]
+    # cgroup v1's memory line, or v2's one line where v1 has no memory hierarchy
+    mem = ([line for line in r["self"] if ":memory:" in line] or
+           [line for line in r["self"] if line.startswith("0::")])
+    assert mem and all(re.search(r"/codepod-\d+-\d+/e\d+$", line) for line in mem), r
+    assert r["init"] == r["self"] and r["child"] == r["self"], r
