@@ -350,7 +350,9 @@ static void forget(struct local_cg *cg)
 {
 	for (int i = 0; i < LOCAL_CG_NCTL; i++) {
 		free(cg->dir[i]);
+		free(cg->procs[i]);
 		cg->dir[i] = NULL;
+		cg->procs[i] = NULL;
 	}
 	if (cg->oom_fd >= 0)
 		close(cg->oom_fd);
@@ -452,6 +454,14 @@ int local_cg_make(struct local_cg_root *r, struct local_cg *cg, const char *name
 		else if (mkdir(cg->dir[i], 0755) && errno != EEXIST)
 			e = errno;
 	}
+	/* one cgroup.procs per folder (on v2 the three are one) */
+	for (int i = 0; i < LOCAL_CG_NCTL && !e; i++) {
+		int dup = 0;
+		for (int j = 0; j < i; j++)
+			dup |= cg->dir[j] && cg->dir[i] && strcmp(cg->dir[j], cg->dir[i]) == 0;
+		if (cg->dir[i] && !dup && !(cg->procs[i] = join_path(cg->dir[i], "cgroup.procs", "")))
+			e = ENOMEM;
+	}
 	unsigned long share = local_cg_share(r->max_pids, r->nlive + 1);
 	if (!e && limits(r, cg, share))
 		e = errno ? errno : EIO;
@@ -471,18 +481,13 @@ int local_cg_make(struct local_cg_root *r, struct local_cg *cg, const char *name
 	return 0;
 }
 
-int local_cg_join(const struct local_cg *cg, pid_t pid, struct cp_err *err)
+size_t local_cg_procs(const struct local_cg *cg, const char **out, size_t max)
 {
-	for (int i = 0; i < LOCAL_CG_NCTL; i++) {
-		int dup = 0;
-		for (int j = 0; j < i; j++)
-			dup |= cg->dir[j] && cg->dir[i] && strcmp(cg->dir[j], cg->dir[i]) == 0;
-		/* a process gone meanwhile has nothing left to bound */
-		if (cg->dir[i] && !dup && put_ul(cg->dir[i], "cgroup.procs", (unsigned long)pid) &&
-		    errno != ESRCH)
-			return cp_err_errno(err, CP_E_IO, errno, "cannot move the sandbox into its cgroup");
-	}
-	return 0;
+	size_t n = 0;
+	for (int i = 0; i < LOCAL_CG_NCTL && n < max; i++)
+		if (cg->procs[i])
+			out[n++] = cg->procs[i];
+	return n;
 }
 
 unsigned long local_cg_oom_kills(const struct local_cg_root *r, const struct local_cg *cg)

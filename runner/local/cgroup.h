@@ -71,6 +71,7 @@ struct local_cg_root {
 struct local_cg {
 	struct local_cg *next;    /* in root->live */
 	char *dir[LOCAL_CG_NCTL];
+	char *procs[LOCAL_CG_NCTL]; /* their cgroup.procs, NULL for a repeat */
 	unsigned long limit_mb;   /* memory.max, MiB; 0: no memory limit */
 	int oom_fd;               /* v1: an eventfd that becomes readable on OOM; else -1 */
 	int orphan;               /* the backend's: its processes were reaped, the
@@ -106,8 +107,10 @@ void local_cg_root_free(struct local_cg_root *r);
 int local_cg_make(struct local_cg_root *r, struct local_cg *cg, const char *name,
                   unsigned long memory_mb, struct cp_err *err);
 
-/* Moves process @pid (every thread) into the execution's folders. */
-int local_cg_join(const struct local_cg *cg, pid_t pid, struct cp_err *err);
+/* The cgroup.procs files of the execution's folders, one per folder, into
+ * @out (borrowed from @cg); how many. A process writing its PID to each
+ * is in the execution's cgroup, and so is everything it starts after. */
+size_t local_cg_procs(const struct local_cg *cg, const char **out, size_t max);
 
 /* The runner is ready: the execution's CPU weight becomes an equal one. */
 void local_cg_started(const struct local_cg_root *r, const struct local_cg *cg);

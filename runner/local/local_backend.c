@@ -388,6 +388,37 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	report_if_done(p);
 }
 
+/* Slots kept in front of the sandbox's command line for the cgroup join:
+ * sh -c SCRIPT NAME FILE... -- */
+#define JOIN_ARGS (5 + LOCAL_CG_NCTL)
+
+/* The shell moves itself into the execution's cgroup (one write per
+ * hierarchy: its own migration, in the child, not on codepod's loop),
+ * then becomes bubblewrap: everything of the sandbox starts inside, and a
+ * write that fails ends it before anything runs. */
+static const char join_script[] =
+	"while [ \"$1\" != -- ]; do echo $$ > \"$1\" || "
+	"{ echo 'codepod: cannot join the execution cgroup' >&2; exit 125; }; shift; done; "
+	"shift; exec \"$@\"";
+
+/* @argv with the join in front (its room was kept by build_argv). */
+static void prepend_join(const struct local_cg *cg, const char **argv)
+{
+	const char *files[LOCAL_CG_NCTL];
+	size_t nf = local_cg_procs(cg, files, LOCAL_CG_NCTL), len = 0, k = 0;
+	while (argv[len])
+		len++;
+	size_t shift = 4 + nf + 1;
+	memmove(argv + shift, argv, (len + 1) * sizeof *argv);
+	argv[k++] = "/bin/sh";
+	argv[k++] = "-c";
+	argv[k++] = join_script;
+	argv[k++] = "codepod-join";
+	for (size_t i = 0; i < nf; i++)
+		argv[k++] = files[i];
+	argv[k++] = "--";
+}
+
 static int build_argv(struct local *b, const struct codepod_spawn_req *req, const char *ws,
                       uid_t uid, gid_t gid, struct local_sandbox_buf *buf, const char **argv,
                       struct cp_err *err)
@@ -395,14 +426,14 @@ static int build_argv(struct local *b, const struct codepod_spawn_req *req, cons
 	size_t n = 0;
 	if (b->isolate) {
 		struct local_sandbox_run run = { b->state_dir, b->node_root, ws, req->memory_mb, uid, gid };
-		int used = local_sandbox_argv(&b->sb, &run, buf, argv, MAX_ARGS - 2);
+		int used = local_sandbox_argv(&b->sb, &run, buf, argv, MAX_ARGS - 2 - JOIN_ARGS);
 		if (used < 0)
 			return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
 		n = (size_t)used;
 	}
 	argv[n++] = b->node;
 	for (size_t i = 1; req->argv[i]; i++) {
-		if (n + 2 > MAX_ARGS)
+		if (n + 2 + JOIN_ARGS > MAX_ARGS)
 			return cp_err_set(err, CP_E_INVALID_REQUEST, "too many runner arguments");
 		argv[n++] = req->argv[i];
 	}
@@ -672,7 +703,6 @@ static int spawn_child(struct codepod_proc *p, const char *const *argv, char *co
 
 static int local_write(struct codepod_proc *p, const char *buf, size_t len, struct cp_err *err);
 static void local_kill(struct codepod_proc *p);
-static int join_tree(struct codepod_proc *p, pid_t pid, int depth, struct cp_err *err);
 
 /* cgroup v1's OOM event: the kernel's OOM killer picks one process; the
  * rest of the execution is killed with it, as cgroup v2's memory.oom.group
@@ -714,27 +744,18 @@ static int cg_make(struct local *b, struct codepod_proc *p, unsigned long memory
 	return 0;
 }
 
-/* Right after the spawn, before the runner is given its first byte: the
- * sandbox's processes into the execution's cgroup. bubblewrap may have
- * started its namespace's init already; anything it started before it
- * was moved is moved too (top-down: a process forks into the cgroup it is
- * in, so every child made before its parent moved is listed after). Only
- * bubblewrap's, setpriv's and Node's own code runs until the source is
- * written. */
-static int cg_join(struct codepod_proc *p, struct cp_err *err)
+/* The spawned shell joined the execution's cgroup before it became
+ * bubblewrap (join_script); on cgroup v1 the OOM event is watched from now. */
+static void cg_watch(struct codepod_proc *p)
 {
-	if (!p->cg)
-		return 0;
-	int rc = join_tree(p, p->pid, 0, err);
-	if (rc)
-		return rc;
-	if (p->cg->oom_fd >= 0 && uv_poll_init(p->b->loop, &p->oom_poll, p->cg->oom_fd) == 0) {
+	if (!p->cg || p->cg->oom_fd < 0)
+		return;
+	if (uv_poll_init(p->b->loop, &p->oom_poll, p->cg->oom_fd) == 0) {
 		p->oom_poll.data = p;
 		p->polling = 1;
 		p->handles_open++;
 		uv_poll_start(&p->oom_poll, UV_READABLE, on_oom_event);
 	}
-	return 0;
 }
 
 static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_req *req,
@@ -794,6 +815,8 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 		close_all(p);
 		return rc;
 	}
+	if (p->cg)
+		prepend_join(p->cg, argv);
 	/* Isolated, prlimit sets hard limits inside the sandbox; plain
 	 * processes get the soft data limit around the fork. */
 	pid_t pid = 0;
@@ -821,14 +844,7 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	       "pid", json_integer(p->pid), "isolated", json_boolean(b->isolate), NULL);
 	*out = p;
 	struct cp_err werr;
-	if (cg_join(p, &werr)) {
-		/* never run outside its bounds: exited() follows and tells */
-		p->ex.unavailable = 1;
-		snprintf(p->ex.detail, sizeof p->ex.detail, "%s", werr.msg);
-		cp_log(CP_LOG_ERROR, "local.cgroup_join", "message", json_string(werr.msg), NULL);
-		kill_tree(p);
-		return 0;
-	}
+	cg_watch(p);
 	if (local_write(p, req->input, req->input_len, &werr))
 		local_kill(p); /* exited() follows and tells the story */
 	return 0;
@@ -928,19 +944,6 @@ static int children_of(pid_t pid, pid_t out[KIDS_MAX])
 	}
 	closedir(d);
 	return n;
-}
-
-/* @pid into the execution's cgroup, then what it started (cg_join). */
-static int join_tree(struct codepod_proc *p, pid_t pid, int depth, struct cp_err *err)
-{
-	int rc = local_cg_join(p->cg, pid, err);
-	if (rc || depth == 4)
-		return rc;
-	pid_t kids[KIDS_MAX];
-	int n = children_of(pid, kids);
-	for (int i = 0; i < n && !rc; i++)
-		rc = join_tree(p, kids[i], depth + 1, err);
-	return rc;
 }
 
 /* Records @pid among those @w signalled. -1 when they do not fit. */

@@ -18,7 +18,7 @@ import pytest
 
 from hostile import (BACKEND, HERE, Hostile, IS_ROOT, UNPRIV_UID, _session, _setpriv, local_only,
                      modes)
-from harness import CODEPOD_BIN, REPO, assert_failed, assert_ok
+from harness import CODEPOD_BIN, REPO, assert_failed, assert_ok, processes_with_marker
 
 MB = 64  # maxMemoryMb of the hostile cases: a limit of 128 MiB
 POLICY = {"maxMemoryMb": MB, "timeoutMs": 60000}
@@ -167,26 +167,51 @@ def test_unprivileged_without_a_cgroup_refuses_unless_told():
     assert not re.search(r'"exec\.start"', err), err
 
 
+def _ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _cgroups(pid):
+    """The process's cgroup per v1 hierarchy of codepod's (memory, pids, cpu), as the host sees it."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        return sorted(line.strip() for line in f
+                      if re.match(r"\d+:(memory|pids|cpu)(,[a-z]+)*:", line) or
+                      line.startswith("0::"))
+
+
 @local_only
 def test_every_process_of_the_sandbox_is_in_the_execution_cgroup(hs):
-    """The runner and bubblewrap's init (PID 1 of the sandbox, which may have
-    been started before codepod moved bubblewrap) are in the execution's own
-    folder in every hierarchy before the program runs, and a child the
-    program starts is too."""
+    """bubblewrap, its namespace's init, the runner and a child the program
+    starts are all in the execution's own folder in every hierarchy, as the
+    host sees them; inside, the cgroup namespace bubblewrap made is rooted
+    at that folder (it was made after the join): the program sees "/"."""
     folder = sandboxes_folder(hs)
     if folder is None:
         pytest.skip("no cgroup in this mode")
-    res = assert_ok(hs.run("""const fs = require('node:fs');
+    marker = f"hostile-cgjoin-{uuid.uuid4().hex}"
+    s = hs.session
+    eid = s.execute(f"""process.title = '{marker}';
 const cp = require('node:child_process');
-const of = (t) => t.split('\\n').filter((l) => /:(memory|pids|cpu|)(,[a-z]+)*:/.test(l) &&
-                                        !/name=/.test(l)).sort();
-return { self: of(fs.readFileSync('/proc/self/cgroup', 'utf8')),
-         init: of(fs.readFileSync('/proc/1/cgroup', 'utf8')),
-         child: of(cp.execFileSync('cat', ['/proc/self/cgroup'], { encoding: 'utf8' })) };""",
-                           conversation="mem-join", policy=POLICY))
-    r = res["result"]
-    # cgroup v1's memory line, or v2's one line where v1 has no memory hierarchy
-    mem = ([line for line in r["self"] if ":memory:" in line] or
-           [line for line in r["self"] if line.startswith("0::")])
-    assert mem and all(re.search(r"/codepod-\d+-\d+/e\d+$", line) for line in mem), r
-    assert r["init"] == r["self"] and r["child"] == r["self"], r
+cp.spawn('sh', ['-c', 'sleep 120', '{marker}-child'], {{ stdio: 'ignore' }});
+await tools.hold({{}});
+return require('node:fs').readFileSync('/proc/self/cgroup', 'utf8');""", tools=["hold"],
+                    conversation="mem-join", policy=POLICY)
+    call = s.wait_call(eid, "hold", timeout=120)
+    end = time.monotonic() + 60
+    while len(found := dict(processes_with_marker(marker))) < 2 and time.monotonic() < end:
+        time.sleep(0.1)
+    runner = [p for p, cmd in found.items() if "-child" not in cmd]
+    child = [p for p, cmd in found.items() if "-child" in cmd]
+    assert len(runner) == 1 and len(child) == 1, found
+    init = _ppid(runner[0])
+    bwrap = _ppid(init)
+    want = _cgroups(runner[0])
+    mem = [line for line in want if ":memory:" in line] or want
+    assert all(re.search(r"/codepod-\d+-\d+/e\d+$", line) for line in mem), want
+    for pid in (child[0], init, bwrap):
+        assert _cgroups(pid) == want, (pid, _cgroups(pid), want)
+    s.answer(call, 1)
+    res = assert_ok(s.wait_result(eid, timeout=120))
+    inside = [line for line in res["result"].splitlines() if ":memory:" in line]
+    assert inside and all(line.endswith(":/") for line in inside), res["result"]
