@@ -11,10 +11,11 @@
  * with the figures of everything that ran in the sandbox; orphans of other
  * commands it runs are reaped too.
  *
- * Isolated, each runner also gets a cgroup of its own (cgroup.h), which it
- * joins right after the spawn, before its first stdin byte (the runner's
- * source: nothing of the program can run before); without one, local_new
- * refuses unless no_memory_bound.
+ * Isolated, each runner also gets a cgroup of its own (cgroup.h): the
+ * process spawned is a shell that writes its own PID to the cgroup's
+ * cgroup.procs files and then execs bubblewrap, so every process of the
+ * sandbox starts inside; without a cgroup, local_new refuses unless
+ * no_memory_bound.
  *
  * Loop context: the loop thread only. local_new blocks briefly (it runs
  * the sandbox once with `node`, to prove its guarantees: local_sandbox.h).
