@@ -723,7 +723,9 @@ static void on_oom_event(uv_poll_t *h, int status, int events)
 	kill_tree(p);
 }
 
-/* The execution's cgroup, before its runner is spawned. */
+/* The execution's cgroup, before its runner is spawned: a few mkdir and
+ * writes on the cgroup pseudo-filesystem, synchronous on the loop (kernel
+ * memory only; about half a millisecond with the rmdir at the end). */
 static int cg_make(struct local *b, struct codepod_proc *p, unsigned long memory_mb,
                    struct cp_err *err)
 {
