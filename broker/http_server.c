@@ -476,6 +476,7 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 			return 0;
 		}
 		pss->post = !strcmp(uri, "/v1/executions") ? BROKER_HTTP_POST_EXECUTION : BROKER_HTTP_POST_DECLARATIONS;
+		broker_http_trace_read(wsi, pss);
 		cp_buf_init(&pss->body, srv->cfg.max_body);
 		pss->close_after = 0;
 		lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)srv->cfg.header_timeout_s);

@@ -165,15 +165,23 @@ static void on_webhook_done(void *ud, long status, const char *body, size_t len,
 
 /* The request's headers for one call: the caller's, less any it set under
  * our names, plus the signature when the server has a secret. */
-static json_t *call_headers(struct exec_req *r, const char *body, size_t len)
+static json_t *call_headers(struct exec_req *r, const json_t *msg, const char *body, size_t len)
 {
 	json_t *h = json_object();
 	const char *k;
 	json_t *v;
+	json_t *tp = json_object_get(msg, "traceparent");
+	json_t *tstate = json_object_get(msg, "tracestate");
 	json_object_foreach(r->headers, k, v) {
-		if (strcasecmp(k, "Codepod-Timestamp") && strcasecmp(k, "Codepod-Signature"))
+		if (strcasecmp(k, "Codepod-Timestamp") && strcasecmp(k, "Codepod-Signature") &&
+		    !(tp && (!strcasecmp(k, "traceparent") || !strcasecmp(k, "tracestate"))))
 			json_object_set(h, k, v);
 	}
+	/* The call's own span is the parent of whatever the broker does for it. */
+	if (h && tp)
+		json_object_set(h, "traceparent", tp);
+	if (h && tstate)
+		json_object_set(h, "tracestate", tstate);
 	const struct broker_http *srv = r->base.srv;
 	if (!h || !srv->webhook_key)
 		return h;
@@ -213,7 +221,7 @@ static void send_call(struct exec_req *r, const json_t *msg)
 		memcpy(p->call, call, cl + 1);
 		memcpy(p->call + cl + 1, eid, el + 1);
 		p->r = r;
-		json_t *hdrs = call_headers(r, text, strlen(text));
+		json_t *hdrs = call_headers(r, msg, text, strlen(text));
 		int rc = hdrs ? broker_webhook_post(r->base.srv->webhook, r->url, hdrs, text,
 		                                    strlen(text), r->call_timeout_ms,
 		                                    MAX_BROKER_ANSWER, on_webhook_done, p, &p->h, &err)
@@ -366,7 +374,7 @@ void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct bro
 		return;
 	}
 	r->base.srv = srv;
-	if (parse_request(r, req, &why) ||
+	if (parse_request(r, req, &why) || broker_http_trace_apply(pss, req, &why) ||
 	    !(r->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, srv->hub, &exec_io,
 	                                           r))) {
 		json_decref(req);

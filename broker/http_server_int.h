@@ -73,6 +73,14 @@ enum { BROKER_HTTP_POST_NONE, BROKER_HTTP_POST_EXECUTION, BROKER_HTTP_POST_DECLA
        BROKER_HTTP_POST_COMMAND };
 
 /* Per-connection data of the HTTP protocol (protocols[0]). */
+/* The W3C trace context headers of a POST /v1/executions (read with the
+ * request line, since lws keeps headers only that long). Lengths: 0 absent,
+ * -1 longer than the field can be. */
+struct broker_http_trace_hdrs {
+	char tp[64], ts[520];
+	int tp_len, ts_len;
+};
+
 struct broker_http_pss {
 	unsigned char *resp;         /* LWS_PRE + body, or NULL */
 	size_t resp_len, resp_off;
@@ -84,7 +92,15 @@ struct broker_http_pss {
 	struct exec_req *req;        /* POST /v1/executions running */
 	struct file_req *freq;       /* a file route or command running (http_server_files.c) */
 	char *post_uri;              /* POST .../commands: its URI, for after the body */
+	struct broker_http_trace_hdrs trace;
 };
+
+/* http_server_trace.c: the traceparent and tracestate headers into pss;
+ * then into the execute request @req where its body names none (a
+ * malformed value is refused there, as in the body). -1 with @why when a
+ * header is too long to be valid. */
+void broker_http_trace_read(struct lws *wsi, struct broker_http_pss *pss);
+int broker_http_trace_apply(const struct broker_http_pss *pss, json_t *req, const char **why);
 
 /* http_server_decl.c: answers POST /v1/declarations from pss->body */
 /* Connections without a complete request head (http_server_pending.c):

@@ -303,6 +303,7 @@ static void on_tool_call(void *ud, struct codepod_exec *e, const char *call,
 	const char *key = codepod_tool_call_key(e, call); /* approved on resume */
 	if (key)
 		json_object_set_new(m, "idempotencyKey", json_string(key));
+	broker_session_trace_fields(m, e, call);
 	flush_logs(en); /* output printed before the call comes before it */
 	pending_add(en, m);
 	entry_send(en, m);

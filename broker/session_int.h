@@ -70,4 +70,8 @@ void broker_hub_retain(struct broker_hub *h, const char *id, const json_t *outco
 /* The kept outcome of @id (borrowed), marked delivered; NULL if none. */
 const json_t *broker_hub_take_outcome(struct broker_hub *h, const char *id);
 
+/* session_trace.c: a tool_call message @m gets its call's traceparent and
+ * the execute's tracestate, when the execution is traced. */
+void broker_session_trace_fields(json_t *m, const struct codepod_exec *e, const char *call);
+
 #endif

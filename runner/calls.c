@@ -359,6 +359,7 @@ static int add_call(struct codepod_exec *e, const char *tool)
 	if (!c->tool)
 		return CP_E_NOMEM;
 	c->t_start_ms = codepod_exec_now_ms();
+	codepod_trace_call(e, c);
 	e->ncalls++;
 	e->requests++;
 	return 0;
@@ -691,6 +692,7 @@ int codepod_tool_result(struct codepod_exec *e, const char *call_id,
 		if (size == 0 || size <= e->pol.max_tool_output_bytes) {
 			e->tool_output_bytes += size; /* the text the runner was sent */
 			codepod_calls_keep_output(e, c, output, size);
+			c->output_bytes = size;
 			answered(e, idx, CODEPOD_CALL_OK);
 			return 0;
 		}

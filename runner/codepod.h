@@ -38,6 +38,20 @@ struct codepod_spent;   /* runner/spent.h */
 struct codepod;
 struct codepod_exec;
 
+/* One finished span (runner/trace.c makes them), handed to the config's
+ * span() callback; everything in it is borrowed for the callback. Ids are
+ * raw bytes (16 for the trace, 8 for spans); parent_id NULL: a root span.
+ * Attributes are a JSON object of strings, integers and booleans: sizes,
+ * statuses and ids, never program text, tool inputs or outputs, nor the
+ * conversation key in clear. */
+struct codepod_span {
+	const char *name;
+	const unsigned char *trace_id, *span_id, *parent_id;
+	unsigned long long start_unix_ns, end_unix_ns;
+	int error; /* the span's status is ERROR */
+	const json_t *attributes;
+};
+
 struct codepod_config {
 	uv_loop_t *loop;
 	struct codepod_backend *backend;
@@ -57,6 +71,11 @@ struct codepod_config {
 	struct codepod_keyring *continuation_keys;
 	unsigned continuation_ttl_s;
 	struct codepod_spent *spent;
+	/* Optional (NULL: no spans are made): each execution's spans once its
+	 * done() came. An execute without a traceparent starts a trace of its
+	 * own only when this is set. The callback may not call into the engine. */
+	void (*span)(void *ud, const struct codepod_span *sp);
+	void *span_ud;
 };
 
 struct codepod_host {
@@ -195,6 +214,14 @@ uv_loop_t *codepod_loop(const struct codepod *cp);
 /* The host is gone: OUTCOME_UNKNOWN when a tool call was in flight (its fate
  * is unknown, so the program's return value is not trusted), else CANCELLED. */
 void codepod_abandon(struct codepod_exec *e);
+
+/* The W3C traceparent of a tool call's codepod.tool_call span (borrowed,
+ * valid until done() returns), or NULL when the execution is not traced:
+ * its execute had no traceparent and no span() callback is configured. */
+const char *codepod_call_traceparent(const struct codepod_exec *e, const char *call_id);
+
+/* The execute's tracestate (borrowed, as above), or NULL when it had none. */
+const char *codepod_exec_tracestate(const struct codepod_exec *e);
 
 /* The execution's id (borrowed, valid until done() returns). */
 const char *codepod_exec_id(const struct codepod_exec *e);

@@ -196,6 +196,7 @@ const char *codepod_exec_id(const struct codepod_exec *e)
 static void exec_free(struct codepod_exec *e)
 {
 	codepod_calls_free(e);
+	codepod_trace_free(e);
 	if (e->frames)
 		codepod_frame_parser_free(e->frames);
 	codepod_logwin_free(&e->logs);
@@ -292,6 +293,7 @@ static void deliver(struct codepod_exec *e)
 	       "runMs", json_integer((json_int_t)(e->t_ready_ms ? e->t_end_ms - e->t_ready_ms : 0)),
 	       "prestarted", json_boolean(e->prestarted), NULL);
 	e->cp->running--;
+	codepod_trace_emit(e);
 	if (outcome) {
 		e->host->done(e->ud, e, outcome);
 		json_decref(outcome);
@@ -793,6 +795,7 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 		e->prestarted = 1;
 	}
 	e->prestart_noted = 1;
+	e->trace.t_acquired_ms = codepod_exec_now_ms();
 	codepod_prestart_exec_started(e->cp->prestart, e->conversation, mb);
 	json_t *hello = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
 	                          "k", "hello", "nonce", e->nonce, "tag", e->tag,
@@ -834,6 +837,9 @@ static int exec_init(struct codepod_exec *e, const json_t *request, struct cp_er
 	e->conversation = strdup(conv);
 	if (!e->id || !e->conversation)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	int trc = codepod_trace_init(e, request, err);
+	if (trc)
+		return trc;
 	const char *type = json_string_value(json_object_get(request, "type"));
 	if (type && strcmp(type, "command") == 0) {
 		int crc = codepod_command_init(e, request, err); /* sets e->src */

@@ -76,6 +76,24 @@ struct codepod_call {
 	char *idem_key;            /* approved on resume: the tool_call's idempotencyKey */
 	int approved;              /* approved (on resume, or held): not gated again */
 	uint64_t hold_until_ms;    /* HOLDING: denied when no approval came by then */
+	size_t output_bytes;       /* the answer's JSON text as the runner was sent it */
+	unsigned char span_id[8];  /* its codepod.tool_call span (when traced) */
+	char traceparent[56];      /* that span's traceparent, "" when not traced */
+};
+
+/* The execution's trace (runner/trace.c). Spans: execution (child of the
+ * caller's span), and under it acquire, runner.start, program; tool calls
+ * under program. */
+enum { CODEPOD_SPAN_EXEC, CODEPOD_SPAN_ACQUIRE, CODEPOD_SPAN_START, CODEPOD_SPAN_PROGRAM,
+       CODEPOD_SPANS };
+struct codepod_trace {
+	int on;                    /* the execution is traced */
+	int has_parent;            /* the execute had a traceparent */
+	unsigned char trace_id[16], parent_id[8], flags;
+	unsigned char span[CODEPOD_SPANS][8];
+	char *tracestate;          /* the execute's, NULL: none */
+	uint64_t anchor_unix_ns;   /* the wall clock at t_submit_ms */
+	uint64_t t_acquired_ms;    /* the backend handed over a runner */
 };
 
 struct codepod {
@@ -109,6 +127,7 @@ struct codepod_exec {
 	uv_timer_t cpu_timer;    /* maxCpuMs: readings of the tree while it runs */
 	int handles_open;        /* timer and cpu_timer, until both are closed */
 	uint64_t t_submit_ms, t_ready_ms, t_end_ms;
+	struct codepod_trace trace;
 
 	/* usage (docs/contract.md §4) */
 	struct codepod_usage usage;  /* the largest of every reading of the backend */
@@ -229,6 +248,13 @@ uint64_t codepod_approval_hold_ms(const json_t *tool);
 /* exec.c: the deadline stops while a call is held for approval. */
 void codepod_exec_pause_deadline(struct codepod_exec *e);
 void codepod_exec_resume_deadline(struct codepod_exec *e);
+/* trace.c: the request's traceparent and tracestate (INVALID_REQUEST when
+ * malformed); a call's span id; the spans, once, as done() is delivered;
+ * freeing what init kept. */
+int codepod_trace_init(struct codepod_exec *e, const json_t *request, struct cp_err *err);
+void codepod_trace_call(struct codepod_exec *e, struct codepod_call *c);
+void codepod_trace_emit(const struct codepod_exec *e);
+void codepod_trace_free(struct codepod_exec *e);
 
 /* outcome.c: a new reference */
 json_t *codepod_outcome_build(const struct codepod_exec *e);
