@@ -705,6 +705,7 @@ int broker_http_start(const struct broker_http_config *cfg, struct broker_http *
 	}
 	srv->auth = broker_http_auth_new(srv->token_file, err);
 	srv->metrics = broker_http_metrics_new();
+	broker_http_metrics_set_otlp(srv->metrics, cfg->otlp);
 	if (!srv->auth || !srv->metrics) {
 		rc = srv->auth ? cp_err_set(err, CP_E_NOMEM, "out of memory") : err ? err->code : CP_E_IO;
 		goto fail;

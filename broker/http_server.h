@@ -44,6 +44,7 @@
 #include "runner/codepod.h"
 #include "broker/hub.h"
 #include "base/idset.h"
+#include "broker/otlp.h"
 
 struct broker_http;
 
@@ -70,6 +71,7 @@ struct broker_http_config {
 	const char *const *broker_allow; /* --broker-allow values (url_guard.h), NULL-terminated;
 	                                  * NULL: the default rules */
 	struct broker_hub_config hub; /* reattach grace, outcome retention (loop: ours) */
+	const struct broker_otlp *otlp; /* the span exporter, for /metrics; NULL: none */
 };
 
 /* Defaults for every limit (listen, token_file and the pointers left NULL). */

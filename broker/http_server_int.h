@@ -169,6 +169,8 @@ void broker_http_metrics_free(struct broker_http_metrics *m);
 void broker_http_metrics_outcome(struct broker_http_metrics *m, const json_t *outcome);
 void broker_http_metrics_count(struct broker_http_metrics *m, const char *what); /* rejections */
 /* The Prometheus text (new string, free()). */
+/* The exporter whose drops /metrics counts (borrowed; NULL: none). */
+void broker_http_metrics_set_otlp(struct broker_http_metrics *m, const struct broker_otlp *otlp);
 char *broker_http_metrics_render(struct broker_http_metrics *m, const struct codepod_backend *backend,
                           unsigned in_flight, unsigned sessions, const struct broker_hub *hub,
                           size_t *len);

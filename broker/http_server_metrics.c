@@ -71,6 +71,7 @@ struct broker_http_metrics {
 	size_t nrejected;
 	struct histo startup, run;
 	struct lhisto cpu, rss, tool;
+	const struct broker_otlp *otlp;
 };
 
 #define LHISTO(h, n, text, b) \
@@ -93,6 +94,12 @@ struct broker_http_metrics *broker_http_metrics_new(void)
 	       "JSON bytes of an execution's tool inputs and outputs (usage.toolInputBytes, "
 	       "toolOutputBytes), for executions that called a tool.", tool_bytes);
 	return m;
+}
+
+void broker_http_metrics_set_otlp(struct broker_http_metrics *m, const struct broker_otlp *otlp)
+{
+	if (m)
+		m->otlp = otlp;
 }
 
 void broker_http_metrics_free(struct broker_http_metrics *m)
@@ -348,6 +355,10 @@ char *broker_http_metrics_render(struct broker_http_metrics *m, const struct cod
 	        "# HELP codepod_outcomes_kept_bytes Their JSON, in bytes (at most 64 MiB).\n"
 	        "# TYPE codepod_outcomes_kept_bytes gauge\ncodepod_outcomes_kept_bytes %zu\n",
 	    broker_hub_detached(hub), kept, kept_bytes);
+	put(&o, "# HELP codepod_otlp_spans_dropped_total Spans not exported: the queue was full, "
+	        "or the collector (--otlp-endpoint) refused them or could not be reached.\n"
+	        "# TYPE codepod_otlp_spans_dropped_total counter\ncodepod_otlp_spans_dropped_total %llu\n",
+	    broker_otlp_dropped(m->otlp));
 	put_backend(&o, backend);
 	if (o.failed) {
 		cp_buf_free(&o.text);

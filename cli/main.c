@@ -18,6 +18,7 @@
 #include <openssl/crypto.h>
 
 #include "broker/cmdtool.h"
+#include "broker/otlp.h"
 #include "runner/codepod.h"
 #include "runner/continuation.h"
 #include "runner/spent.h"
@@ -57,6 +58,7 @@ struct opts {
 	/* serve */
 	int stdio;
 	unsigned max_executions;       /* both forms */
+	const char *otlp_endpoint;     /* both forms; NULL: no spans exported */
 	struct cli_listen_opts listen; /* serve --listen's own */
 	/* run */
 	const char *tools;
@@ -87,6 +89,8 @@ static const struct cli_opt stdio_opts[] = {
 static const struct cli_opt serve_opts[] = {
 	{ "max-executions", "N", CLI_UINT_AT(O, max_executions, 1, 100000),
 	  .help = "executions running at once; over it, TOO_MANY_EXECUTIONS" },
+	{ "otlp-endpoint", "URL", CLI_STR_AT(O, otlp_endpoint),
+	  .help = "export spans over OTLP/HTTP JSON to URL/v1/traces (default: none)" },
 	CLI_END,
 };
 
@@ -315,6 +319,7 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 struct held {
 	struct codepod *cp;
 	struct codepod_backend *b;
+	struct broker_otlp *otlp; /* NULL: no spans exported */
 };
 
 /* A backend keeps the loop alive (its timers, its API connections), and so
@@ -329,6 +334,9 @@ static void release_backend(void *ud)
 		h->b->ops->destroy(h->b);
 		h->b = NULL;
 	}
+	/* The work is over: what is queued goes out, bounded (otlp.h). */
+	broker_otlp_close(h->otlp);
+	h->otlp = NULL;
 }
 
 /* --policy-defaults / --policy-ceiling: JSON objects with the policy keys. */
@@ -391,11 +399,12 @@ static int approvals(uv_loop_t *loop, const struct opts *o, struct codepod_confi
 }
 
 static int make_engine(uv_loop_t *loop, struct codepod_backend *b, const struct opts *o,
-                       struct codepod **cp)
+                       struct broker_otlp *otlp, struct codepod **cp)
 {
 	struct codepod_config cfg = { .loop = loop, .backend = b,
 	                              .prestart_max = o->prestart_max,
-	                              .prestart_idle_s = o->prestart_idle_s };
+	                              .prestart_idle_s = o->prestart_idle_s,
+	                              .span = otlp ? broker_otlp_span : NULL, .span_ud = otlp };
 	if (deployment_policy(o, &cfg) || approvals(loop, o, &cfg))
 		return -1;
 	struct cp_err err;
@@ -442,18 +451,31 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, const struct cli_opt
 		        listen_given->name);
 		return 2;
 	}
+	struct broker_otlp *otlp = NULL;
+	if (o->otlp_endpoint) {
+		struct broker_otlp_config oc = { .loop = loop, .endpoint = o->otlp_endpoint,
+		                                 .service_version = CODEPOD_VERSION };
+		struct cp_err oerr;
+		if (broker_otlp_new(&oc, &otlp, &oerr)) {
+			fprintf(stderr, "codepod: %s\n", oerr.msg);
+			return 2;
+		}
+	}
 	struct codepod_backend *b = make_backend(loop, o);
 	struct codepod *cp = NULL;
-	if (!b || make_engine(loop, b, o, &cp)) {
+	if (!b || make_engine(loop, b, o, otlp, &cp)) {
 		if (b)
 			b->ops->destroy(b);
+		broker_otlp_close(otlp);
+		uv_run(loop, UV_RUN_DEFAULT);
 		return 2;
 	}
-	struct held h = { cp, b };
+	struct held h = { cp, b, otlp };
 	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
 	if (listen && ids) {
 		struct cli_listen_opts lo = o->listen;
 		lo.http.max_executions = o->max_executions;
+		lo.http.otlp = otlp;
 		int hrc = cli_serve_listen(loop, cp, ids, &lo, release_backend, &h);
 		cp_idset_free(ids);
 		release_backend(&h);
@@ -564,10 +586,10 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 		return 2;
 	}
 	int status = 2;
-	struct held h = { NULL, make_backend(loop, o) };
+	struct held h = { NULL, make_backend(loop, o), NULL };
 	struct opts one = *o;
 	one.prestart_max = 0; /* one execution: nothing to start ahead */
-	if (h.b && make_engine(loop, h.b, &one, &h.cp) == 0) {
+	if (h.b && make_engine(loop, h.b, &one, NULL, &h.cp) == 0) {
 		struct codepod *cp = h.cp;
 		struct run_state st = { .held = &h };
 		struct codepod_exec *e = NULL;

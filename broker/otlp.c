@@ -1,0 +1,364 @@
+/*
+ * otlp.c - the OTLP/HTTP JSON span exporter (broker/otlp.h).
+ *
+ * OTLP/JSON as its specification says: trace and span ids as lowercase hex
+ * (not base64), 64-bit integers as decimal strings, enums as integers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "base/curl_uv.h"
+#include "base/log.h"
+#include "base/traceparent.h"
+#include "broker/otlp.h"
+
+/* A refused or failed batch is sent again after 250 ms, 500 ms, 1 s, 2 s. */
+#define RETRIES 4
+#define RETRY_FIRST_MS 250
+#define REQUEST_TIMEOUT_MS 10000
+
+enum { SPAN_KIND_INTERNAL = 1, SPAN_KIND_CLIENT = 3, STATUS_ERROR = 2 };
+
+struct broker_otlp {
+	struct broker_otlp_config cfg;
+	char *url;
+	struct cp_curl *curl;
+	json_t *queue;           /* span objects waiting */
+	json_t *resource;        /* the resource object of every request */
+	/* the batch being sent (at most one at a time) */
+	CURL *easy;
+	struct cp_curl_xfer xfer;
+	struct curl_slist *hdrs;
+	char *body;
+	size_t nbatch;
+	unsigned attempt;
+	int in_flight;           /* a transfer is added */
+	uv_timer_t timer;        /* flush, retry and the shutdown's limit */
+	int closing;
+	uint64_t close_deadline_ms;
+	unsigned long long dropped, exported;
+};
+
+static uint64_t now_ms(const struct broker_otlp *o)
+{
+	return uv_now(o->cfg.loop);
+}
+
+static void drop(struct broker_otlp *o, size_t n, const char *why)
+{
+	if (n == 0)
+		return;
+	o->dropped += n;
+	cp_log(CP_LOG_WARN, "otlp.dropped", "spans", json_integer((json_int_t)n), "reason",
+	       json_string(why), NULL);
+}
+
+static json_t *attr_value(const json_t *v)
+{
+	if (json_is_string(v))
+		return json_pack("{s:O}", "stringValue", v);
+	if (json_is_boolean(v))
+		return json_pack("{s:b}", "boolValue", json_is_true(v));
+	if (json_is_integer(v)) {
+		char n[24];
+		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(v));
+		return json_pack("{s:s}", "intValue", n);
+	}
+	return NULL;
+}
+
+static json_t *attributes(const json_t *obj)
+{
+	json_t *a = json_array();
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)obj, k, v) {
+		json_t *val = attr_value(v);
+		if (val)
+			json_array_append_new(a, json_pack("{s:s,s:o}", "key", k, "value", val));
+	}
+	return a;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm(struct broker_otlp *o, uint64_t ms)
+{
+	uv_timer_start(&o->timer, on_timer, ms, 0);
+}
+
+void broker_otlp_span(void *ud, const struct codepod_span *sp)
+{
+	struct broker_otlp *o = ud;
+	if (o->closing || json_array_size(o->queue) >= o->cfg.max_queue) {
+		drop(o, 1, o->closing ? "shutting down" : "queue full");
+		return;
+	}
+	char tid[33], sid[17], pid[17], start[24], end[24];
+	cp_trace_hex(sp->trace_id, CP_TRACE_ID_LEN, tid);
+	cp_trace_hex(sp->span_id, CP_SPAN_ID_LEN, sid);
+	snprintf(start, sizeof start, "%llu", sp->start_unix_ns);
+	snprintf(end, sizeof end, "%llu", sp->end_unix_ns);
+	int client = strcmp(sp->name, "codepod.tool_call") == 0;
+	json_t *s = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:{s:i}}", "traceId", tid, "spanId", sid,
+	                      "name", sp->name, "kind", client ? SPAN_KIND_CLIENT : SPAN_KIND_INTERNAL,
+	                      "startTimeUnixNano", start, "endTimeUnixNano", end, "attributes",
+	                      attributes(sp->attributes), "status", "code",
+	                      sp->error ? STATUS_ERROR : 0);
+	if (s && sp->parent_id) {
+		cp_trace_hex(sp->parent_id, CP_SPAN_ID_LEN, pid);
+		json_object_set_new(s, "parentSpanId", json_string(pid));
+	}
+	if (!s || json_array_append_new(o->queue, s)) {
+		drop(o, 1, "out of memory");
+		return;
+	}
+	/* A full batch goes at once (on the next turn: never from inside the
+	 * engine's callback); else within flush_ms. A batch in flight or
+	 * waiting to be retried sends the queue on when it is through. */
+	if (o->in_flight || o->body)
+		return;
+	if (json_array_size(o->queue) >= o->cfg.batch)
+		arm(o, 0);
+	else if (!uv_is_active((uv_handle_t *)&o->timer))
+		arm(o, o->cfg.flush_ms);
+}
+
+static void batch_free(struct broker_otlp *o)
+{
+	if (o->easy)
+		curl_easy_cleanup(o->easy);
+	o->easy = NULL;
+	curl_slist_free_all(o->hdrs);
+	o->hdrs = NULL;
+	free(o->body);
+	o->body = NULL;
+	o->nbatch = 0;
+	o->attempt = 0;
+}
+
+
+static size_t discard(char *p, size_t size, size_t n, void *ud)
+{
+	(void)p;
+	(void)ud;
+	return size * n;
+}
+
+static void on_done(void *ud, CURLcode res)
+{
+	struct broker_otlp *o = ud;
+	o->in_flight = 0;
+	long status = 0;
+	curl_easy_getinfo(o->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (res == CURLE_OK && status >= 200 && status < 300) {
+		o->exported += o->nbatch;
+		batch_free(o);
+	} else {
+		/* Retried: no answer, 408, 429 and 5xx (the collector may recover);
+		 * any other status will not change. */
+		int again = res != CURLE_OK || status == 408 || status == 429 || status >= 500;
+		if (!again || ++o->attempt > RETRIES || o->closing) {
+			drop(o, o->nbatch, res != CURLE_OK ? "collector unreachable" : "collector refused");
+			batch_free(o);
+		} else {
+			arm(o, (uint64_t)RETRY_FIRST_MS << (o->attempt - 1));
+			return;
+		}
+	}
+	if (o->closing) {
+		arm(o, 0); /* the next batch, or the close: not from inside curl's callback */
+		return;
+	}
+	if (json_array_size(o->queue) > 0)
+		arm(o, o->closing || json_array_size(o->queue) >= o->cfg.batch ? 0 : o->cfg.flush_ms);
+}
+
+/* Takes the next batch off the queue into a request body. */
+static int make_batch(struct broker_otlp *o)
+{
+	size_t n = json_array_size(o->queue);
+	if (n > o->cfg.batch)
+		n = o->cfg.batch;
+	json_t *spans = json_array();
+	for (size_t i = 0; i < n && spans; i++)
+		json_array_append(spans, json_array_get(o->queue, i));
+	for (size_t i = 0; i < n; i++)
+		json_array_remove(o->queue, 0);
+	json_t *req = spans ? json_pack("{s:[{s:O,s:[{s:{s:s,s:s},s:o}]}]}", "resourceSpans",
+	                                "resource", o->resource, "scopeSpans", "scope", "name",
+	                                "codepod", "version", o->cfg.service_version, "spans", spans)
+	                    : NULL;
+	o->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	o->nbatch = n;
+	o->attempt = 0;
+	if (!o->body) {
+		drop(o, n, "out of memory");
+		o->nbatch = 0;
+		return -1;
+	}
+	return 0;
+}
+
+static void send_batch(struct broker_otlp *o)
+{
+	if (o->easy)
+		curl_easy_cleanup(o->easy);
+	curl_slist_free_all(o->hdrs);
+	o->easy = curl_easy_init();
+	o->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	struct curl_slist *h2 = o->hdrs ? curl_slist_append(o->hdrs, "Expect:") : NULL;
+	if (!o->easy || !h2) {
+		drop(o, o->nbatch, "out of memory");
+		batch_free(o);
+		return;
+	}
+	o->hdrs = h2;
+	long timeout = REQUEST_TIMEOUT_MS;
+	if (o->closing) {
+		uint64_t now = now_ms(o);
+		timeout = o->close_deadline_ms > now ? (long)(o->close_deadline_ms - now) : 1;
+	}
+	CURL *e = o->easy;
+	curl_easy_setopt(e, CURLOPT_URL, o->url);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_POST, 1L);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, o->body);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(o->body));
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, o->hdrs);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+	if (cp_curl_add(o->curl, &o->xfer, e, on_done, o, NULL)) {
+		drop(o, o->nbatch, "collector unreachable");
+		batch_free(o);
+		return;
+	}
+	o->in_flight = 1;
+}
+
+static void finish_close(struct broker_otlp *o);
+
+static void on_timer(uv_timer_t *t)
+{
+	struct broker_otlp *o = t->data;
+	if (o->closing && now_ms(o) >= o->close_deadline_ms) {
+		finish_close(o);
+		return;
+	}
+	if (o->in_flight)
+		return;
+	if (!o->body && json_array_size(o->queue) > 0 && make_batch(o))
+		return;
+	if (o->body)
+		send_batch(o);
+	else if (o->closing)
+		finish_close(o);
+}
+
+int broker_otlp_new(const struct broker_otlp_config *cfg, struct broker_otlp **out,
+                    struct cp_err *err)
+{
+	const char *ep = cfg->endpoint;
+	if (!ep || (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)))
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "--otlp-endpoint must be an http:// or https:// URL");
+	struct broker_otlp *o = calloc(1, sizeof *o);
+	if (!o)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	o->cfg = *cfg;
+	if (!o->cfg.max_queue)
+		o->cfg.max_queue = 2048;
+	if (!o->cfg.batch)
+		o->cfg.batch = 512;
+	if (!o->cfg.flush_ms)
+		o->cfg.flush_ms = 1000;
+	if (!o->cfg.shutdown_ms)
+		o->cfg.shutdown_ms = 2000;
+	if (!o->cfg.service_version)
+		o->cfg.service_version = "";
+	size_t n = strlen(ep);
+	while (n > 0 && ep[n - 1] == '/')
+		n--;
+	o->url = malloc(n + sizeof "/v1/traces");
+	if (o->url) {
+		memcpy(o->url, ep, n);
+		memcpy(o->url + n, "/v1/traces", sizeof "/v1/traces");
+	}
+	o->queue = json_array();
+	o->resource = json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "attributes", "key",
+	                        "service.name", "value", "stringValue", "codepod", "key",
+	                        "service.version", "value", "stringValue", o->cfg.service_version);
+	int rc = o->url && o->queue && o->resource ? cp_curl_new(cfg->loop, &o->curl, err)
+	                                          : cp_err_set(err, CP_E_NOMEM, "out of memory");
+	if (rc) {
+		json_decref(o->queue);
+		json_decref(o->resource);
+		free(o->url);
+		free(o);
+		return rc;
+	}
+	uv_timer_init(cfg->loop, &o->timer);
+	o->timer.data = o;
+	*out = o;
+	return 0;
+}
+
+unsigned long long broker_otlp_dropped(const struct broker_otlp *o)
+{
+	return o ? o->dropped : 0;
+}
+
+unsigned long long broker_otlp_exported(const struct broker_otlp *o)
+{
+	return o ? o->exported : 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct broker_otlp *o = h->data;
+	json_decref(o->queue);
+	json_decref(o->resource);
+	free(o->url);
+	free(o);
+}
+
+static void finish_close(struct broker_otlp *o)
+{
+	if (uv_is_closing((uv_handle_t *)&o->timer))
+		return;
+	if (o->in_flight) {
+		cp_curl_cancel(o->curl, &o->xfer);
+		o->in_flight = 0;
+	}
+	drop(o, o->nbatch + json_array_size(o->queue), "shutdown limit");
+	batch_free(o);
+	json_array_clear(o->queue);
+	cp_log(CP_LOG_INFO, "otlp.closed", "exported", json_integer((json_int_t)o->exported),
+	       "dropped", json_integer((json_int_t)o->dropped), NULL);
+	cp_curl_close(o->curl, NULL, NULL);
+	o->curl = NULL;
+	uv_timer_stop(&o->timer);
+	uv_close((uv_handle_t *)&o->timer, on_timer_closed);
+}
+
+void broker_otlp_close(struct broker_otlp *o)
+{
+	if (!o || o->closing)
+		return;
+	o->closing = 1;
+	uv_update_time(o->cfg.loop);
+	o->close_deadline_ms = now_ms(o) + o->cfg.shutdown_ms;
+	if (!o->in_flight && !o->body && json_array_size(o->queue) == 0) {
+		finish_close(o);
+		return;
+	}
+	/* The limit: whatever is unsent by then is dropped. */
+	if (!o->in_flight)
+		arm(o, 0);
+	else
+		uv_timer_start(&o->timer, on_timer, o->cfg.shutdown_ms, 0);
+}
