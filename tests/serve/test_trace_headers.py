@@ -81,3 +81,41 @@ def test_without_a_traceparent_no_trace_header_is_sent(serve):
         assert headers.get("X-Tenant") == "t1"
     finally:
         b.close()
+
+
+def dropped_total(s):
+    _, _, body = http_request(s.host, s.port, "GET", "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith("codepod_otlp_spans_dropped_total "):
+            return int(line.split()[1])
+    raise AssertionError("no codepod_otlp_spans_dropped_total in /metrics")
+
+
+def test_spans_a_dead_collector_cannot_take_are_counted(serve):
+    import socket
+    import time
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()                 # nothing listens there
+    s = serve("--otlp-endpoint", dead)
+    b = Broker(echo)
+    try:
+        assert dropped_total(s) == 0
+        status, out = post(s, execute("tr5", "return (await tools.echo({})).tool;", b.url),
+                           [f"traceparent: {TP}"])
+        assert status == 200 and out["result"] == "echo", out
+        # acquire, runner.start, program, execution and one tool call, after
+        # the retries; the deadline only catches a hang
+        deadline = time.monotonic() + 60
+        while dropped_total(s) < 5:
+            assert time.monotonic() < deadline, "the drops were not counted"
+            time.sleep(0.2)
+        assert dropped_total(s) == 5
+    finally:
+        b.close()
+
+
+def test_metrics_say_zero_without_an_exporter(serve):
+    s = serve()
+    assert dropped_total(s) == 0
