@@ -156,7 +156,8 @@ class Codepod:
                   policy: Mapping[str, Any] | None = None, reason: str | None = None,
                   on_log: OnLog | None = None, stop: asyncio.Event | None = None,
                   id: str | None = None, to_model_error: ToModelError | None = None,
-                  resume: Mapping[str, Any] | None = None) -> dict:
+                  resume: Mapping[str, Any] | None = None, traceparent: str | None = None,
+                  tracestate: str | None = None) -> dict:
         """Runs one program and returns its outcome (docs/contract.md §4) as a dict.
 
         ``to_model_error(error, info)`` turns an exception a tool raised into
@@ -168,7 +169,10 @@ class Codepod:
         run() returns within a few seconds of ``stop`` even when codepod cannot
         be reached: then with a local CANCELLED, or OUTCOME_UNKNOWN when a tool
         call was in flight, and the stop is sent once the session is back. The
-        same holds at the deadline when ``policy["timeoutMs"]`` is given."""
+        same holds at the deadline when ``policy["timeoutMs"]`` is given.
+
+        ``traceparent``/``tracestate`` (W3C) make codepod's spans children of
+        the caller's, and reach each tool as ``ctx.traceparent``."""
         if self._closing:
             raise RuntimeError("this Codepod session is closed")
         check_policy(policy, "run()")
@@ -186,6 +190,10 @@ class Codepod:
             msg["stream"] = True
         if resume is not None:
             msg["resume"] = dict(resume)
+        if traceparent:
+            msg["traceparent"] = traceparent
+        if tracestate:
+            msg["tracestate"] = tracestate
         if self._link is None and not await self._reconnect():
             return _lost(eid, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run")
         ex = _Exec(eid, conversation, runnable, on_log, asyncio.get_running_loop().create_future(),
@@ -564,7 +572,9 @@ class Codepod:
             return
         c = _Call()
         ex.calls[call] = c
-        c.ctx = ToolContext(conversation=ex.conversation, execution_id=ex.id, call_id=call)
+        c.ctx = ToolContext(conversation=ex.conversation, execution_id=ex.id, call_id=call,
+                            traceparent=_text_or_none(m.get("traceparent")),
+                            tracestate=_text_or_none(m.get("tracestate")))
         key = m.get("idempotencyKey")
         if isinstance(key, str):
             c.ctx.idempotency_key = key
@@ -662,3 +672,7 @@ class _Channel:
 
     def end(self, op_id: str) -> None:
         self._cp._ops.pop(op_id, None)
+
+
+def _text_or_none(v: Any) -> str | None:
+    return v if isinstance(v, str) else None

@@ -27,6 +27,12 @@ class ToolContext:
     #: Only on a call a person approved, run by a resumed execution: do the
     #: work once per key (another replica may resume the same continuation).
     idempotency_key: str | None = None
+    #: W3C trace context of codepod's ``codepod.tool_call`` span for this call
+    #: (None when the execution is not traced): the parent for the tool's own
+    #: spans, e.g. with OpenTelemetry's ``TraceContextTextMapPropagator().extract(
+    #: {"traceparent": ctx.traceparent})``.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @dataclass

@@ -14,6 +14,7 @@ import { prepareTools, toJsonText, type RunnableTool } from "./tools.js";
 import {
   CodepodConnectError, openWebSocket, spawnStdio, type Link, type LinkEvents, type SpawnOptions,
 } from "./transport.js";
+import { inToolSpan } from "./otel.js";
 import type { Decision, Outcome, OutcomeError, Policy, ToModelError, ToolContext, ToolDeclaration, Tools } from "./types.js";
 
 export interface ConnectOptions {
@@ -58,6 +59,9 @@ export interface RunOptions {
   toModelError?: ToModelError;
   /** Resume a suspended execution (the same conversation, js, tools and policy). */
   resume?: { continuation: string; decisions: Decision[] };
+  /** W3C trace context of the caller's span: codepod.execution becomes its child. */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 /** What GET /v1/executions/{id} says of an execution that still runs. */
@@ -167,6 +171,8 @@ export class Codepod {
     if (opts.policy) msg.policy = opts.policy;
     if (opts.onLog) msg.stream = true;
     if (opts.resume) msg.resume = opts.resume;
+    if (opts.traceparent) msg.traceparent = opts.traceparent;
+    if (opts.tracestate) msg.tracestate = opts.tracestate;
     if (!this.link && !(await this.reconnect())) {
       return lost(id, "OUTCOME_UNKNOWN", "codepod is not reachable; the program did not run");
     }
@@ -571,7 +577,9 @@ export class Codepod {
     ex.calls.set(call, c);
     const name = String(m.tool);
     const key = typeof m.idempotencyKey === "string" ? m.idempotencyKey : undefined;
-    void this.answer(ex, call, name, m.input, c.abort.signal, key).then((text) => {
+    const trace = { traceparent: typeof m.traceparent === "string" ? m.traceparent : undefined,
+      tracestate: typeof m.tracestate === "string" ? m.tracestate : undefined };
+    void this.answer(ex, call, name, m.input, c.abort.signal, key, trace).then((text) => {
       c.answer = text;
       if (!c.abort.signal.aborted) {
         ex.unconfirmed = true;
@@ -582,7 +590,8 @@ export class Codepod {
 
   /** Runs one tool call; always resolves with the answer's message text. */
   private async answer(ex: Exec, call: string, name: string, input: unknown, signal: AbortSignal,
-    idempotencyKey?: string): Promise<string> {
+    idempotencyKey?: string,
+    trace: { traceparent?: string | undefined; tracestate?: string | undefined } = {}): Promise<string> {
     const fail = (message: string) =>
       JSON.stringify({ type: "tool_error", id: ex.id, call, message: message.slice(0, MAX_TOOL_ERROR) });
     const tool = ex.tools.get(name);
@@ -593,13 +602,16 @@ export class Codepod {
       const ctx: ToolContext = {
         signal, abortSignal: signal, conversation: ex.conversation, executionId: ex.id, callId: call,
         toolCallId: call, messages: [], context: undefined, experimental_context: undefined,
+        ...(trace.traceparent ? { traceparent: trace.traceparent } : {}),
+        ...(trace.tracestate ? { tracestate: trace.tracestate } : {}),
       };
       // A call approved on resume carries its key; any other may need a person first.
       if (idempotencyKey !== undefined) ctx.idempotencyKey = idempotencyKey;
       else if (tool.needsApproval && await tool.needsApproval(input, ctx)) {
         return JSON.stringify({ type: "suspend", id: ex.id, call });
       }
-      const out = await tool.execute(input, ctx);
+      const out = await inToolSpan({ ...trace, tool: name, callId: call, executionId: ex.id },
+        () => Promise.resolve(tool.execute(input, ctx)));
       const json = toJsonText(out);
       if (!json.ok) return fail(`Tool ${name} returned a value that is not JSON: ${json.why}`);
       return `{"type":"tool_result","id":${JSON.stringify(ex.id)},"call":${JSON.stringify(call)},"output":${json.text}}`;

@@ -137,6 +137,11 @@ export interface ToolContext {
   /** Only on a call a person approved, run by a resumed execution: do the
    * work once per key (another replica may resume the same continuation). */
   idempotencyKey?: string;
+  /** W3C trace context of codepod's codepod.tool_call span for this call, when the
+   * execution is traced: the parent of the tool's own spans. With @opentelemetry/api
+   * installed, `execute` already runs inside a span that is its child. */
+  traceparent?: string;
+  tracestate?: string;
   /** The same values under the names the Vercel AI SDK's tools read. */
   abortSignal: AbortSignal;
   toolCallId: string;
