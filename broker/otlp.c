@@ -277,7 +277,7 @@ int broker_otlp_new(const struct broker_otlp_config *cfg, struct broker_otlp **o
 	if (!o->cfg.flush_ms)
 		o->cfg.flush_ms = 1000;
 	if (!o->cfg.shutdown_ms)
-		o->cfg.shutdown_ms = 2000;
+		o->cfg.shutdown_ms = 1800; /* under 2 s with the exit around it */
 	if (!o->cfg.service_version)
 		o->cfg.service_version = "";
 	size_t n = strlen(ep);

@@ -30,7 +30,7 @@ struct broker_otlp_config {
 	unsigned max_queue;          /* spans waiting; 0: 2048 */
 	unsigned batch;              /* spans per request; 0: 512 */
 	unsigned flush_ms;           /* a queued span waits at most this; 0: 1000 */
-	unsigned shutdown_ms;        /* broker_otlp_close waits at most this; 0: 2000 */
+	unsigned shutdown_ms;        /* broker_otlp_close waits at most this; 0: 1800 */
 };
 
 int broker_otlp_new(const struct broker_otlp_config *cfg, struct broker_otlp **out,
