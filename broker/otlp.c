@@ -3,12 +3,17 @@
  *
  * OTLP/JSON as its specification says: trace and span ids as lowercase hex
  * (not base64), 64-bit integers as decimal strings, enums as integers.
+ * Each span is written as JSON text when it comes (no tree of values per
+ * span: a traced tool call costs a few microseconds), and a request is the
+ * queued texts between the resource's prefix and a suffix.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <curl/curl.h>
 
+#include "base/buf.h"
 #include "base/curl_uv.h"
 #include "base/log.h"
 #include "base/traceparent.h"
@@ -25,8 +30,9 @@ struct broker_otlp {
 	struct broker_otlp_config cfg;
 	char *url;
 	struct cp_curl *curl;
-	json_t *queue;           /* span objects waiting */
-	json_t *resource;        /* the resource object of every request */
+	struct cp_buf queue;     /* the waiting spans' JSON texts, comma-separated */
+	size_t nqueue;
+	char *prefix;            /* a request's text up to its spans */
 	/* the batch being sent (at most one at a time) */
 	CURL *easy;
 	struct cp_curl_xfer xfer;
@@ -55,31 +61,50 @@ static void drop(struct broker_otlp *o, size_t n, const char *why)
 	       json_string(why), NULL);
 }
 
-static json_t *attr_value(const json_t *v)
+/* A JSON string of @v's bytes (valid UTF-8: they come from jansson). */
+static void put_str(struct cp_buf *b, const char *v, size_t n)
 {
-	if (json_is_string(v))
-		return json_pack("{s:O}", "stringValue", v);
-	if (json_is_boolean(v))
-		return json_pack("{s:b}", "boolValue", json_is_true(v));
-	if (json_is_integer(v)) {
-		char n[24];
-		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(v));
-		return json_pack("{s:s}", "intValue", n);
+	cp_buf_add(b, "\"", 1, NULL);
+	size_t run = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		cp_buf_add(b, v + run, i - run, NULL);
+		if (c == '"' || c == '\\')
+			cp_buf_addf(b, NULL, "\\%c", c);
+		else
+			cp_buf_addf(b, NULL, "\\u%04x", c);
+		run = i + 1;
 	}
-	return NULL;
+	cp_buf_add(b, v + run, n - run, NULL);
+	cp_buf_add(b, "\"", 1, NULL);
 }
 
-static json_t *attributes(const json_t *obj)
+static void put_attributes(struct cp_buf *b, const json_t *obj)
 {
-	json_t *a = json_array();
 	const char *k;
 	json_t *v;
+	int first = 1;
+	cp_buf_add(b, "[", 1, NULL);
 	json_object_foreach((json_t *)obj, k, v) {
-		json_t *val = attr_value(v);
-		if (val)
-			json_array_append_new(a, json_pack("{s:s,s:o}", "key", k, "value", val));
+		if (!json_is_string(v) && !json_is_boolean(v) && !json_is_integer(v))
+			continue;
+		cp_buf_addf(b, NULL, "%s{\"key\":", first ? "" : ",");
+		first = 0;
+		put_str(b, k, strlen(k));
+		if (json_is_string(v)) {
+			cp_buf_addf(b, NULL, ",\"value\":{\"stringValue\":");
+			put_str(b, json_string_value(v), json_string_length(v));
+			cp_buf_add(b, "}}", 2, NULL);
+		} else if (json_is_boolean(v)) {
+			cp_buf_addf(b, NULL, ",\"value\":{\"boolValue\":%s}}", json_is_true(v) ? "true" : "false");
+		} else {
+			cp_buf_addf(b, NULL, ",\"value\":{\"intValue\":\"%lld\"}}",
+			            (long long)json_integer_value(v));
+		}
 	}
-	return a;
+	cp_buf_add(b, "]", 1, NULL);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -92,35 +117,39 @@ static void arm(struct broker_otlp *o, uint64_t ms)
 void broker_otlp_span(void *ud, const struct codepod_span *sp)
 {
 	struct broker_otlp *o = ud;
-	if (o->closing || json_array_size(o->queue) >= o->cfg.max_queue) {
+	if (o->closing || o->nqueue >= o->cfg.max_queue) {
 		drop(o, 1, o->closing ? "shutting down" : "queue full");
 		return;
 	}
-	char tid[33], sid[17], pid[17], start[24], end[24];
+	char tid[33], sid[17], pid[17];
 	cp_trace_hex(sp->trace_id, CP_TRACE_ID_LEN, tid);
 	cp_trace_hex(sp->span_id, CP_SPAN_ID_LEN, sid);
-	snprintf(start, sizeof start, "%llu", sp->start_unix_ns);
-	snprintf(end, sizeof end, "%llu", sp->end_unix_ns);
 	int client = strcmp(sp->name, "codepod.tool_call") == 0;
-	json_t *s = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:{s:i}}", "traceId", tid, "spanId", sid,
-	                      "name", sp->name, "kind", client ? SPAN_KIND_CLIENT : SPAN_KIND_INTERNAL,
-	                      "startTimeUnixNano", start, "endTimeUnixNano", end, "attributes",
-	                      attributes(sp->attributes), "status", "code",
-	                      sp->error ? STATUS_ERROR : 0);
-	if (s && sp->parent_id) {
+	struct cp_buf *b = &o->queue;
+	size_t was = cp_buf_len(b);
+	cp_buf_addf(b, NULL, "%s{\"traceId\":\"%s\",\"spanId\":\"%s\",", o->nqueue ? "," : "", tid, sid);
+	if (sp->parent_id) {
 		cp_trace_hex(sp->parent_id, CP_SPAN_ID_LEN, pid);
-		json_object_set_new(s, "parentSpanId", json_string(pid));
+		cp_buf_addf(b, NULL, "\"parentSpanId\":\"%s\",", pid);
 	}
-	if (!s || json_array_append_new(o->queue, s)) {
+	cp_buf_addf(b, NULL, "\"name\":");
+	put_str(b, sp->name, strlen(sp->name));
+	cp_buf_addf(b, NULL, ",\"kind\":%d,\"startTimeUnixNano\":\"%llu\",\"endTimeUnixNano\":\"%llu\","
+	            "\"attributes\":", client ? SPAN_KIND_CLIENT : SPAN_KIND_INTERNAL,
+	            sp->start_unix_ns, sp->end_unix_ns);
+	put_attributes(b, sp->attributes);
+	if (cp_buf_addf(b, NULL, ",\"status\":{\"code\":%d}}", sp->error ? STATUS_ERROR : 0)) {
+		cp_buf_truncate(b, was); /* out of memory: none of it */
 		drop(o, 1, "out of memory");
 		return;
 	}
+	o->nqueue++;
 	/* A full batch goes at once (on the next turn: never from inside the
 	 * engine's callback); else within flush_ms. A batch in flight or
 	 * waiting to be retried sends the queue on when it is through. */
 	if (o->in_flight || o->body)
 		return;
-	if (json_array_size(o->queue) >= o->cfg.batch)
+	if (o->nqueue >= o->cfg.batch)
 		arm(o, 0);
 	else if (!uv_is_active((uv_handle_t *)&o->timer))
 		arm(o, o->cfg.flush_ms);
@@ -172,27 +201,25 @@ static void on_done(void *ud, CURLcode res)
 		arm(o, 0); /* the next batch, or the close: not from inside curl's callback */
 		return;
 	}
-	if (json_array_size(o->queue) > 0)
-		arm(o, o->closing || json_array_size(o->queue) >= o->cfg.batch ? 0 : o->cfg.flush_ms);
+	if (o->nqueue > 0)
+		arm(o, o->nqueue >= o->cfg.batch ? 0 : o->cfg.flush_ms);
 }
 
-/* Takes the next batch off the queue into a request body. */
+/* Takes what is queued into a request body. */
 static int make_batch(struct broker_otlp *o)
 {
-	size_t n = json_array_size(o->queue);
-	if (n > o->cfg.batch)
-		n = o->cfg.batch;
-	json_t *spans = json_array();
-	for (size_t i = 0; i < n && spans; i++)
-		json_array_append(spans, json_array_get(o->queue, i));
-	for (size_t i = 0; i < n; i++)
-		json_array_remove(o->queue, 0);
-	json_t *req = spans ? json_pack("{s:[{s:O,s:[{s:{s:s,s:s},s:o}]}]}", "resourceSpans",
-	                                "resource", o->resource, "scopeSpans", "scope", "name",
-	                                "codepod", "version", o->cfg.service_version, "spans", spans)
-	                    : NULL;
-	o->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	json_decref(req);
+	struct cp_buf body;
+	cp_buf_init(&body, SIZE_MAX);
+	size_t n = o->nqueue;
+	int rc = cp_buf_add(&body, o->prefix, strlen(o->prefix), NULL);
+	if (!rc)
+		rc = cp_buf_add(&body, cp_buf_ptr(&o->queue), cp_buf_len(&o->queue), NULL);
+	if (!rc)
+		rc = cp_buf_add(&body, "]}]}]}", 6, NULL);
+	cp_buf_reset(&o->queue);
+	o->nqueue = 0;
+	o->body = rc ? NULL : cp_buf_take(&body, NULL, NULL);
+	cp_buf_free(&body);
 	o->nbatch = n;
 	o->attempt = 0;
 	if (!o->body) {
@@ -251,7 +278,7 @@ static void on_timer(uv_timer_t *t)
 	}
 	if (o->in_flight)
 		return;
-	if (!o->body && json_array_size(o->queue) > 0 && make_batch(o))
+	if (!o->body && o->nqueue > 0 && make_batch(o))
 		return;
 	if (o->body)
 		send_batch(o);
@@ -288,15 +315,27 @@ int broker_otlp_new(const struct broker_otlp_config *cfg, struct broker_otlp **o
 		memcpy(o->url, ep, n);
 		memcpy(o->url + n, "/v1/traces", sizeof "/v1/traces");
 	}
-	o->queue = json_array();
-	o->resource = json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "attributes", "key",
-	                        "service.name", "value", "stringValue", "codepod", "key",
-	                        "service.version", "value", "stringValue", o->cfg.service_version);
-	int rc = o->url && o->queue && o->resource ? cp_curl_new(cfg->loop, &o->curl, err)
-	                                          : cp_err_set(err, CP_E_NOMEM, "out of memory");
+	cp_buf_init(&o->queue, SIZE_MAX);
+	json_t *head = json_pack("{s:{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]},s:{s:s,s:s}}", "resource",
+	                         "attributes", "key", "service.name", "value", "stringValue",
+	                         "codepod", "key", "service.version", "value", "stringValue",
+	                         o->cfg.service_version, "scope", "name", "codepod", "version",
+	                         o->cfg.service_version);
+	char *h = head ? json_dumps(head, JSON_COMPACT) : NULL;
+	json_decref(head);
+	if (h) { /* {"resource":...,"scope":...} -> the text before the first span */
+		size_t hl = strlen(h);
+		const char *mid = strstr(h, ",\"scope\":");
+		o->prefix = mid ? malloc(hl + 64) : NULL;
+		if (o->prefix)
+			snprintf(o->prefix, hl + 64, "{\"resourceSpans\":[%.*s,\"scopeSpans\":[{%.*s,\"spans\":[",
+			         (int)(mid - h), h, (int)(hl - (size_t)(mid - h) - 2), mid + 1);
+		free(h);
+	}
+	int rc = o->url && o->prefix ? cp_curl_new(cfg->loop, &o->curl, err)
+	                             : cp_err_set(err, CP_E_NOMEM, "out of memory");
 	if (rc) {
-		json_decref(o->queue);
-		json_decref(o->resource);
+		free(o->prefix);
 		free(o->url);
 		free(o);
 		return rc;
@@ -320,8 +359,8 @@ unsigned long long broker_otlp_exported(const struct broker_otlp *o)
 static void on_timer_closed(uv_handle_t *h)
 {
 	struct broker_otlp *o = h->data;
-	json_decref(o->queue);
-	json_decref(o->resource);
+	cp_buf_free(&o->queue);
+	free(o->prefix);
 	free(o->url);
 	free(o);
 }
@@ -334,9 +373,10 @@ static void finish_close(struct broker_otlp *o)
 		cp_curl_cancel(o->curl, &o->xfer);
 		o->in_flight = 0;
 	}
-	drop(o, o->nbatch + json_array_size(o->queue), "shutdown limit");
+	drop(o, o->nbatch + o->nqueue, "shutdown limit");
 	batch_free(o);
-	json_array_clear(o->queue);
+	cp_buf_reset(&o->queue);
+	o->nqueue = 0;
 	cp_log(CP_LOG_INFO, "otlp.closed", "exported", json_integer((json_int_t)o->exported),
 	       "dropped", json_integer((json_int_t)o->dropped), NULL);
 	cp_curl_close(o->curl, NULL, NULL);
@@ -352,7 +392,7 @@ void broker_otlp_close(struct broker_otlp *o)
 	o->closing = 1;
 	uv_update_time(o->cfg.loop);
 	o->close_deadline_ms = now_ms(o) + o->cfg.shutdown_ms;
-	if (!o->in_flight && !o->body && json_array_size(o->queue) == 0) {
+	if (!o->in_flight && !o->body && o->nqueue == 0) {
 		finish_close(o);
 		return;
 	}

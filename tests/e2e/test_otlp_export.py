@@ -165,3 +165,19 @@ def test_a_collector_down_refusing_or_hanging_costs_only_drops(tmp_path, collect
     assert s.log_events("otlp.dropped")
     if mode == "refuse":
         assert len(col.requests) >= 2, "a refused batch is retried"
+
+
+def test_a_declared_name_of_any_text_stays_valid_json(tmp_path, collector, modules):
+    name = 'q"\\é\x01\u2028'
+    col = collector()
+    s = start(tmp_path, col.url)
+    try:
+        s.serve({name: lambda x: 1})
+        eid = s.execute("return await tools[%s]({});" % json.dumps(name), tools=[name],
+                        traceparent=TP)
+        assert_ok(s.wait_result(eid))
+    finally:
+        close_and_check(s)
+    spans = decode(col, modules, tmp_path)
+    (tc,) = [sp for sp in spans if sp["name"] == "codepod.tool_call"]
+    assert tc["attributes"]["codepod.tool.name"] == name
