@@ -23,7 +23,7 @@ bench_files.py, (i).
 usage: bench.py [--quick] [--only=SECTION,...] OUT
        bench.py [--quick] --latency-only SECTIONS OUT
        --only: these sections alone, of startup calls concurrent exec serve
-       serve-calls (its round trip alone) kube latency latency-a latency-load
+       serve-calls (its round trip alone) kube trace latency latency-a latency-load
        latency-b latency-c latency-d resume files (the tool-bridge figures alone: `make bench
        BENCH_ARGS=--only=calls,serve-calls,latency-d`)
        --latency-only: section (g) alone, only SECTIONS of bench_latency.py
@@ -240,6 +240,25 @@ def files_lines(f):
     return L
 
 
+def trace_lines(f):
+    """Section (j): tracing on vs off, from bench_trace.py."""
+    L = ["(j) tracing on (traceparent on every execute, spans exported to a collector on",
+         "    127.0.0.1) vs off, `serve --stdio`, alternating, median of the runs:"]
+    if not f:
+        return L + ["    not measured"]
+    for key, label, goal in (("return1", "`return 1` (median of %d each run)" % f["return1_per_run"], 1.05),
+                             ("calls", "%d sequential tool calls" % f["calls"], 1.10)):
+        L.append("    %s: on %.1f ms, off %.1f ms, ratio %.2fx (goal <= %.2fx: %s);"
+                 % (label, f["on"][key + "_ms"], f["off"][key + "_ms"], f["ratio_" + key], goal,
+                    verdict(f["ratio_" + key] <= goal)))
+        cpu = f.get("ratio_%s_codepod_cpu" % key)
+        L.append("      codepod CPU on %.1f ms, off %.1f ms%s"
+                 % (f["on"][key + "_codepod_cpu_ms"], f["off"][key + "_codepod_cpu_ms"],
+                    ", ratio %.2fx" % cpu if cpu else ""))
+    L.append("    spans received by the collector: %d" % f["spans_received"])
+    return L
+
+
 def latency_lines(figs):
     """Section (g): the per-script latency figures (bench_latency.py, bench_codepod startup --prestart)."""
     f = figs.get("latency") or {}
@@ -405,6 +424,9 @@ def main():
             if wanted("resume"):
                 print("bench: resume after an approval vs fresh ...", file=sys.stderr, flush=True)
                 run_script("resume", "bench_resume.py", quick, figs, failed, notes)
+            if wanted("trace"):
+                print("bench: tracing on vs off ...", file=sys.stderr, flush=True)
+                run_script("trace", "bench_trace.py", quick, figs, failed, notes)
             calls = figs.get("calls", {}).get("calls_per_s")
             if calls:
                 os.environ["BENCH_BRIDGE_CALLS_PER_S"] = str(calls)
@@ -494,6 +516,8 @@ def main():
         L.extend(resume_lines(figs.get("resume")))
         L.append("")
         L.extend(files_lines(figs.get("files")))
+        L.append("")
+        L.extend(trace_lines(figs.get("trace")))
     for n in notes:
         L.append("note: " + n)
     if failed:
