@@ -113,20 +113,15 @@ static uint64_t at_ns(const struct codepod_exec *e, uint64_t mono_ms)
 	return e->trace.anchor_unix_ns + (mono_ms - e->t_submit_ms) * 1000000u;
 }
 
-/* The conversation key is never sent in clear: the first 16 bytes of a
- * SHA-256 under a domain of its own, in hex. */
-static void conversation_hash(const char *conv, char out[33])
+/* The conversation key is never sent in clear: its SHA-256 in hex, the
+ * same as the audit line's conversationHash, so the two can be joined. */
+static void conversation_hash(const char *conv, char out[65])
 {
-	static const char domain[] = "codepod-conversation-v1";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	out[0] = '\0';
-	if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-	    EVP_DigestUpdate(ctx, domain, sizeof domain) == 1 &&
-	    EVP_DigestUpdate(ctx, conv, strlen(conv)) == 1 && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1)
-		cp_trace_hex(md, 16, out);
-	EVP_MD_CTX_free(ctx);
+	if (EVP_Digest(conv, strlen(conv), md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32)
+		cp_trace_hex(md, 32, out);
 }
 
 static void emit(const struct codepod_exec *e, const char *name, const unsigned char *span,
@@ -152,7 +147,7 @@ void codepod_trace_emit(const struct codepod_exec *e)
 	uint64_t end = e->t_end_ms ? e->t_end_ms : codepod_exec_now_ms();
 	int failed = e->code != CP_OK;
 	const char *status = failed ? cp_code_name(e->code) : "OK";
-	char conv[33];
+	char conv[65];
 	conversation_hash(e->conversation, conv);
 	emit(e, "codepod.execution", t->span[CODEPOD_SPAN_EXEC], t->has_parent ? t->parent_id : NULL,
 	     e->t_submit_ms, end, failed,

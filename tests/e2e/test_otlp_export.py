@@ -3,6 +3,7 @@ caller's span, the ids tool calls carry, attributes without program text,
 inputs or the conversation key, and a collector that is down or hangs
 costing nothing but counted drops."""
 
+import hashlib
 import json
 
 import pytest
@@ -90,6 +91,8 @@ def test_spans_nest_under_the_callers_and_name_no_content(tmp_path, collector, m
     assert a["codepod.execution.id"] == eid and a["codepod.status"] == "OK"
     assert a["codepod.tool_calls"] == 2 and a["codepod.source.bytes"] == len(js.encode())
     assert a["codepod.digest"] == res["usage"]["digest"]
+    # the audit line's conversationHash: the two can be joined, the key is not there
+    assert a["codepod.conversation.hash"] == hashlib.sha256(CONV.encode()).hexdigest()
     assert by["codepod.acquire"][0]["attributes"]["codepod.acquire.kind"] in ("warm", "cold")
     raw = b"".join(r for _, _, r in col.requests)
     for mark in (SECRET_JS, SECRET_IN, SECRET_OUT, CONV, "tools.echo"):
