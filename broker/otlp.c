@@ -132,6 +132,11 @@ void broker_otlp_span(void *ud, const struct codepod_span *sp)
 		cp_trace_hex(sp->parent_id, CP_SPAN_ID_LEN, pid);
 		cp_buf_addf(b, NULL, "\"parentSpanId\":\"%s\",", pid);
 	}
+	if (sp->tracestate) { /* the caller's, as W3C says a span of its trace carries it */
+		cp_buf_addf(b, NULL, "\"traceState\":");
+		put_str(b, sp->tracestate, strlen(sp->tracestate));
+		cp_buf_add(b, ",", 1, NULL);
+	}
 	cp_buf_addf(b, NULL, "\"name\":");
 	put_str(b, sp->name, strlen(sp->name));
 	cp_buf_addf(b, NULL, ",\"kind\":%d,\"startTimeUnixNano\":\"%llu\",\"endTimeUnixNano\":\"%llu\","

@@ -50,6 +50,7 @@ struct codepod_span {
 	unsigned long long start_unix_ns, end_unix_ns;
 	int error; /* the span's status is ERROR */
 	const json_t *attributes;
+	const char *tracestate; /* the execute's W3C tracestate, NULL: none */
 };
 
 struct codepod_config {

@@ -132,7 +132,7 @@ static void emit(const struct codepod_exec *e, const char *name, const unsigned 
 		end_ms = start_ms;
 	struct codepod_span sp = {
 		name, e->trace.trace_id, span, parent, at_ns(e, start_ms), at_ns(e, end_ms), error,
-		attrs,
+		attrs, e->trace.tracestate,
 	};
 	if (attrs)
 		e->cp->cfg.span(e->cp->cfg.span_ud, &sp);

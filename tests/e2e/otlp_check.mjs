@@ -80,7 +80,8 @@ for (const text of bodies) {
           }
           attributes[a.key] = kind === "intValue" ? Number(a.value[kind]) : a.value[kind];
         }
-        out.push({ name: s.name, traceId: s.traceId, spanId: s.spanId,
+        if (s.traceState !== undefined && typeof s.traceState !== "string") fail("traceState");
+        out.push({ name: s.name, traceId: s.traceId, spanId: s.spanId, traceState: s.traceState ?? null,
                    parentSpanId: s.parentSpanId ?? null, kind: s.kind, status: s.status.code,
                    start: s.startTimeUnixNano, end: s.endTimeUnixNano, attributes });
       }

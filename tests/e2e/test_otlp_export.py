@@ -52,7 +52,8 @@ def test_spans_nest_under_the_callers_and_name_no_content(tmp_path, collector, m
               f"const a = await tools.echo({{ n: 1, s: '{SECRET_IN}' }});\n"
               f"const b = await tools.echo({{ n: 2, s: '{SECRET_IN}' }});\n"
               "return a.n + b.n;")
-        eid = s.execute(js, tools=["echo"], traceparent=TP, conversation=CONV)
+        eid = s.execute(js, tools=["echo"], traceparent=TP, conversation=CONV,
+                        tracestate="vendor=v1")
         res = s.wait_result(eid)
         assert_ok(res)
         calls = {c["call"]: c["traceparent"] for c in s.of(eid, "tool_call")}
@@ -70,6 +71,7 @@ def test_spans_nest_under_the_callers_and_name_no_content(tmp_path, collector, m
                           "codepod.runner.start", "codepod.tool_call"]
     (ex,) = by["codepod.execution"]
     assert all(sp["traceId"] == TRACE for sp in spans)
+    assert all(sp["traceState"] == "vendor=v1" for sp in spans)
     assert ex["parentSpanId"] == PARENT
     for name in ("codepod.acquire", "codepod.runner.start", "codepod.program"):
         (sp,) = by[name]
@@ -120,6 +122,7 @@ def test_without_a_traceparent_a_trace_starts_at_codepod(tmp_path, collector, mo
     assert call["traceparent"] == f"00-{ex['traceId']}-{tc['spanId']}-01"
     # an undeclared tool's name is the program's text: not in a span
     assert {sp["traceId"] for sp in spans} == {ex["traceId"]}
+    assert all(sp["traceState"] is None for sp in spans)
 
 
 def test_an_undeclared_tool_name_stays_out(tmp_path, collector, modules):
