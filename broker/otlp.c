@@ -22,7 +22,9 @@
 /* A refused or failed batch is sent again after 250 ms, 500 ms, 1 s, 2 s. */
 #define RETRIES 4
 #define RETRY_FIRST_MS 250
-#define REQUEST_TIMEOUT_MS 10000
+/* A request the collector does not answer holds the spans behind it: cut it
+ * soon, so that they still go out within 5 s of their end once it answers. */
+#define REQUEST_TIMEOUT_MS 4000
 
 enum { SPAN_KIND_INTERNAL = 1, SPAN_KIND_CLIENT = 3, STATUS_ERROR = 2 };
 
