@@ -23,6 +23,15 @@ static const struct {
 	{ "attach", BROKER_SERVED_LISTEN },
 	/* POST /v1/executions, its tool calls sent to a broker URL */
 	{ "webhook", BROKER_SERVED_LISTEN },
+	/* the file_* and archive_* messages (and the files and archive routes
+	 * of serve --listen) */
+	{ "files", BOTH },
+	/* the command messages (and POST .../commands) */
+	{ "commands", BOTH },
+	/* tools that need a person's approval: suspend, resume, hold */
+	{ "approvals", BOTH },
+	/* execute's traceparent and tracestate, carried by each tool_call */
+	{ "traces", BOTH },
 };
 
 #define N_FEATURES (sizeof features / sizeof features[0])

@@ -454,7 +454,7 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, const struct cli_opt
 	struct broker_otlp *otlp = NULL;
 	if (o->otlp_endpoint) {
 		struct broker_otlp_config oc = { .loop = loop, .endpoint = o->otlp_endpoint,
-		                                 .service_version = CODEPOD_VERSION };
+		                                 .service_version = CP_VERSION };
 		struct cp_err oerr;
 		if (broker_otlp_new(&oc, &otlp, &oerr)) {
 			fprintf(stderr, "codepod: %s\n", oerr.msg);
