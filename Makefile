@@ -37,7 +37,7 @@ LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # The layers, lowest first (docs/architecture.md); cli/ is the program.
-LAYERS    := base runner runner/local k8s/api k8s/backend broker cli
+LAYERS    := base store runner runner/local k8s/api k8s/backend broker cli
 LIB_SRC   := $(filter-out cli/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/runner_js.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -322,3 +322,14 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# The S3 client and snapshots against a real store (tests/store: a one-node
+# Ceph with its RADOS Gateway, started and stopped by the tests).
+.PHONY: store-tests
+$(BUILD)/store/s3_tool: $(BUILD)/obj/tests/store/s3_tool.o $(BUILD)/libcodepod.a
+	$(Q)mkdir -p $(dir $@)
+	@echo "  LD    $@"
+	$(Q)$(CC) $(CFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+store-tests: all $(BUILD)/store/s3_tool
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/store

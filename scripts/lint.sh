@@ -29,7 +29,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-dirs=(base runner runner/local k8s/api k8s/backend broker cli)
+dirs=(base store runner runner/local k8s/api k8s/backend broker cli)
 unsafe='sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|exit|realloc|reallocarray'
 blocking='curl_easy_perform|connect|accept|accept4|recv|recvfrom|recvmsg|send|sendto|sendmsg|select|poll|ppoll|getaddrinfo|gethostbyname|sleep|usleep|nanosleep|pthread_create|uv_thread_create|uv_queue_work'
 banned="$unsafe|$blocking"
@@ -119,12 +119,13 @@ done
 #    share a basename, so a name alone says which file is meant.
 declare -A may_include=(
 	[base]="base"
+	[store]="base store"
 	[runner]="base runner"
-	[runner/local]="base runner runner/local"
+	[runner/local]="base store runner runner/local"
 	[k8s/api]="base k8s/api"
 	[k8s/backend]="base runner k8s/api k8s/backend"
 	[broker]="base runner broker"
-	[cli]="base runner runner/local k8s/api k8s/backend broker cli"
+	[cli]="base store runner runner/local k8s/api k8s/backend broker cli"
 )
 echo "lint: includes follow the layers; no duplicate basenames"
 for d in "${dirs[@]}"; do
