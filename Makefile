@@ -19,7 +19,7 @@
 
 BUILD  ?= build
 CC     ?= cc
-PKGS   := libcurl jansson libwebsockets openssl libuv yaml-0.1 libseccomp
+PKGS   := libcurl jansson libwebsockets openssl libuv yaml-0.1 libseccomp libarchive
 PYTHON := /usr/bin/python3
 
 # Sanitizer flavour is chosen by the caller (make asan sets it).

@@ -49,6 +49,9 @@ struct opts {
 	int no_isolation;
 	int no_memory_bound;
 	unsigned max_sandbox_pids;
+	/* snapshots (store/snapshots.h) */
+	const char *snapshot_url, *s3_endpoint, *s3_region, *s3_credentials_file;
+	unsigned snapshot_ttl_s;
 	/* the engine (serve and run) */
 	const char *policy_defaults, *policy_ceiling; /* the deployment's */
 	unsigned prestart_max;    /* --prestart N */
@@ -147,6 +150,23 @@ static const struct cli_opt local_opts[] = {
 	CLI_END,
 };
 
+static const struct cli_opt snapshot_opts[] = {
+	{ "snapshot-url", "s3://BUCKET/PREFIX", CLI_STR_AT(O, snapshot_url),
+	  .help = "keep each conversation's workspace in this S3 bucket: snapshotted after it "
+	          "changed, restored when it is new (local backend)" },
+	{ "s3-endpoint", "URL", CLI_STR_AT(O, s3_endpoint),
+	  .help = "the S3 store, for one other than AWS (MinIO, Ceph, GCS: https://storage.googleapis.com)" },
+	{ "s3-region", "REGION", CLI_STR_AT(O, s3_region),
+	  .help = "the store's region, signed into each request (default: us-east-1)" },
+	{ "s3-credentials-file", "FILE", CLI_STR_AT(O, s3_credentials_file),
+	  .help = "the store's keys, AWS credentials-file format, read again when it changes "
+	          "(default: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN)" },
+	{ "snapshot-ttl", "SECONDS", CLI_UINT_AT(O, snapshot_ttl_s, 0, 1000000000),
+	  .help = "snapshots last written longer ago are deleted; 0: kept until the "
+	          "conversation is deleted" },
+	CLI_END,
+};
+
 static const struct cli_opt kube_opts[] = {
 	{ "kubeconfig", "FILES", CLI_STR_AT(O, kube.kubeconfig),
 	  .help = "a KUBECONFIG-style list (default: $KUBECONFIG, else ~/.kube/config; "
@@ -176,19 +196,20 @@ static const struct cli_group run_group = { "run", run_opts };
 static const struct cli_group engine_group = { "serve and run", engine_opts };
 static const struct cli_group local_group = { "serve and run, --backend local", local_opts };
 static const struct cli_group kube_group = { "serve and run, --backend kubernetes", kube_opts };
+static const struct cli_group snapshot_group = { "serve and run, snapshots", snapshot_opts };
 
 /* Each subcommand's groups; --help lists help_groups, in that order. */
 static const struct cli_group *const serve_groups[] = {
 	&stdio_group, &cli_listen_group, &serve_group, &engine_group, &local_group, &kube_group,
-	&cli_help_group,
+	&snapshot_group, &cli_help_group,
 };
 static const struct cli_group *const run_groups[] = {
-	&run_group, &engine_group, &local_group, &kube_group, &cli_help_group,
+	&run_group, &engine_group, &local_group, &kube_group, &snapshot_group, &cli_help_group,
 };
 static const struct cli_group *const decl_groups[] = { &cli_help_group };
 static const struct cli_group *const help_groups[] = {
 	&stdio_group, &cli_listen_group, &serve_group, &run_group, &engine_group, &local_group,
-	&kube_group, &cli_help_group,
+	&kube_group, &snapshot_group, &cli_help_group,
 };
 #define COUNT_OF(a) (sizeof(a) / sizeof *(a))
 #define MAX_GROUPS COUNT_OF(help_groups) /* every subcommand's are among them */
@@ -261,6 +282,11 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 {
 	struct cp_err err;
 	if (o->backend && strcmp(o->backend, "kubernetes") == 0) {
+		if (o->snapshot_url) {
+			fprintf(stderr, "codepod: --snapshot-url is not supported on the kubernetes "
+			        "backend yet\n");
+			return NULL;
+		}
 		struct codepod_backend *kb = NULL;
 		if (kube_backend_from_options(loop, &o->kube, &kb, &err)) {
 			fprintf(stderr, "codepod: kubernetes backend: %s\n", err.msg);
@@ -298,8 +324,24 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 		cp_log(CP_LOG_WARN, "local.secrets_visible", "message",
 		       json_string("without isolation, programs can read every file this user can, "
 		                   "the token, audit and webhook secret files included"), NULL);
-	struct local_config cfg = { loop, state, node, isolate, o->sandbox_user, o->sandbox_uids,
-	                               hide, o->no_memory_bound, o->max_sandbox_pids, NULL };
+	struct store_snaps *snaps = NULL;
+	if (o->snapshot_url) {
+		struct store_snaps_config sc = {
+			.loop = loop, .url = o->snapshot_url, .endpoint = o->s3_endpoint,
+			.region = o->s3_region, .credentials_file = o->s3_credentials_file,
+			.spool_dir = state, .ttl_s = o->snapshot_ttl_s,
+		};
+		if (store_snaps_new(&sc, &snaps, &err)) {
+			fprintf(stderr, "codepod: snapshots: %s\n", err.msg);
+			return NULL;
+		}
+	}
+	struct local_config cfg = {
+		.loop = loop, .state_dir = state, .node = node, .isolate = isolate,
+		.sandbox_user = o->sandbox_user, .sandbox_uids = o->sandbox_uids, .hide = hide,
+		.no_memory_bound = o->no_memory_bound, .max_sandbox_pids = o->max_sandbox_pids,
+		.snaps = snaps,
+	};
 	struct codepod_backend *b = NULL;
 	if (local_new(&cfg, &b, &err)) {
 		if (isolate && err.code == CP_E_UNSUPPORTED)

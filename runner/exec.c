@@ -251,6 +251,10 @@ uint64_t codepod_exec_cpu_us(const struct codepod_exec *e)
  * live reading, held to the CPU budget. */
 static void note_usage(struct codepod_exec *e, const struct codepod_usage *u, int enforce)
 {
+	if (u && u->restored && e->state != CODEPOD_ST_DONE) {
+		e->usage.restored = 1;
+		e->usage.restore_ms = u->restore_ms;
+	}
 	if (!u || !u->known || e->state == CODEPOD_ST_DONE)
 		return;
 	e->usage.known = 1;

@@ -53,6 +53,9 @@ static json_t *usage_json(const struct codepod_exec *e, const char *sandbox)
 		                                                          codepod_exec_cpu_us(e) / 1000u)));
 		json_object_set_new(u, "maxRssBytes", json_integer((json_int_t)e->usage.max_rss_bytes));
 	}
+	/* The first execution after its workspace came back from a snapshot. */
+	if (u && e->usage.restored)
+		json_object_set_new(u, "restoreMs", json_integer((json_int_t)e->usage.restore_ms));
 	return u;
 }
 

@@ -41,6 +41,8 @@ struct codepod_usage {
 	int known;              /* 0: no reading (the figures are 0) */
 	uint64_t cpu_us;        /* user + system CPU time, microseconds */
 	uint64_t max_rss_bytes; /* the largest peak resident set of one process */
+	int restored;           /* the workspace was restored from a snapshot before */
+	uint64_t restore_ms;    /* the runner started, taking this long (usage.restoreMs) */
 };
 
 struct codepod_proc_exit {

@@ -26,7 +26,9 @@
 #include "runner/local/local_backend.h"
 #include "runner/local/local_sandbox.h"
 #include "runner/local/sandbox_uids.h"
+#include "base/buf.h"
 #include "base/log.h"
+#include "store/snapshots.h"
 
 /* After the process exits, how long its pipes may stay open (a child that
  * escaped the kill still holds them) before we stop waiting for EOF. */
@@ -54,6 +56,22 @@ struct local {
 	unsigned long cg_seq;     /* names the execution folders */
 	uv_timer_t cg_retry;      /* removes the folders still busy at their reaping */
 	int cg_timer;             /* cg_retry is initialised */
+	struct store_snaps *snaps; /* --snapshot-url: owned, or NULL */
+	int snaps_closing;
+};
+
+/* A spawn waiting for its workspace's restore: the request, copied. */
+struct deferred {
+	char **argv;
+	char *input;
+	size_t input_len;
+	unsigned long memory_mb;
+	char *exec_id;
+	char *conversation;
+	struct cp_buf stdin_q; /* what write() was given meanwhile */
+	int kill_asked;
+	uid_t uid;             /* the workspace's owner to be, (uid_t)-1: ours */
+	gid_t gid;
 };
 
 struct codepod_proc {
@@ -81,6 +99,9 @@ struct codepod_proc {
 	int polling;          /* oom_poll is initialised and not closed */
 	int oom_killed;       /* the OOM event came: the group was killed */
 	struct codepod_proc_exit ex;
+	struct deferred *def; /* waiting for a restore, or NULL */
+	char ws_hash[33];     /* the workspace's folder name, for snapshots */
+	char *ws;
 };
 
 struct write_req {
@@ -161,6 +182,8 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 	int n = snprintf(out, cap, "%s/%s", b->ws_root, hex);
 	if (n < 0 || (size_t)n >= cap)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "state folder path too long");
+	if (!uid)
+		return 0; /* the path alone */
 	int rc = mkdir_p(out, err);
 	return rc ? rc : own_workspace(b, conversation, out, uid, gid, err);
 }
@@ -168,15 +191,32 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 static void report_if_done(struct codepod_proc *p);
 
 static void local_free(struct local *b);
+static void local_closed(struct local *b);
+
+static void deferred_free(struct deferred *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; d->argv && d->argv[i]; i++)
+		free(d->argv[i]);
+	free(d->argv);
+	free(d->input);
+	free(d->exec_id);
+	free(d->conversation);
+	cp_buf_free(&d->stdin_q);
+	free(d);
+}
 
 static void on_handle_closed(uv_handle_t *h)
 {
 	struct codepod_proc *p = h->data;
 	if (--p->handles_open == 0) {
 		struct local *b = p->b;
+		deferred_free(p->def);
+		free(p->ws);
 		free(p);
 		if (--b->live == 0 && b->closing)
-			local_free(b);
+			local_closed(b);
 	}
 }
 
@@ -204,6 +244,10 @@ static void report_if_done(struct codepod_proc *p)
 		return;
 	p->reported = 1;
 	uv_timer_stop(&p->drain);
+	/* The workspace may have changed: a snapshot follows (debounced),
+	 * the outcome does not wait for it. */
+	if (p->b->snaps && p->ws && p->ws_hash[0])
+		store_snaps_touch(p->b->snaps, p->ws_hash, p->ws);
 	p->cbs->exited(p->ud, &p->ex);
 	close_all(p);
 }
@@ -760,20 +804,14 @@ static void cg_watch(struct codepod_proc *p)
 	}
 }
 
-static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_req *req,
-                       const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
-                       struct cp_err *err)
+/* Starts @p's process for @req in @ws (made and owned: workspace_path). */
+static int launch(struct codepod_proc *p, const struct codepod_spawn_req *req, const char *ws,
+                  uid_t uid, gid_t gid, struct cp_err *err)
 {
-	struct local *b = (struct local *)base;
-	char ws[4096];
-	uid_t uid;
-	gid_t gid;
-	int rc = workspace_path(b, req->conversation, ws, sizeof ws, &uid, &gid, err);
-	if (rc)
-		return rc;
+	struct local *b = p->b;
 	const char *argv[MAX_ARGS];
 	struct local_sandbox_buf argbuf;
-	rc = build_argv(b, req, ws, uid, gid, &argbuf, argv, err);
+	int rc = build_argv(b, req, ws, uid, gid, &argbuf, argv, err);
 	if (rc)
 		return rc;
 	/* bubblewrap reads its options from fd 4, the seccomp filter from fd 3 */
@@ -791,36 +829,18 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	static char tmp_env[] = "TMPDIR=/tmp";
 	static char lang_env[] = "LANG=C.UTF-8";
 	char *env[] = { path_env, home, tmp_env, lang_env, NULL };
-	struct codepod_proc *p = calloc(1, sizeof *p);
-	if (!p) {
-		if (sfd >= 0)
-			close(sfd);
-		if (afd >= 0)
-			close(afd);
-		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	}
-	p->b = b;
-	p->cbs = cbs;
-	p->ud = ud;
-	p->wait_status = -1;
-	uv_pipe_init(b->loop, &p->in, 0);
-	uv_pipe_init(b->loop, &p->out, 0);
-	uv_pipe_init(b->loop, &p->err, 0);
-	uv_timer_init(b->loop, &p->drain);
-	p->in.data = p->out.data = p->err.data = p->drain.data = p;
-	p->handles_open = 4;
-	b->live++;
+	/* Isolated, prlimit sets hard limits inside the sandbox; plain
+	 * processes get the soft data limit around the fork. */
 	rc = cg_make(b, p, req->memory_mb, err);
 	if (rc) {
 		if (sfd >= 0)
 			close(sfd);
-		close_all(p);
+		if (afd >= 0)
+			close(afd);
 		return rc;
 	}
 	if (p->cg)
 		prepend_join(p->cg, argv);
-	/* Isolated, prlimit sets hard limits inside the sandbox; plain
-	 * processes get the soft data limit around the fork. */
 	pid_t pid = 0;
 	rc = spawn_child(p, argv, env, ws, sfd, afd, b->isolate ? 0 : req->memory_mb, &pid, err);
 	if (sfd >= 0)
@@ -833,7 +853,6 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 		else if (p->cg)
 			p->cg->orphan = 1;
 		p->cg = NULL;
-		close_all(p);
 		return rc;
 	}
 	p->pid = (int)pid;
@@ -844,11 +863,167 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
 	cp_log(CP_LOG_DEBUG, "local.spawn", "id", json_string(req->exec_id),
 	       "pid", json_integer(p->pid), "isolated", json_boolean(b->isolate), NULL);
-	*out = p;
 	struct cp_err werr;
 	cg_watch(p);
 	if (local_write(p, req->input, req->input_len, &werr))
 		local_kill(p); /* exited() follows and tells the story */
+	return 0;
+}
+
+/* A process that never started: exited() tells why, from the loop. */
+static void never_started(struct codepod_proc *p, int unavailable, const char *why)
+{
+	p->ex.code = -1;
+	p->ex.signal = unavailable ? 0 : SIGKILL;
+	p->ex.unavailable = unavailable;
+	snprintf(p->ex.detail, sizeof p->ex.detail, "%s", why ? why : "");
+	p->ex.usage = p->seen;
+	p->exited = p->out_eof = p->err_eof = 1;
+	report_if_done(p);
+}
+
+static void restored(void *ud, int rc, const struct cp_err *rerr, int64_t ms)
+{
+	struct codepod_proc *p = ud;
+	struct deferred *d = p->def;
+	if (rc || d->kill_asked) {
+		never_started(p, rc != 0, rc && rerr ? rerr->msg : NULL);
+		return;
+	}
+	if (ms >= 0) {
+		p->seen.restored = 1;
+		p->seen.restore_ms = (uint64_t)ms;
+	}
+	struct codepod_spawn_req req = {
+		.conversation = d->conversation, .exec_id = d->exec_id,
+		.argv = (const char *const *)d->argv, .input = d->input, .input_len = d->input_len,
+		.memory_mb = d->memory_mb,
+	};
+	char ws[4096];
+	uid_t uid;
+	gid_t gid;
+	struct cp_err err = { 0 };
+	/* No snapshot: the new workspace gets the owner taken for it already. */
+	if (ms < 0 && d->uid != (uid_t)-1 && mkdir(p->ws, 0700) == 0 &&
+	    lchown(p->ws, d->uid, d->gid) != 0)
+		rc = cp_err_errno(&err, CP_E_IO, errno, "chown %s", p->ws);
+	if (!rc)
+		rc = workspace_path(p->b, d->conversation, ws, sizeof ws, &uid, &gid, &err);
+	/* Started: what write() queued meanwhile follows the runner's input. */
+	p->def = NULL;
+	if (!rc)
+		rc = launch(p, &req, ws, uid, gid, &err);
+	if (rc) {
+		p->def = d; /* freed with the handle */
+		never_started(p, 1, err.msg);
+		return;
+	}
+	if (cp_buf_len(&d->stdin_q) && local_write(p, cp_buf_ptr(&d->stdin_q),
+	                                           cp_buf_len(&d->stdin_q), &err))
+		local_kill(p);
+	deferred_free(d);
+}
+
+static char *dup_s(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* The request kept until the restore ends. */
+static struct deferred *defer(const struct codepod_spawn_req *req)
+{
+	struct deferred *d = calloc(1, sizeof *d);
+	if (!d)
+		return NULL;
+	size_t n = 0;
+	while (req->argv[n])
+		n++;
+	d->argv = calloc(n + 1, sizeof *d->argv);
+	d->input = malloc(req->input_len ? req->input_len : 1);
+	d->exec_id = dup_s(req->exec_id);
+	d->conversation = dup_s(req->conversation);
+	cp_buf_init(&d->stdin_q, SIZE_MAX);
+	int ok = d->argv && d->input && d->conversation && (d->exec_id || !req->exec_id);
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (d->argv[i] = strdup(req->argv[i])) != NULL;
+	if (!ok) {
+		deferred_free(d);
+		return NULL;
+	}
+	if (req->input_len)
+		memcpy(d->input, req->input, req->input_len);
+	d->input_len = req->input_len;
+	d->memory_mb = req->memory_mb;
+	return d;
+}
+
+static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_req *req,
+                       const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
+                       struct cp_err *err)
+{
+	struct local *b = (struct local *)base;
+	char ws[4096];
+	uid_t uid;
+	gid_t gid;
+	int rc = workspace_path(b, req->conversation, ws, sizeof ws, NULL, NULL, err);
+	if (rc)
+		return rc;
+	struct stat st;
+	int restore = b->snaps && !b->snaps_closing && lstat(ws, &st) != 0 && errno == ENOENT;
+	if (!restore) {
+		rc = workspace_path(b, req->conversation, ws, sizeof ws, &uid, &gid, err);
+		if (rc)
+			return rc;
+	}
+	struct codepod_proc *p = calloc(1, sizeof *p);
+	if (!p || !(p->ws = strdup(ws))) {
+		free(p);
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	}
+	const char *slash = strrchr(ws, '/');
+	snprintf(p->ws_hash, sizeof p->ws_hash, "%s", slash ? slash + 1 : "");
+	p->b = b;
+	p->cbs = cbs;
+	p->ud = ud;
+	p->wait_status = -1;
+	uv_pipe_init(b->loop, &p->in, 0);
+	uv_pipe_init(b->loop, &p->out, 0);
+	uv_pipe_init(b->loop, &p->err, 0);
+	uv_timer_init(b->loop, &p->drain);
+	p->in.data = p->out.data = p->err.data = p->drain.data = p;
+	p->handles_open = 4;
+	b->live++;
+	if (restore) {
+		/* A new workspace: from its snapshot, if it has one, before the
+		 * program starts; the owner is the one it will have. */
+		uid_t ou = (uid_t)-1;
+		gid_t og = (gid_t)-1;
+		if (b->isolate && b->sb.as_root) {
+			ou = b->sb.uid;
+			og = b->sb.gid;
+			if (!b->sb.fixed_user && local_uids_take(&b->uids, req->conversation, &ou, err) == 0)
+				og = (gid_t)ou;
+		}
+		p->def = defer(req);
+		if (p->def) {
+			p->def->uid = ou;
+			p->def->gid = og;
+		}
+		rc = p->def ? store_snaps_restore(b->snaps, p->ws_hash, ws, ou, og, restored, p, err)
+		            : cp_err_set(err, CP_E_NOMEM, "out of memory");
+		if (rc) {
+			close_all(p);
+			return rc == CP_E_NOMEM ? rc : CP_E_SANDBOX_UNAVAILABLE;
+		}
+		*out = p;
+		return 0;
+	}
+	rc = launch(p, req, ws, uid, gid, err);
+	if (rc) {
+		close_all(p);
+		return rc;
+	}
+	*out = p;
 	return 0;
 }
 
@@ -862,6 +1037,8 @@ static int local_write(struct codepod_proc *p, const char *buf, size_t len, stru
 {
 	if (p->exited || len == 0)
 		return 0;
+	if (p->def)
+		return cp_buf_add(&p->def->stdin_q, buf, len, err);
 	/* Most messages fit the empty pipe at once: no copy, no request. Only
 	 * with nothing queued, so the order of bytes holds. */
 	if (p->in.write_queue_size == 0) {
@@ -1085,7 +1262,8 @@ static int read_tree(struct codepod_proc *p)
 	note_init(p, t.second);
 	if (!t.read || (p->b->isolate && !t.second))
 		return -1;
-	struct codepod_usage u = { 1, ticks_us(p->b, t.ticks), t.hwm_kb * 1024u };
+	struct codepod_usage u = { .known = 1, .cpu_us = ticks_us(p->b, t.ticks),
+	                           .max_rss_bytes = t.hwm_kb * 1024u };
 	merge_usage(&p->seen, &u);
 	return 0;
 }
@@ -1212,6 +1390,10 @@ static int drain_err(struct codepod_proc *p)
  * (killed()) and may deliver before the kernel has reaped them. */
 static void local_kill(struct codepod_proc *p)
 {
+	if (p->def) { /* not started: it never will be; exited() tells once the restore ends */
+		p->def->kill_asked = 1;
+		return;
+	}
 	if (p->outer_reaped && !p->exited) {
 		/* bubblewrap's process is gone, its init (ours now) not yet:
 		 * the namespace ends with it; exited() tells */
@@ -1277,6 +1459,8 @@ static void local_release(struct local *b)
 	}
 	b->cg.live = NULL;
 	local_cg_root_free(&b->cg);
+	if (b->snaps) /* local_new failed: nothing was snapshotted yet */
+		store_snaps_close(b->snaps, NULL, NULL);
 	local_sandbox_free(&b->sb);
 	local_uids_free(&b->uids);
 	free(b->state_dir);
@@ -1308,17 +1492,69 @@ static void local_free(struct local *b)
 
 /* May be called from inside a process's exited() chain: the memory goes
  * once the last process handle has closed. */
+static void snaps_closed(void *ud)
+{
+	struct local *b = ud;
+	b->snaps = NULL;
+	if (b->closing && b->live == 0)
+		local_free(b);
+}
+
+/* Every process is gone: the snapshots still waiting (the last
+ * executions' changes) are taken, then the memory goes. */
+static void local_closed(struct local *b)
+{
+	if (b->snaps && !b->snaps_closing) {
+		b->snaps_closing = 1;
+		store_snaps_close(b->snaps, snaps_closed, b);
+		return;
+	}
+	if (!b->snaps)
+		local_free(b);
+}
+
 static void local_destroy(struct codepod_backend *base)
 {
 	struct local *b = (struct local *)base;
 	b->closing = 1;
 	if (b->live == 0)
-		local_free(b);
+		local_closed(b);
+}
+
+static size_t local_stats(const struct codepod_backend *base, struct codepod_backend_stat *out,
+                          size_t max)
+{
+	const struct local *b = (const struct local *)(const void *)base;
+	if (!b->snaps)
+		return 0;
+	struct store_snaps_stats st;
+	store_snaps_get_stats(b->snaps, &st);
+	const struct codepod_backend_stat all[] = {
+		{ "codepod_snapshots_total", "Workspace snapshots written to the store, and the "
+		  "ones skipped because nothing had changed.", "result=\"written\"", st.snapshots },
+		{ "codepod_snapshots_total", "Workspace snapshots written to the store, and the "
+		  "ones skipped because nothing had changed.", "result=\"unchanged\"", st.skipped },
+		{ "codepod_snapshot_failures_total", "Snapshots that failed (logged as "
+		  "snapshot.failed with the store's answer); they are tried again.", "store=\"s3\"",
+		  st.failures },
+		{ "codepod_snapshot_restores_total", "Workspaces restored from a snapshot, and "
+		  "restores that failed (the acquisition ended SANDBOX_UNAVAILABLE).",
+		  "result=\"restored\"", st.restores },
+		{ "codepod_snapshot_restores_total", "Workspaces restored from a snapshot, and "
+		  "restores that failed (the acquisition ended SANDBOX_UNAVAILABLE).",
+		  "result=\"failed\"", st.restore_failures },
+	};
+	size_t n = sizeof all / sizeof all[0];
+	if (n > max)
+		n = max;
+	memcpy(out, all, n * sizeof *out);
+	return n;
 }
 
 static const struct codepod_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
-	.note_pid = local_note_pid, .sample = local_sample, .destroy = local_destroy,
+	.note_pid = local_note_pid, .sample = local_sample, .stats = local_stats,
+	.destroy = local_destroy,
 };
 
 /* The sandbox's pieces, then one real run through it that proves each
@@ -1411,6 +1647,7 @@ int local_new(const struct local_config *cfg, struct codepod_backend **out,
 	b->base.ops = &local_ops;
 	b->base.name = "local";
 	b->loop = cfg->loop;
+	b->snaps = cfg->snaps;
 	b->clk_tck = sysconf(_SC_CLK_TCK);
 	if (b->clk_tck <= 0)
 		b->clk_tck = 100;

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "runner/sandbox.h"
+#include "store/snapshots.h"
 
 struct local_config {
 	uv_loop_t *loop;
@@ -43,6 +44,9 @@ struct local_config {
 	unsigned long max_sandbox_pids; /* processes of all sandboxes together; 0: three
 	                                 * quarters of kernel.pid_max (cgroup.h) */
 	const char *cgroup_fs;   /* where the cgroup filesystems are; NULL: /sys/fs/cgroup */
+	struct store_snaps *snaps; /* --snapshot-url: workspaces snapshotted and restored
+	                            * (store/snapshots.h), or NULL; stolen, also when
+	                            * local_new fails; closed (drained) at destroy */
 };
 
 int local_new(const struct local_config *cfg, struct codepod_backend **out,

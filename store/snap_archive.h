@@ -1,0 +1,74 @@
+/*
+ * snap_archive.h - a workspace as one snapshot archive and back: tar
+ * (pax, for nanosecond times) compressed with zstd, through Debian's libarchive (which links
+ * Debian's libzstd and keeps up with tar's corner cases, so no tar writer
+ * of our own), and its manifest's figures.
+ *
+ * What goes in: regular files (contents, permission bits, mtime), folders
+ * and symbolic links, found without following any link; anything else (a
+ * socket, a FIFO, a device) is left out. The walk is sorted, so the same
+ * workspace gives the same fingerprint (a hash of every entry's path, type,
+ * mode, size, mtime and link target) whether or not it is packed.
+ *
+ * What comes out (store_archive_unpack), into an empty folder: regular
+ * files, folders and symbolic links only, each made under its parent opened
+ * one component at a time without following links, so nothing is written
+ * outside the folder. Refused, with the archive as a whole: an absolute
+ * path, a `..` component, a hard link, a device node or FIFO, a symbolic
+ * link that is absolute or climbs out of the folder, an entry already
+ * there. Set-id bits are dropped.
+ *
+ * Context: blocking file I/O and CPU: call from a worker thread (the
+ * snapshot work is queued with uv_queue_work), never from the loop.
+ *
+ * Ownership: the caller owns the descriptors (left open) and @out's
+ * part_sha, freed with free().
+ */
+#ifndef STORE_SNAP_ARCHIVE_H
+#define STORE_SNAP_ARCHIVE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+struct store_pack {
+	uint64_t size;          /* archive bytes */
+	uint64_t files;         /* entries archived */
+	uint64_t bytes;         /* file contents, before compression */
+	char sha256[65];        /* of the archive */
+	char fingerprint[65];   /* of the workspace (see above) */
+	char (*part_sha)[65];   /* the archive's parts' hashes (new), nparts of them */
+	size_t nparts;
+};
+
+/**
+ * store_archive_pack() - @dir archived into @out_fd (from offset 0),
+ * hashed whole and in parts of @part_size bytes as written.
+ * Returns 0; CP_E_TOO_BIG when the contents pass @max_bytes (the message
+ * says the ceiling); CP_E_IO; CP_E_INTERNAL (libarchive).
+ */
+int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t part_size,
+                       struct store_pack *out, struct cp_err *err);
+
+/** store_archive_fingerprint() - the fingerprint alone (no archive). */
+int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err);
+
+/**
+ * store_archive_verify() - the whole of @fd is @size bytes whose SHA-256
+ * is @sha256. Returns 0 or CP_E_PARSE naming which does not match.
+ */
+int store_archive_verify(int fd, uint64_t size, const char *sha256, struct cp_err *err);
+
+/**
+ * store_archive_unpack() - @fd's archive into the empty folder @dir.
+ * @uid/@gid: owner of what is made ((uid_t)-1: left as made).
+ * @files: receives the entries made.
+ * Returns 0; CP_E_DENIED for a refused entry (see above; the message
+ * says what kind, never the entry's name); CP_E_PARSE for an archive that
+ * does not read; CP_E_IO.
+ */
+int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, uint64_t *files,
+                         struct cp_err *err);
+
+#endif

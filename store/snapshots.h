@@ -1,0 +1,93 @@
+/*
+ * snapshots.h - a conversation's workspace kept in an S3 store: snapshots
+ * taken after it changed, restored when its workspace is new, deleted with
+ * the conversation, and expired after a time (--snapshot-ttl).
+ *
+ * Layout under `s3://BUCKET/PREFIX`: each conversation has a folder named
+ * by a hash of its key (the caller's, never the raw key), holding
+ * `manifest.json` (snap_manifest.h) and the archive it names,
+ * `archive-GENERATION.tar.zst`. A snapshot uploads a new archive, then
+ * replaces the manifest (one PUT, atomic), then deletes the archive the
+ * previous manifest named: a crash or a failure at any point leaves the
+ * previous snapshot readable. Two codepods snapshotting one conversation
+ * at once: the last manifest written wins, and it names a whole archive.
+ *
+ * Work off the loop: fingerprinting, packing, verifying and unpacking run
+ * on libuv's thread pool (uv_queue_work: a few bounded tasks, never a
+ * thread per execution); the transfers run on the loop through the S3
+ * client. An execution never waits for a snapshot.
+ *
+ * Ownership: store_snaps_new() returns a new object freed by
+ * store_snaps_close(), which first finishes what is running and takes the
+ * snapshots that were waiting (drain), then calls @closed. Strings are
+ * copied.
+ *
+ * Context: the loop thread. Callbacks are never called from inside the
+ * call that asked for them.
+ */
+#ifndef STORE_SNAPSHOTS_H
+#define STORE_SNAPSHOTS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "base/err.h"
+
+struct store_snaps;
+
+struct store_snaps_config {
+	uv_loop_t *loop;
+	const char *url;              /* "s3://BUCKET/PREFIX" (PREFIX may be empty) */
+	const char *endpoint;         /* --s3-endpoint, or NULL: AWS */
+	const char *region;           /* --s3-region, or NULL */
+	const char *credentials_file; /* --s3-credentials-file, or NULL: AWS_* */
+	const char *spool_dir;        /* where archives are written on their way */
+	unsigned ttl_s;               /* --snapshot-ttl; 0: kept until deleted */
+	unsigned debounce_ms;         /* after a change, until the snapshot (0: 2000) */
+	uint64_t max_bytes;           /* workspace ceiling (0: 4 GiB) */
+};
+
+/* Counters for /metrics. */
+struct store_snaps_stats {
+	unsigned long snapshots, failures, skipped, restores, restore_failures, deletes;
+};
+
+int store_snaps_new(const struct store_snaps_config *cfg, struct store_snaps **out,
+                    struct cp_err *err);
+
+/** Finish, then free; @closed(@ud) on a later loop turn (may be NULL). */
+void store_snaps_close(struct store_snaps *s, void (*closed)(void *ud), void *ud);
+
+/**
+ * store_snaps_touch() - an execution in the conversation @hash (32 hex)
+ * whose workspace is @ws has ended: within the debounce, its workspace is
+ * fingerprinted and, when it changed since the last snapshot, snapshotted.
+ * A failure is logged (warn, "snapshot.failed", with @hash and the
+ * store's answer), counted, and retried later.
+ */
+void store_snaps_touch(struct store_snaps *s, const char *hash, const char *ws);
+
+/* @rc 0: restored (@ms, the time it took) or nothing to restore (@ms -1);
+ * else CP_E_SANDBOX_UNAVAILABLE with the reason in @err. */
+typedef void (*store_restore_fn)(void *ud, int rc, const struct cp_err *err, int64_t ms);
+
+/**
+ * store_snaps_restore() - @ws does not exist: make it from the snapshot
+ * of @hash, owned by @uid/@gid ((uid_t)-1: ours), or learn there is none
+ * (the store's 404: the caller starts it empty). A refusal, an unreachable
+ * store, a manifest or archive that does not verify: SANDBOX_UNAVAILABLE
+ * naming why. Calls for a restore already running join it.
+ */
+int store_snaps_restore(struct store_snaps *s, const char *hash, const char *ws, uid_t uid,
+                        gid_t gid, store_restore_fn done, void *ud, struct cp_err *err);
+
+typedef void (*store_deleted_fn)(void *ud, int rc, const struct cp_err *err);
+
+/** store_snaps_delete() - every object of @hash's folder, then @done. */
+int store_snaps_delete(struct store_snaps *s, const char *hash, store_deleted_fn done,
+                       void *ud, struct cp_err *err);
+
+void store_snaps_get_stats(const struct store_snaps *s, struct store_snaps_stats *out);
+
+#endif
