@@ -12,6 +12,7 @@
 struct kept {
 	struct kept *next;
 	char *id;
+	char *conversation;
 	json_t *outcome;
 	size_t bytes;
 	uint64_t t_ms;
@@ -46,6 +47,7 @@ static void kept_free(struct kept *k)
 {
 	json_decref(k->outcome);
 	free(k->id);
+	free(k->conversation);
 	free(k);
 }
 
@@ -144,7 +146,8 @@ static void evict_for(struct broker_hub *h, size_t bytes)
 	}
 }
 
-void broker_hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int delivered)
+void broker_hub_retain(struct broker_hub *h, const char *id, const char *conversation,
+                       const json_t *outcome, int delivered)
 {
 	if (!h->cfg.retention_s || !h->cfg.max_outcomes)
 		return;
@@ -160,6 +163,7 @@ void broker_hub_retain(struct broker_hub *h, const char *id, const json_t *outco
 		free(k);
 		return;
 	}
+	k->conversation = conversation ? strdup(conversation) : NULL;
 	k->outcome = json_incref((json_t *)outcome);
 	k->bytes = bytes;
 	k->t_ms = broker_hub_now_ms(h);
@@ -239,4 +243,29 @@ size_t broker_hub_kept(const struct broker_hub *h, size_t *bytes)
 	if (bytes)
 		*bytes = h->kept_bytes;
 	return h->nkept;
+}
+
+void broker_hub_forget_conversation(struct broker_hub *h, const char *conversation)
+{
+	for (struct entry *en = h->entries; en; en = en->next) {
+		if (en->conversation && !strcmp(en->conversation, conversation) && !en->forgotten) {
+			en->forgotten = 1;
+			codepod_cancel(en->exec, "the conversation was deleted");
+		}
+	}
+	struct kept **pp = &h->head, *prev = NULL;
+	while (*pp) {
+		struct kept *k = *pp;
+		if (k->conversation && !strcmp(k->conversation, conversation)) {
+			*pp = k->next;
+			if (h->tail == k)
+				h->tail = prev;
+			h->nkept--;
+			h->kept_bytes -= k->bytes;
+			kept_free(k);
+			continue;
+		}
+		prev = k;
+		pp = &k->next;
+	}
 }

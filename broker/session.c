@@ -372,7 +372,8 @@ static void on_done(void *ud, struct codepod_exec *e, const json_t *outcome)
 	send_to(s, m);
 	if (!s)
 		cp_log(CP_LOG_INFO, "exec.kept", "id", json_string(en->id), NULL);
-	broker_hub_retain(en->hub, en->id, outcome, delivered);
+	if (!en->forgotten)
+		broker_hub_retain(en->hub, en->id, en->conversation, outcome, delivered);
 	broker_hub_remove(en->hub, en);
 	entry_free(en);
 	if (s) {
@@ -753,6 +754,71 @@ static void do_hello(struct broker_session *s, const json_t *msg, const char *ty
 	send_to(s, m);
 }
 
+/* ---- delete_conversation ---- */
+
+struct deleting {
+	struct broker_session *s;
+	char *conversation;
+	char *id;
+};
+
+static void conversation_gone(void *ud, int rc, const struct cp_err *err)
+{
+	struct deleting *d = ud;
+	struct broker_session *s = d->s;
+	static const char type[] = "delete_conversation";
+	if (rc) {
+		cp_log(CP_LOG_WARN, "conversation.delete_failed", "reason",
+		       json_string(err ? err->msg : ""), NULL);
+		send_error(s, d->id, type, NULL, "SANDBOX_UNAVAILABLE", "%s: %s", type,
+		           err && err->msg[0] ? err->msg : "failed");
+	} else {
+		cp_log(CP_LOG_INFO, "conversation.deleted", NULL);
+		json_t *m = json_pack("{s:s,s:s}", "type", "conversation_deleted", "conversation",
+		                      d->conversation);
+		if (m && d->id)
+			json_object_set_new(m, "id", json_string(d->id));
+		send_to(s, m);
+	}
+	free(d->conversation);
+	free(d->id);
+	free(d);
+	s->running--; /* held open until answered */
+	check_drained(s);
+}
+
+static void do_delete_conversation(struct broker_session *s, const json_t *msg,
+                                   const char *type, const char *id)
+{
+	const char *conv = json_string_value(json_object_get(msg, "conversation"));
+	if (!conv || !*conv) {
+		send_error(s, id, type, NULL, INVALID, "%s: missing field: conversation", type);
+		return;
+	}
+	struct deleting *d = calloc(1, sizeof *d);
+	if (!d || !(d->conversation = strdup(conv)) || (id && !(d->id = strdup(id)))) {
+		if (d)
+			free(d->conversation);
+		free(d);
+		send_error(s, id, type, NULL, "INTERNAL", "out of memory");
+		return;
+	}
+	d->s = s;
+	/* Its executions end first (CANCELLED), then its files go. */
+	broker_hub_forget_conversation(s->hub, conv);
+	struct cp_err err;
+	int rc = codepod_delete_conversation(s->cp, conv, conversation_gone, d, &err);
+	if (rc) {
+		send_error(s, id, type, NULL, rc == CP_E_UNSUPPORTED ? INVALID : "SANDBOX_UNAVAILABLE",
+		           "%s: %s", type, err.msg);
+		free(d->conversation);
+		free(d->id);
+		free(d);
+		return;
+	}
+	s->running++;
+}
+
 /* ---- dispatch ---- */
 
 /* The messages a backend may send, each with its handler: the one place a
@@ -785,6 +851,7 @@ static const struct message_type {
 	{ "hello", do_hello },
 	{ "suspend", do_suspend },
 	{ "approval", do_approval },
+	{ "delete_conversation", do_delete_conversation },
 };
 
 #define N_MESSAGE_TYPES (sizeof message_types / sizeof message_types[0])

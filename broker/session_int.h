@@ -35,6 +35,7 @@ struct entry {
 	int file;                      /* a file operation: file_chunk, file_ack, file_result */
 	int info_sent;                 /* a read's first file_chunk carried size and etag */
 	int abandoned;                 /* the grace period passed */
+	int forgotten;                 /* its conversation was deleted: its outcome is not kept */
 	uint64_t detached_ms;
 	struct broker_logstream *ls;   /* "stream": true */
 	uv_timer_t *flush;             /* its flush timer (freed on close) */
@@ -66,7 +67,11 @@ struct entry *broker_hub_entries(struct broker_hub *h);
 unsigned broker_hub_grace_s(const struct broker_hub *h);
 uint64_t broker_hub_now_ms(const struct broker_hub *h);
 /* Keep @outcome (borrowed) for the retention period; @delivered: a session got it. */
-void broker_hub_retain(struct broker_hub *h, const char *id, const json_t *outcome, int delivered);
+void broker_hub_retain(struct broker_hub *h, const char *id, const char *conversation,
+                       const json_t *outcome, int delivered);
+/* Its conversation deleted: the running executions of @conversation are
+ * stopped (CANCELLED, their outcomes not kept) and its kept outcomes go. */
+void broker_hub_forget_conversation(struct broker_hub *h, const char *conversation);
 /* The kept outcome of @id (borrowed), marked delivered; NULL if none. */
 const json_t *broker_hub_take_outcome(struct broker_hub *h, const char *id);
 

@@ -223,6 +223,13 @@ const char *codepod_call_traceparent(const struct codepod_exec *e, const char *c
 
 /* The execute's tracestate (borrowed, as above), or NULL when it had none. */
 const char *codepod_exec_tracestate(const struct codepod_exec *e);
+/* The conversation's workspace (or pod) and snapshots deleted by the
+ * backend (sandbox.h, delete_conversation); @done as there. The host
+ * stops the conversation's executions first. CP_E_UNSUPPORTED when the
+ * backend cannot delete. */
+int codepod_delete_conversation(struct codepod *cp, const char *conversation,
+                                void (*done)(void *ud, int rc, const struct cp_err *err),
+                                void *ud, struct cp_err *err);
 
 /* The execution's id (borrowed, valid until done() returns). */
 const char *codepod_exec_id(const struct codepod_exec *e);

@@ -193,6 +193,17 @@ const char *codepod_exec_id(const struct codepod_exec *e)
 	return e->id;
 }
 
+int codepod_delete_conversation(struct codepod *cp, const char *conversation,
+                                void (*done)(void *ud, int rc, const struct cp_err *err),
+                                void *ud, struct cp_err *err)
+{
+	struct codepod_backend *b = cp->cfg.backend;
+	if (!b->ops->delete_conversation)
+		return cp_err_set(err, CP_E_UNSUPPORTED,
+		                  "the %s backend cannot delete a conversation", b->name);
+	return b->ops->delete_conversation(b, conversation, done, ud, err);
+}
+
 static void exec_free(struct codepod_exec *e)
 {
 	codepod_calls_free(e);

@@ -139,6 +139,15 @@ struct codepod_backend_ops {
 	 * memory_mb: the engine's argv and input depend on nothing else. May
 	 * be NULL: none does. */
 	void (*default_runner)(struct codepod_backend *b, const struct codepod_spawn_req *req);
+	/* Delete what the backend keeps of @conversation (borrowed for the
+	 * call): its workspace or pod, its snapshots. Its runners are killed
+	 * first (their exits follow as ever). @done comes once, from the loop,
+	 * never from inside this call, when all of it is gone (rc 0) or could
+	 * not be (rc and @err, borrowed for the call). Returns 0, or an error
+	 * and no @done. May be NULL: the backend cannot delete. */
+	int (*delete_conversation)(struct codepod_backend *b, const char *conversation,
+	                           void (*done)(void *ud, int rc, const struct cp_err *err),
+	                           void *ud, struct cp_err *err);
 	/* Start releasing the backend; handles must all have exited first. */
 	void (*destroy)(struct codepod_backend *b);
 };

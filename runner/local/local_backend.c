@@ -6,8 +6,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -1521,6 +1523,120 @@ static void local_destroy(struct codepod_backend *base)
 		local_closed(b);
 }
 
+/* -- deleting a conversation: its runners killed, its workspace moved
+ * aside at once (one rename: a new execution finds none and starts
+ * afresh) and removed on libuv's pool, its snapshots deleted. */
+struct ws_delete {
+	struct local *b;
+	uv_work_t work;
+	char trash[4200];  /* "" when there was no workspace */
+	int pending;       /* the removal, the snapshots */
+	int rc;
+	struct cp_err err;
+	void (*done)(void *ud, int rc, const struct cp_err *err);
+	void *ud;
+};
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) && errno != ENOENT ? -1 : 0;
+}
+
+static void ws_remove_work(uv_work_t *w)
+{
+	struct ws_delete *d = w->data;
+	if (d->trash[0] && nftw(d->trash, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && !d->rc)
+		d->rc = cp_err_errno(&d->err, CP_E_IO, errno, "removing the workspace");
+}
+
+static void ws_delete_step(struct ws_delete *d)
+{
+	if (--d->pending)
+		return;
+	struct local *b = d->b;
+	d->done(d->ud, d->rc, &d->err);
+	free(d);
+	if (--b->live == 0 && b->closing)
+		local_closed(b);
+}
+
+static void ws_removed(uv_work_t *w, int status)
+{
+	struct ws_delete *d = w->data;
+	if (status && !d->rc)
+		d->rc = cp_err_set(&d->err, CP_E_INTERNAL, "the workspace removal did not run");
+	ws_delete_step(d);
+}
+
+static void snaps_deleted(void *ud, int rc, const struct cp_err *err)
+{
+	struct ws_delete *d = ud;
+	if (rc && !d->rc) {
+		d->rc = rc;
+		cp_err_set(&d->err, rc, "deleting the snapshots: %s", err ? err->msg : "failed");
+	}
+	ws_delete_step(d);
+}
+
+static int local_delete_conversation(struct codepod_backend *base, const char *conversation,
+                                     void (*done)(void *ud, int rc, const struct cp_err *err),
+                                     void *ud, struct cp_err *err)
+{
+	struct local *b = (struct local *)base;
+	char ws[4096];
+	int rc = workspace_path(b, conversation, ws, sizeof ws, NULL, NULL, err);
+	if (rc)
+		return rc;
+	const char *hash = strrchr(ws, '/') + 1;
+	struct ws_delete *d = calloc(1, sizeof *d);
+	if (!d)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	for (struct codepod_proc *p = b->running; p; p = p->next_running)
+		if (!strcmp(p->ws_hash, hash))
+			local_kill(p);
+	unsigned char rnd[4];
+	RAND_bytes(rnd, sizeof rnd);
+	snprintf(d->trash, sizeof d->trash, "%s/.deleted-%s-%02x%02x%02x%02x", b->ws_root, hash,
+	         rnd[0], rnd[1], rnd[2], rnd[3]);
+	if (rename(ws, d->trash) != 0) {
+		if (errno != ENOENT) {
+			rc = cp_err_errno(err, CP_E_IO, errno, "moving the workspace aside");
+			free(d);
+			return rc;
+		}
+		d->trash[0] = '\0';
+	}
+	d->b = b;
+	d->done = done;
+	d->ud = ud;
+	d->pending = 1;
+	d->work.data = d;
+	b->live++;
+	if (b->snaps && !b->snaps_closing) {
+		d->pending++;
+		if (store_snaps_delete(b->snaps, hash, snaps_deleted, d, &d->err)) {
+			d->pending--;
+			d->rc = d->err.code;
+		}
+	}
+	if (uv_queue_work(b->loop, &d->work, ws_remove_work, ws_removed)) {
+		d->rc = cp_err_set(&d->err, CP_E_INTERNAL, "cannot queue the workspace removal");
+		d->pending--; /* the snapshots' deletion, if any, still ends it */
+		if (!d->pending) {
+			b->live--;
+			rc = d->rc;
+			if (err)
+				*err = d->err;
+			free(d);
+			return rc;
+		}
+	}
+	return 0;
+}
+
 static size_t local_stats(const struct codepod_backend *base, struct codepod_backend_stat *out,
                           size_t max)
 {
@@ -1554,7 +1670,7 @@ static size_t local_stats(const struct codepod_backend *base, struct codepod_bac
 static const struct codepod_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
 	.note_pid = local_note_pid, .sample = local_sample, .stats = local_stats,
-	.destroy = local_destroy,
+	.delete_conversation = local_delete_conversation, .destroy = local_destroy,
 };
 
 /* The sandbox's pieces, then one real run through it that proves each

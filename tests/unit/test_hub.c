@@ -29,7 +29,9 @@ static void keep(struct broker_hub *h, const char *id, size_t pad, int delivered
 	memset(text, 'x', pad);
 	text[pad] = '\0';
 	json_t *o = json_pack("{s:s,s:s}", "executionId", id, "logs", text);
-	broker_hub_retain(h, id, o, delivered);
+	/* a conversation per first letter: "a1" and "a2" share one */
+	char conv[2] = { id[0], '\0' };
+	broker_hub_retain(h, id, conv, o, delivered);
 	json_decref(o);
 	free(text);
 }
@@ -56,6 +58,28 @@ static void test_count_bound_drops_delivered_first(void **state)
 	assert_non_null(broker_hub_take_outcome(h, "e"));
 	keep(h, "f", 10, 0);
 	assert_true(kept(h, "c") && kept(h, "d") && !kept(h, "e") && kept(h, "f"));
+	broker_hub_free(h);
+}
+
+/* A deleted conversation's kept outcomes go, the others stay, and the
+ * bounds still count right after. */
+static void test_forget_conversation(void **state)
+{
+	(void)state;
+	struct broker_hub *h = hub(10, 1 << 20);
+	keep(h, "a1", 10, 0);
+	keep(h, "b1", 10, 0);
+	keep(h, "a2", 10, 1);
+	broker_hub_forget_conversation(h, "a");
+	assert_true(!kept(h, "a1") && !kept(h, "a2") && kept(h, "b1"));
+	assert_int_equal(broker_hub_kept(h, NULL), 1);
+	keep(h, "c1", 10, 0); /* the list's tail is right after removing it */
+	assert_true(kept(h, "b1") && kept(h, "c1"));
+	broker_hub_forget_conversation(h, "b");
+	broker_hub_forget_conversation(h, "c");
+	assert_int_equal(broker_hub_kept(h, NULL), 0);
+	keep(h, "d1", 10, 0);
+	assert_true(kept(h, "d1"));
 	broker_hub_free(h);
 }
 
@@ -159,6 +183,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_count_bound_drops_delivered_first),
 		cmocka_unit_test(test_byte_bound),
+		cmocka_unit_test(test_forget_conversation),
 		cmocka_unit_test(test_no_retention_keeps_nothing),
 		cmocka_unit_test(test_logstream_coalesces_in_order),
 		cmocka_unit_test(test_logstream_bound_counts_what_it_drops),

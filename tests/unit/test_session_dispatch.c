@@ -164,7 +164,10 @@ static void test_each_type_reaches_its_handler(void **state)
 	for (size_t i = 0; broker_session_type(i); i++) {
 		const char *type = broker_session_type(i);
 		char text[128], want[128];
-		int declarations = strcmp(type, "declarations") == 0;
+		/* the field each one cannot do without */
+		const char *field = !strcmp(type, "declarations")          ? "tools"
+		                    : !strcmp(type, "delete_conversation") ? "conversation"
+		                                                            : "id";
 		snprintf(text, sizeof text, "{\"type\":\"%s\"}", type);
 		if (strcmp(type, "hello") == 0) { /* it needs nothing: it answers */
 			const json_t *m = one_reply(fx, text);
@@ -172,7 +175,7 @@ static void test_each_type_reaches_its_handler(void **state)
 			assert_non_null(json_string_value(json_object_get(m, "protocol")));
 			continue;
 		}
-		snprintf(want, sizeof want, "%s: missing field: %s", type, declarations ? "tools" : "id");
+		snprintf(want, sizeof want, "%s: missing field: %s", type, field);
 		assert_error_in_reply_to(one_reply(fx, text), type, want);
 	}
 }
