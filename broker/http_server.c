@@ -396,6 +396,7 @@ static void serve_probe(struct broker_http *srv, struct lws *wsi, struct broker_
 }
 
 #define EXECUTIONS_PREFIX "/v1/executions/"
+#define CONVERSATIONS_PREFIX "/v1/conversations/"
 
 /* GET /v1/executions/{id}: 200 with the kept outcome, 202 while it runs,
  * 404 when this replica does not know it (never ran here, or expired). */
@@ -451,6 +452,7 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 	}
 	int get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
 	int post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+	int del = lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0;
 	if (get && (!strcmp(uri, "/healthz") || !strcmp(uri, "/readyz") || !strcmp(uri, "/metrics"))) {
 		serve_probe(srv, wsi, pss, uri);
 		return 0;
@@ -465,6 +467,8 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 		serve_info(wsi, pss, get);
 	} else if (srv->draining) {
 		broker_http_respond_error(wsi, pss, 503, "SHUTTING_DOWN", "the server is shutting down");
+	} else if (del && !strncmp(uri, CONVERSATIONS_PREFIX, sizeof CONVERSATIONS_PREFIX - 1)) {
+		broker_http_delete_start(srv, wsi, pss, uri + sizeof CONVERSATIONS_PREFIX - 1);
 	} else if (!strcmp(uri, "/v1/session")) {
 		broker_http_respond_error(wsi, pss, 426, "INVALID_REQUEST",
 		                   "GET /v1/session needs a WebSocket upgrade (subprotocol "

@@ -47,6 +47,7 @@ struct exec_req {
 	long call_timeout_ms;
 	struct pending *calls;
 	int in_submit, answered;
+	int deleting;          /* DELETE /v1/conversations/{key}, not an execution */
 	unsigned err_status;
 	json_t *err_body;
 	struct cp_err refused; /* the URL guard's reason, for the 400 */
@@ -60,7 +61,7 @@ static unsigned status_for(const char *code)
 		return 400;
 	if (!strcmp(code, "TOO_MANY_EXECUTIONS"))
 		return 429;
-	if (!strcmp(code, "SHUTTING_DOWN"))
+	if (!strcmp(code, "SHUTTING_DOWN") || !strcmp(code, "SANDBOX_UNAVAILABLE"))
 		return 503;
 	return 500;
 }
@@ -274,6 +275,15 @@ static void io_send(void *ud, const json_t *msg)
 		json_object_del(o, "id");
 		answer(r, 200, o);
 		json_decref(o);
+	} else if (!strcmp(type, "conversation_deleted") && r->deleting) {
+		json_t *o = json_pack("{s:O}", "conversation", json_object_get(msg, "conversation"));
+		answer(r, 200, o);
+		json_decref(o);
+	} else if (!strcmp(type, "error") && r->deleting && !r->in_submit) {
+		const json_t *e = json_object_get(msg, "error");
+		json_t *o = json_pack("{s:O}", "error", e);
+		answer(r, status_for(json_string_value(json_object_get(e, "code"))), o);
+		json_decref(o);
 	} else if (!strcmp(type, "error") && r->in_submit && !r->err_body) {
 		const json_t *e = json_object_get(msg, "error");
 		r->err_status = status_for(json_string_value(json_object_get(e, "code")));
@@ -399,6 +409,53 @@ void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct bro
 		if (!r->err_body)
 			r->err_body = json_pack("{s:{s:s,s:s}}", "error", "code", "INTERNAL", "message",
 			                        "the execution could not be started");
+		answer(r, r->err_status ? r->err_status : 500, r->err_body);
+	}
+}
+
+/* DELETE /v1/conversations/{key}: the session message delete_conversation
+ * on a session of its own, answered 200 {"conversation"} once everything of
+ * it is gone, or with the error (503 SANDBOX_UNAVAILABLE: the store failed;
+ * the DELETE may be sent again). A client that goes away does not stop it. */
+void broker_http_delete_start(struct broker_http *srv, struct lws *wsi,
+                              struct broker_http_pss *pss, const char *key)
+{
+	if (!*key || strlen(key) > 1024) {
+		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST",
+		                          "the conversation key must be 1 to 1024 bytes");
+		return;
+	}
+	if (srv->nsessions >= srv->cfg.max_sessions) {
+		broker_http_metrics_count(srv->metrics, "too_many_sessions");
+		broker_http_respond_error(wsi, pss, 429, "TOO_MANY_SESSIONS", "the server is full; retry later");
+		return;
+	}
+	struct exec_req *r = calloc(1, sizeof *r);
+	if (!r || !(r->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, srv->hub,
+	                                                 &exec_io, r))) {
+		free(r);
+		broker_http_respond_error(wsi, pss, 500, "INTERNAL", "out of memory");
+		return;
+	}
+	r->base.srv = srv;
+	r->deleting = 1;
+	broker_http_sess_link(srv, &r->base, BROKER_SESS_EXEC);
+	r->wsi = wsi;
+	r->pss = pss;
+	pss->req = r;
+	json_t *m = json_pack("{s:s,s:s}", "type", "delete_conversation", "conversation", key);
+	char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
+	json_decref(m);
+	r->in_submit = 1;
+	if (text)
+		broker_session_message(r->base.session, text, strlen(text));
+	r->in_submit = 0;
+	free(text);
+	if (broker_session_running(r->base.session) == 0 && !r->answered) {
+		/* refused at once: the error it gave, else ours */
+		if (!r->err_body)
+			r->err_body = json_pack("{s:{s:s,s:s}}", "error", "code", "INTERNAL", "message",
+			                        "the conversation could not be deleted");
 		answer(r, r->err_status ? r->err_status : 500, r->err_body);
 	}
 }

@@ -141,6 +141,9 @@ void broker_http_ws_finish(struct sess_base *b);
 void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss);
 void broker_http_exec_detach(struct exec_req *r); /* its HTTP connection closed */
 void broker_http_exec_free(struct sess_base *b);
+/* DELETE /v1/conversations/{key} (@key borrowed for the call) */
+void broker_http_delete_start(struct broker_http *srv, struct lws *wsi,
+                              struct broker_http_pss *pss, const char *key);
 
 /* http_server_files.c: the /v1/conversations/{key}/ routes. route: 0 not
  * one of them, 1 handled (answered or started), 2 a POST whose body is to
