@@ -92,3 +92,23 @@ def test_delete_without_snapshots_and_a_bad_request(tmp_path):
         assert m["inReplyTo"] == "delete_conversation"
     finally:
         s.close()
+
+
+def test_snapshots_older_than_the_ttl_are_deleted(store):
+    d = tempfile.mkdtemp(prefix="snap-")
+    prefix = snaphelp.new_prefix()
+    s = snaphelp.session(store, d, prefix, extra=["--snapshot-ttl", "2"])
+    try:
+        s.run("require('fs').writeFileSync('f', 'x'); return 1", conversation="c-ttl")
+        snaphelp.wait_event(s, "snapshot.done")
+        assert keys_of(store, prefix, "c-ttl") == 2
+        expired = snaphelp.wait_event(s, "snapshot.expired")
+        assert expired["conversation"] == snaphelp.conv_hash("c-ttl")
+        end = time.monotonic() + 60
+        while keys_of(store, prefix, "c-ttl"):
+            assert time.monotonic() < end, "the expired snapshot is still there"
+            time.sleep(0.1)
+        # The local workspace is not the TTL's: it stays.
+        assert (snaphelp.workspace_of(d, "c-ttl") / "f").exists()
+    finally:
+        s.close()
