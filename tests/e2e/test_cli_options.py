@@ -26,6 +26,7 @@ HEADINGS = {
     "serve and run": {"stdio", "listen", "run"},
     "serve and run, --backend local": {"stdio", "listen", "run"},
     "serve and run, --backend kubernetes": {"stdio", "listen", "run"},
+    "serve and run, snapshots": {"stdio", "listen", "run"},
     "every command": {"stdio", "listen", "run", "declarations"},
 }
 COMMANDS = ("stdio", "listen", "run", "declarations")
@@ -46,7 +47,7 @@ def listed():
         if m:
             heading = m.group(1)
             continue
-        m = re.match(r"^  (?:-\w, )?--([a-z][a-z-]*)(?: (\S+))?", line)
+        m = re.match(r"^  (?:-\w, )?--([a-z][a-z0-9-]*)(?: (\S+))?", line)
         if m and heading in HEADINGS:
             out.append((heading, m.group(1), m.group(2)))
         elif m:
