@@ -51,6 +51,7 @@ struct conv {
 	int fd;
 	unsigned work_epoch;
 	int work_rc, skipped;
+	uint64_t t_start;        /* uv_now at the snapshot's start */
 	struct cp_err work_err;
 	struct store_pack pack;
 	char new_key[1100];
@@ -304,7 +305,8 @@ static void manifest_put(void *ud, const struct store_result *r)
 	s->st.snapshots++;
 	cp_log(CP_LOG_DEBUG, "snapshot.done", "conversation", json_string(c->hash),
 	       "bytes", json_integer((json_int_t)c->pack.size),
-	       "files", json_integer((json_int_t)c->pack.files), NULL);
+	       "files", json_integer((json_int_t)c->pack.files),
+	       "ms", json_integer((json_int_t)(uv_now(s->loop) - c->t_start)), NULL);
 	finish_snapshot(c);
 }
 
@@ -382,6 +384,9 @@ static void snapshot_after(uv_work_t *w, int status)
 	         (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
 	         rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	struct cp_err e = { 0 };
+	cp_log(CP_LOG_DEBUG, "snapshot.upload", "conversation", json_string(c->hash),
+	       "bytes", json_integer((json_int_t)c->pack.size),
+	       "packMs", json_integer((json_int_t)(uv_now(s->loop) - c->t_start)), NULL);
 	if (store_s3_put_file(s->s3, c->new_key, c->fd, c->pack.size, PART_BYTES,
 	                      (const char (*)[65])c->pack.part_sha, archive_put, c, &e))
 		snapshot_failed(c, "archive", &e);
@@ -410,6 +415,7 @@ static void start_snapshot(struct conv *c)
 	c->pending = 0;
 	c->busy = 1;
 	c->work_epoch = c->epoch;
+	c->t_start = uv_now(s->loop);
 	struct cp_err e = { 0 };
 	c->fd = spool_file(s, &e);
 	if (c->fd < 0) {
