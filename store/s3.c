@@ -407,6 +407,9 @@ int store_req_start(struct store_req *r, store_done_fn done, void *ud, struct cp
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, STALL_S);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
+	/* Archives: bigger pieces, fewer reads and writes of the spool file. */
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024);
+	curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
 	if (is_put) {
 		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);

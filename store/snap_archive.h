@@ -61,14 +61,17 @@ int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err)
 int store_archive_verify(int fd, uint64_t size, const char *sha256, struct cp_err *err);
 
 /**
- * store_archive_unpack() - @fd's archive into the empty folder @dir.
+ * store_archive_unpack() - @fd's archive into the empty folder @dir,
+ * hashed as it is read: with @sha256 (64 hex, or NULL) a whole file of
+ * another hash is CP_E_PARSE once read, so the caller unpacks into a folder
+ * of its own and keeps it only on 0.
  * @uid/@gid: owner of what is made ((uid_t)-1: left as made).
  * @files: receives the entries made.
  * Returns 0; CP_E_DENIED for a refused entry (see above; the message
  * says what kind, never the entry's name); CP_E_PARSE for an archive that
  * does not read; CP_E_IO.
  */
-int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, uint64_t *files,
-                         struct cp_err *err);
+int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const char *sha256,
+                         uint64_t *files, struct cp_err *err);
 
 #endif

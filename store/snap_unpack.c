@@ -238,8 +238,34 @@ static int one_entry(struct archive *a, struct archive_entry *e, int root, uid_t
 	return rc;
 }
 
-int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, uint64_t *files,
-                         struct cp_err *err)
+/* The archive read once: hashed as libarchive reads it, so the check
+ * against the manifest costs no pass of its own. */
+struct hashed_in {
+	int fd;
+	char *buf;
+	EVP_MD_CTX *md;
+	uint64_t n;
+};
+
+static la_ssize_t hashed_read(struct archive *a, void *ud, const void **out)
+{
+	struct hashed_in *h = ud;
+	ssize_t k;
+	do
+		k = read(h->fd, h->buf, CHUNK);
+	while (k < 0 && errno == EINTR);
+	if (k < 0) {
+		archive_set_error(a, errno, "read failed");
+		return -1;
+	}
+	EVP_DigestUpdate(h->md, h->buf, (size_t)k);
+	h->n += (uint64_t)k;
+	*out = h->buf;
+	return k;
+}
+
+int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const char *sha256,
+                         uint64_t *files, struct cp_err *err)
 {
 	*files = 0;
 	int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -247,16 +273,17 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, uint64_t
 		return cp_err_errno(err, CP_E_IO, errno, "snapshot: restore folder");
 	struct archive *a = archive_read_new();
 	char *buf = malloc(CHUNK);
+	struct hashed_in in = { fd, malloc(CHUNK), EVP_MD_CTX_new(), 0 };
 	struct dir_fix *fixes = NULL;
 	size_t nfix = 0, capfix = 0;
 	int rc = 0;
-	if (!a || !buf)
+	if (!a || !buf || !in.buf || !in.md || !EVP_DigestInit_ex(in.md, EVP_sha256(), NULL))
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 	if (!rc && lseek(fd, 0, SEEK_SET) < 0)
 		rc = cp_err_errno(err, CP_E_IO, errno, "snapshot archive");
 	if (!rc && (archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
 	            archive_read_support_format_tar(a) != ARCHIVE_OK ||
-	            archive_read_open_fd(a, fd, CHUNK) != ARCHIVE_OK))
+	            archive_read_open(a, &in, NULL, hashed_read, NULL) != ARCHIVE_OK))
 		rc = cp_err_set(err, CP_E_PARSE, "snapshot archive unreadable: %s",
 		                archive_error_string(a) ? archive_error_string(a) : "open");
 	struct archive_entry *e;
@@ -272,6 +299,22 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, uint64_t
 		rc = one_entry(a, e, root, uid, gid, buf, &fixes, &nfix, &capfix, err);
 		if (!rc)
 			(*files)++;
+	}
+	/* The rest of the file (past the end of the archive, or past where a
+	 * damaged one stopped reading) counts too: a damaged archive is told
+	 * as what it is, one that does not match its manifest. */
+	const void *rest;
+	while ((!rc || sha256) && in.buf && hashed_read(a, &in, &rest) > 0)
+		;
+	unsigned char md[32];
+	char hex[65];
+	if (sha256 && in.md && (!rc || rc == CP_E_PARSE || rc == CP_E_DENIED) &&
+	    EVP_DigestFinal_ex(in.md, md, NULL)) {
+		for (int i = 0; i < 32; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		if (strcmp(hex, sha256) != 0)
+			rc = cp_err_set(err, CP_E_PARSE,
+			                "snapshot archive does not match its manifest's SHA-256");
 	}
 	/* Deepest first, so a folder's own time is not moved by its children. */
 	for (size_t i = nfix; i-- > 0;) {
@@ -293,6 +336,8 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, uint64_t
 	if (a)
 		archive_read_free(a);
 	free(buf);
+	free(in.buf);
+	EVP_MD_CTX_free(in.md);
 	close(root);
 	return rc;
 }

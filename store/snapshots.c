@@ -22,7 +22,9 @@
 #include "store/snap_archive.h"
 #include "store/snap_manifest.h"
 
-#define PART_BYTES (32u << 20)
+/* One PUT up to this, multipart above: parts go one at a time, so fewer,
+ * bigger ones keep the link busy (S3 allows 5 GiB a part). */
+#define PART_BYTES (128u << 20)
 #define DEFAULT_DEBOUNCE_MS 2000u
 #define DEFAULT_MAX_BYTES (4ull << 30)
 #define RETRY_MIN_MS 2000u
@@ -473,9 +475,15 @@ static void restore_work(uv_work_t *w)
 {
 	struct conv *c = w->data;
 	cp_err_clear(&c->rerr);
-	c->rrc = store_archive_verify(c->rfd, c->m.size, c->m.sha256, &c->rerr);
-	if (c->rrc)
+	/* The size now (one fstat); the hash while unpacking, into a folder
+	 * that becomes the workspace only when everything matched. */
+	struct stat st;
+	if (fstat(c->rfd, &st) || (uint64_t)st.st_size != c->m.size) {
+		c->rrc = cp_err_set(&c->rerr, CP_E_PARSE,
+		                    "snapshot archive is %llu bytes, its manifest says %llu",
+		                    (unsigned long long)st.st_size, (unsigned long long)c->m.size);
 		return;
+	}
 	char tmp[4200];
 	snprintf(tmp, sizeof tmp, "%s.restore-XXXXXX", c->rws);
 	if (!mkdtemp(tmp)) {
@@ -483,7 +491,7 @@ static void restore_work(uv_work_t *w)
 		return;
 	}
 	uint64_t files = 0;
-	c->rrc = store_archive_unpack(c->rfd, tmp, c->uid, c->gid, &files, &c->rerr);
+	c->rrc = store_archive_unpack(c->rfd, tmp, c->uid, c->gid, c->m.sha256, &files, &c->rerr);
 	if (!c->rrc && files != c->m.files)
 		c->rrc = cp_err_set(&c->rerr, CP_E_PARSE, "snapshot archive holds %llu entries, "
 		                    "its manifest says %llu", (unsigned long long)files,
@@ -532,6 +540,9 @@ static void archive_got(void *ud, const struct store_result *r)
 		                                   : "the snapshot store is unreachable", r->err);
 		return;
 	}
+	cp_log(CP_LOG_DEBUG, "snapshot.downloaded", "conversation", json_string(c->hash),
+	       "bytes", json_integer((json_int_t)r->size),
+	       "ms", json_integer((json_int_t)(uv_now(c->s->loop) - c->t0)), NULL);
 	c->rwork.data = c;
 	if (uv_queue_work(c->s->loop, &c->rwork, restore_work, restore_after)) {
 		struct cp_err e = { 0 };
