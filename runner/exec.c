@@ -201,6 +201,8 @@ int codepod_delete_conversation(struct codepod *cp, const char *conversation,
 	if (!b->ops->delete_conversation)
 		return cp_err_set(err, CP_E_UNSUPPORTED,
 		                  "the %s backend cannot delete a conversation", b->name);
+	/* Its waiting runner stands in a workspace about to go. */
+	codepod_prestart_forget(cp->prestart, conversation);
 	return b->ops->delete_conversation(b, conversation, done, ud, err);
 }
 

@@ -469,6 +469,20 @@ unsigned codepod_prestart_waiting(const struct codepod_prestart *ps)
 	return ps ? ps->waiting : 0;
 }
 
+void codepod_prestart_forget(struct codepod_prestart *ps, const char *conversation)
+{
+	if (!ps)
+		return;
+	for (struct ps_conv *c = ps->convs; c; c = c->next) {
+		if (strcmp(c->key, conversation) != 0)
+			continue;
+		c->want = 0;
+		if (c->waiting)
+			drop_waiting(c->waiting, "conversation deleted");
+		return;
+	}
+}
+
 void codepod_prestart_stop(struct codepod_prestart *ps)
 {
 	if (!ps || ps->stopped)

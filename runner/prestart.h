@@ -100,6 +100,11 @@ void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conver
  * bench` shows how much). Follows the latest program. NULL @ps is ignored. */
 void codepod_prestart_note_ts(struct codepod_prestart *ps, const char *conversation, int ts);
 
+/* @conversation was deleted: its waiting runner (whose workspace is going)
+ * is killed and none is started for it until its next execution ends.
+ * NULL @ps is ignored. */
+void codepod_prestart_forget(struct codepod_prestart *ps, const char *conversation);
+
 /* Runners waiting right now (for metrics and tests). */
 unsigned codepod_prestart_waiting(const struct codepod_prestart *ps);
 

@@ -41,6 +41,7 @@ def test_delete_takes_the_workspace_and_its_snapshots(store):
                 if snaphelp.conv_hash("c-del") in n] == []
         # Gone for good: the next execution starts empty, nothing restored.
         r = s.run("return require('fs').readdirSync('.')", conversation="c-del")
+        assert r["status"] == "succeeded", r
         assert r["result"] == [] and "restoreMs" not in r["usage"]
     finally:
         s.close()
