@@ -51,6 +51,7 @@ struct opts {
 	unsigned max_sandbox_pids;
 	/* snapshots (store/snapshots.h) */
 	const char *snapshot_url, *s3_endpoint, *s3_region, *s3_credentials_file;
+	const char *snapshot_key_file;
 	unsigned snapshot_ttl_s;
 	/* the engine (serve and run) */
 	const char *policy_defaults, *policy_ceiling; /* the deployment's */
@@ -161,6 +162,9 @@ static const struct cli_opt snapshot_opts[] = {
 	{ "s3-credentials-file", "FILE", CLI_STR_AT(O, s3_credentials_file),
 	  .help = "the store's keys, AWS credentials-file format, read again when it changes "
 	          "(default: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN)" },
+	{ "snapshot-key-file", "FILE", CLI_STR_AT(O, snapshot_key_file),
+	  .help = "encrypt snapshots (AES-256-GCM) with the first key of FILE, lines "
+	          "'KEYID HEX64'; every key listed decrypts (rotation)" },
 	{ "snapshot-ttl", "SECONDS", CLI_UINT_AT(O, snapshot_ttl_s, 0, 1000000000),
 	  .help = "snapshots last written longer ago are deleted; 0: kept until the "
 	          "conversation is deleted" },
@@ -330,6 +334,7 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 			.loop = loop, .url = o->snapshot_url, .endpoint = o->s3_endpoint,
 			.region = o->s3_region, .credentials_file = o->s3_credentials_file,
 			.spool_dir = state, .ttl_s = o->snapshot_ttl_s,
+			.key_file = o->snapshot_key_file,
 		};
 		if (store_snaps_new(&sc, &snaps, &err)) {
 			fprintf(stderr, "codepod: snapshots: %s\n", err.msg);

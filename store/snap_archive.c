@@ -29,6 +29,8 @@ struct packer {
 	size_t nparts, cap;
 	uint64_t files, bytes, max_bytes;
 	char *chunk;
+	EVP_CIPHER_CTX *enc;         /* NULL: plain */
+	unsigned char *ebuf;
 	struct cp_err *err;
 	int rc;
 };
@@ -53,17 +55,17 @@ static int end_part(struct packer *p)
 	return EVP_DigestInit_ex(p->part, EVP_sha256(), NULL) ? 0 : -1;
 }
 
-static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t len)
+/* What goes to the file: written, hashed whole and in parts. */
+static int emit(struct packer *p, struct archive *a, const char *b, size_t len)
 {
-	struct packer *p = ud;
-	const char *b = buf;
 	size_t done = 0;
 	while (done < len) {
 		ssize_t k = write(p->fd, b + done, len - done);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0) {
-			archive_set_error(a, errno ? errno : EIO, "archive write failed");
+			if (a)
+				archive_set_error(a, errno ? errno : EIO, "archive write failed");
 			return -1;
 		}
 		done += (size_t)k;
@@ -76,11 +78,32 @@ static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t 
 		off += n;
 		p->part_left -= n;
 		if (p->part_left == 0 && end_part(p)) {
-			archive_set_error(a, ENOMEM, "out of memory");
+			if (a)
+				archive_set_error(a, ENOMEM, "out of memory");
 			return -1;
 		}
 	}
 	p->written += len;
+	return 0;
+}
+
+#define EBUF (2u << 20)
+
+static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t len)
+{
+	struct packer *p = ud;
+	const char *b = buf;
+	if (!p->enc)
+		return emit(p, a, b, len) ? -1 : (la_ssize_t)len;
+	for (size_t off = 0; off < len;) {
+		int n = (int)(len - off < EBUF ? len - off : EBUF), outl = 0;
+		if (!EVP_EncryptUpdate(p->enc, p->ebuf, &outl, (const unsigned char *)b + off, n) ||
+		    emit(p, a, (const char *)p->ebuf, (size_t)outl)) {
+			archive_set_error(a, EIO, "archive encryption failed");
+			return -1;
+		}
+		off += (size_t)n;
+	}
 	return (la_ssize_t)len;
 }
 
@@ -283,7 +306,8 @@ int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err)
 }
 
 int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t part_size,
-                       struct store_pack *out, struct cp_err *err)
+                       const struct store_crypt *enc, struct store_pack *out,
+                       struct cp_err *err)
 {
 	memset(out, 0, sizeof *out);
 	struct packer p = { .fd = out_fd, .err = err, .max_bytes = max_bytes,
@@ -295,6 +319,15 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
 	p.chunk = malloc(CHUNK);
 	p.a = archive_write_new();
 	int rc = 0;
+	if (enc) {
+		p.enc = EVP_CIPHER_CTX_new();
+		p.ebuf = malloc(EBUF + 32);
+		int al = (int)strlen(enc->aad), ol = 0;
+		if (!p.enc || !p.ebuf ||
+		    !EVP_EncryptInit_ex(p.enc, EVP_aes_256_gcm(), NULL, enc->key->key, enc->iv) ||
+		    !EVP_EncryptUpdate(p.enc, NULL, &ol, (const unsigned char *)enc->aad, al))
+			rc = cp_err_set(err, CP_E_INTERNAL, "snapshot encryption could not start");
+	}
 	if (!p.whole || !p.part || !p.fp || !p.chunk || !p.a ||
 	    !EVP_DigestInit_ex(p.whole, EVP_sha256(), NULL) ||
 	    !EVP_DigestInit_ex(p.part, EVP_sha256(), NULL) ||
@@ -317,6 +350,16 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
 			rc = fail_archive(&p);
 		archive_write_free(p.a);
 	}
+	if (!rc && p.enc) { /* GCM's tag after the ciphertext */
+		unsigned char tag[16];
+		int ol = 0;
+		if (!EVP_EncryptFinal_ex(p.enc, p.ebuf, &ol) ||
+		    !EVP_CIPHER_CTX_ctrl(p.enc, EVP_CTRL_GCM_GET_TAG, 16, tag) ||
+		    emit(&p, NULL, (const char *)tag, 16))
+			rc = cp_err_set(err, CP_E_INTERNAL, "snapshot encryption failed");
+	}
+	EVP_CIPHER_CTX_free(p.enc);
+	free(p.ebuf);
 	unsigned char md[32];
 	if (!rc && (p.part_left != p.part_size || p.nparts == 0) && end_part(&p))
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");

@@ -31,6 +31,18 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "store/snap_keys.h"
+
+/* Client-side encryption of an archive: AES-256-GCM with @key, the 12-byte
+ * @iv (new for every archive), the archive's own object key as additional
+ * data (an archive moved to another name or conversation does not
+ * decrypt); the 16-byte tag follows the ciphertext. Hashes and sizes are
+ * of what is stored: the ciphertext and its tag. */
+struct store_crypt {
+	const struct store_key *key;
+	unsigned char iv[12];
+	const char *aad;
+};
 
 struct store_pack {
 	uint64_t size;          /* archive bytes */
@@ -44,12 +56,14 @@ struct store_pack {
 
 /**
  * store_archive_pack() - @dir archived into @out_fd (from offset 0),
- * hashed whole and in parts of @part_size bytes as written.
+ * hashed whole and in parts of @part_size bytes as written; encrypted with
+ * @enc when not NULL.
  * Returns 0; CP_E_TOO_BIG when the contents pass @max_bytes (the message
  * says the ceiling); CP_E_IO; CP_E_INTERNAL (libarchive).
  */
 int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t part_size,
-                       struct store_pack *out, struct cp_err *err);
+                       const struct store_crypt *enc, struct store_pack *out,
+                       struct cp_err *err);
 
 /** store_archive_fingerprint() - the fingerprint alone (no archive). */
 int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err);
@@ -66,12 +80,16 @@ int store_archive_verify(int fd, uint64_t size, const char *sha256, struct cp_er
  * another hash is CP_E_PARSE once read, so the caller unpacks into a folder
  * of its own and keeps it only on 0.
  * @uid/@gid: owner of what is made ((uid_t)-1: left as made).
+ * @dec: the archive's key, IV and name when it is encrypted (NULL: plain);
+ * @size: the whole file's length (the tag is its last 16 bytes); an
+ * archive that does not authenticate is CP_E_PARSE once read.
  * @files: receives the entries made.
  * Returns 0; CP_E_DENIED for a refused entry (see above; the message
  * says what kind, never the entry's name); CP_E_PARSE for an archive that
  * does not read; CP_E_IO.
  */
 int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const char *sha256,
-                         uint64_t *files, struct cp_err *err);
+                         const struct store_crypt *dec, uint64_t size, uint64_t *files,
+                         struct cp_err *err);
 
 #endif

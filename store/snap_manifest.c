@@ -16,6 +16,13 @@ char *store_manifest_json(const struct store_manifest *m, size_t *len, struct cp
 	                      "files", (json_int_t)m->files, "bytes", (json_int_t)m->bytes,
 	                      "sha256", m->sha256, "fingerprint", m->fingerprint,
 	                      "created", (json_int_t)m->created);
+	if (o && m->key_id[0]) {
+		char iv[25];
+		for (int i = 0; i < 12; i++)
+			snprintf(iv + 2 * i, 3, "%02x", m->iv[i]);
+		json_object_set_new(o, "keyId", json_string(m->key_id));
+		json_object_set_new(o, "iv", json_string(iv));
+	}
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!s) {
@@ -77,6 +84,28 @@ int store_manifest_parse(const char *text, size_t len, const char *dir,
 	else if (count(o, "size", &m->size) || count(o, "files", &m->files) ||
 	         count(o, "bytes", &m->bytes) || count(o, "created", &created))
 		rc = cp_err_set(err, CP_E_PARSE, "snapshot manifest: a count is not a number");
+	const char *kid = json_string_value(json_object_get(o, "keyId"));
+	const char *iv = json_string_value(json_object_get(o, "iv"));
+	if (!rc && (json_object_get(o, "keyId") || json_object_get(o, "iv"))) {
+		int ok = kid && iv && strlen(kid) > 0 && strlen(kid) < sizeof m->key_id &&
+		         strlen(iv) == 24;
+		for (size_t i = 0; ok && kid[i]; i++)
+			ok = (kid[i] >= 'a' && kid[i] <= 'z') || (kid[i] >= 'A' && kid[i] <= 'Z') ||
+			     (kid[i] >= '0' && kid[i] <= '9') || kid[i] == '.' || kid[i] == '_' ||
+			     kid[i] == '-';
+		for (int i = 0; ok && i < 12; i++) {
+			unsigned byte = 0;
+			ok = sscanf(iv + 2 * i, "%2x", &byte) == 1 &&
+			     ((iv[2 * i] >= '0' && iv[2 * i] <= '9') || (iv[2 * i] >= 'a' && iv[2 * i] <= 'f')) &&
+			     ((iv[2 * i + 1] >= '0' && iv[2 * i + 1] <= '9') ||
+			      (iv[2 * i + 1] >= 'a' && iv[2 * i + 1] <= 'f'));
+			m->iv[i] = (unsigned char)byte;
+		}
+		if (!ok)
+			rc = cp_err_set(err, CP_E_PARSE, "snapshot manifest: keyId or iv malformed");
+		else
+			snprintf(m->key_id, sizeof m->key_id, "%s", kid);
+	}
 	if (!rc) {
 		snprintf(m->archive, sizeof m->archive, "%s", archive);
 		memcpy(m->sha256, sha, 65);

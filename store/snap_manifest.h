@@ -5,7 +5,8 @@
  * S3): a reader sees the previous snapshot or the new one, never a mix.
  *
  *   {"version":1,"archive":"KEY","size":N,"files":N,"bytes":N,
- *    "sha256":"64 hex","fingerprint":"64 hex","created":SECONDS}
+ *    "sha256":"64 hex","fingerprint":"64 hex","created":SECONDS
+ *    [,"keyId":"ID","iv":"24 hex"]}   (client-side encryption)
  *
  * The manifest comes back from the store, so it is parsed as untrusted:
  * every field checked (the archive key against @dir, the caller's folder
@@ -30,6 +31,8 @@ struct store_manifest {
 	char sha256[65];
 	char fingerprint[65];
 	int64_t created;
+	char key_id[65];          /* encrypted with this key (snap_keys.h), or "" */
+	unsigned char iv[12];     /* its IV (manifest: "iv", 24 hex) */
 };
 
 /** The manifest as JSON text (new, @len bytes), or NULL with @err. */

@@ -245,6 +245,11 @@ struct hashed_in {
 	char *buf;
 	EVP_MD_CTX *md;
 	uint64_t n;
+	EVP_CIPHER_CTX *dec;   /* NULL: plain */
+	uint64_t size;         /* the file's length: the tag is its last 16 bytes */
+	unsigned char *pbuf;   /* plaintext given to libarchive */
+	unsigned char tag[16];
+	int tag_n, authentic;
 };
 
 static la_ssize_t hashed_read(struct archive *a, void *ud, const void **out)
@@ -259,13 +264,38 @@ static la_ssize_t hashed_read(struct archive *a, void *ud, const void **out)
 		return -1;
 	}
 	EVP_DigestUpdate(h->md, h->buf, (size_t)k);
+	uint64_t at = h->n;
 	h->n += (uint64_t)k;
-	*out = h->buf;
-	return k;
+	if (!h->dec) {
+		*out = h->buf;
+		return k;
+	}
+	/* [at, at+k): ciphertext up to size-16, the tag after. */
+	uint64_t ct_end = h->size >= 16 ? h->size - 16 : 0;
+	size_t ct = at >= ct_end ? 0 : (size_t)((uint64_t)k < ct_end - at ? (uint64_t)k : ct_end - at);
+	for (size_t i = ct; i < (size_t)k && h->tag_n < 16; i++)
+		h->tag[h->tag_n++] = (unsigned char)h->buf[i];
+	int outl = 0;
+	if (ct && !EVP_DecryptUpdate(h->dec, h->pbuf, &outl, (unsigned char *)h->buf, (int)ct)) {
+		archive_set_error(a, EIO, "decryption failed");
+		return -1;
+	}
+	if (k == 0 && !h->authentic && h->tag_n == 16) {
+		unsigned char fin[32];
+		int fl = 0;
+		h->authentic = EVP_CIPHER_CTX_ctrl(h->dec, EVP_CTRL_GCM_SET_TAG, 16, h->tag) &&
+		               EVP_DecryptFinal_ex(h->dec, fin, &fl) > 0 ? 1 : -1;
+	}
+	*out = h->pbuf;
+	if (outl == 0 && k > 0) { /* only tag bytes: read on */
+		return hashed_read(a, ud, out);
+	}
+	return outl;
 }
 
 int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const char *sha256,
-                         uint64_t *files, struct cp_err *err)
+                         const struct store_crypt *dec, uint64_t size, uint64_t *files,
+                         struct cp_err *err)
 {
 	*files = 0;
 	int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -273,12 +303,22 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const ch
 		return cp_err_errno(err, CP_E_IO, errno, "snapshot: restore folder");
 	struct archive *a = archive_read_new();
 	char *buf = malloc(CHUNK);
-	struct hashed_in in = { fd, malloc(CHUNK), EVP_MD_CTX_new(), 0 };
+	struct hashed_in in = { .fd = fd, .buf = malloc(CHUNK), .md = EVP_MD_CTX_new(), .size = size };
 	struct dir_fix *fixes = NULL;
 	size_t nfix = 0, capfix = 0;
 	int rc = 0;
 	if (!a || !buf || !in.buf || !in.md || !EVP_DigestInit_ex(in.md, EVP_sha256(), NULL))
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
+	if (!rc && dec) {
+		in.dec = EVP_CIPHER_CTX_new();
+		in.pbuf = malloc(CHUNK + 32);
+		int ol = 0;
+		if (!in.dec || !in.pbuf ||
+		    !EVP_DecryptInit_ex(in.dec, EVP_aes_256_gcm(), NULL, dec->key->key, dec->iv) ||
+		    !EVP_DecryptUpdate(in.dec, NULL, &ol, (const unsigned char *)dec->aad,
+		                       (int)strlen(dec->aad)))
+			rc = cp_err_set(err, CP_E_INTERNAL, "snapshot decryption could not start");
+	}
 	if (!rc && lseek(fd, 0, SEEK_SET) < 0)
 		rc = cp_err_errno(err, CP_E_IO, errno, "snapshot archive");
 	if (!rc && (archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
@@ -308,6 +348,15 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const ch
 		;
 	unsigned char md[32];
 	char hex[65];
+	/* Garbage out of a wrong key is told as that, not as a bad archive. */
+	if (in.dec && (!rc || rc == CP_E_PARSE || rc == CP_E_DENIED) && in.authentic != 1) {
+		const void *last;
+		if (in.authentic == 0)
+			(void)hashed_read(a, &in, &last); /* the EOF read checks the tag */
+		if (in.authentic != 1)
+			rc = cp_err_set(err, CP_E_PARSE, "snapshot archive does not decrypt with key %s",
+			                dec->key->id);
+	}
 	if (sha256 && in.md && (!rc || rc == CP_E_PARSE || rc == CP_E_DENIED) &&
 	    EVP_DigestFinal_ex(in.md, md, NULL)) {
 		for (int i = 0; i < 32; i++)
@@ -338,6 +387,8 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const ch
 	free(buf);
 	free(in.buf);
 	EVP_MD_CTX_free(in.md);
+	EVP_CIPHER_CTX_free(in.dec);
+	free(in.pbuf);
 	close(root);
 	return rc;
 }

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "store/s3.h"
 #include "store/snap_archive.h"
+#include "store/snap_keys.h"
 #include "store/snap_manifest.h"
 
 /* One PUT up to this, multipart above: parts go one at a time, so fewer,
@@ -54,6 +55,7 @@ struct conv {
 	unsigned work_epoch;
 	int work_rc, skipped;
 	uint64_t t_start;        /* uv_now at the snapshot's start */
+	unsigned char iv[12];    /* of its encryption, new for each */
 	struct cp_err work_err;
 	struct store_pack pack;
 	char new_key[1100];
@@ -82,6 +84,7 @@ struct store_snaps {
 	uint64_t max_bytes;
 	struct conv *convs;
 	struct store_snaps_stats st;
+	struct store_keys keys;  /* --snapshot-key-file; n 0: none */
 	unsigned deletes_running;
 	uv_timer_t ttl_timer;
 	int ttl_listing;
@@ -143,7 +146,13 @@ int store_snaps_new(const struct store_snaps_config *cfg, struct store_snaps **o
 	s->ttl_s = cfg->ttl_s;
 	s->debounce_ms = cfg->debounce_ms ? cfg->debounce_ms : DEFAULT_DEBOUNCE_MS;
 	s->max_bytes = cfg->max_bytes ? cfg->max_bytes : DEFAULT_MAX_BYTES;
-	int rc = cp_curl_new(s->loop, &s->curl, err);
+	int rc = cfg->key_file ? store_keys_load(&s->keys, cfg->key_file, err) : 0;
+	if (rc) {
+		free(s->spool);
+		free(s);
+		return rc;
+	}
+	rc = cp_curl_new(s->loop, &s->curl, err);
 	struct store_s3_config sc = { bucket, cfg->endpoint, cfg->region, cfg->credentials_file };
 	if (!rc)
 		rc = store_s3_new(s->curl, &sc, &s->s3, err);
@@ -327,6 +336,10 @@ static void archive_put(void *ud, const struct store_result *r)
 	memcpy(m.sha256, c->pack.sha256, 65);
 	memcpy(m.fingerprint, c->pack.fingerprint, 65);
 	m.created = (int64_t)now_s();
+	if (c->s->keys.n) {
+		snprintf(m.key_id, sizeof m.key_id, "%s", c->s->keys.k[0].id);
+		memcpy(m.iv, c->iv, sizeof m.iv);
+	}
 	struct cp_err e = { 0 };
 	size_t len = 0;
 	char *json = store_manifest_json(&m, &len, &e);
@@ -359,8 +372,10 @@ static void snapshot_work(uv_work_t *w)
 		c->skipped = 1;
 		return;
 	}
-	c->work_rc = store_archive_pack(c->ws, c->fd, c->s->max_bytes, PART_BYTES, &c->pack,
-	                                &c->work_err);
+	struct store_crypt enc = { .key = c->s->keys.n ? &c->s->keys.k[0] : NULL, .aad = c->new_key };
+	memcpy(enc.iv, c->iv, sizeof enc.iv);
+	c->work_rc = store_archive_pack(c->ws, c->fd, c->s->max_bytes, PART_BYTES,
+	                                enc.key ? &enc : NULL, &c->pack, &c->work_err);
 }
 
 static void snapshot_after(uv_work_t *w, int status)
@@ -377,14 +392,6 @@ static void snapshot_after(uv_work_t *w, int status)
 		finish_snapshot(c);
 		return;
 	}
-	unsigned char rnd[6];
-	RAND_bytes(rnd, sizeof rnd);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(c->new_key, sizeof c->new_key,
-	         "%sarchive-%016llx%02x%02x%02x%02x%02x%02x.tar.zst", c->dir,
-	         (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
-	         rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	struct cp_err e = { 0 };
 	cp_log(CP_LOG_DEBUG, "snapshot.upload", "conversation", json_string(c->hash),
 	       "bytes", json_integer((json_int_t)c->pack.size),
@@ -418,6 +425,20 @@ static void start_snapshot(struct conv *c)
 	c->busy = 1;
 	c->work_epoch = c->epoch;
 	c->t_start = uv_now(s->loop);
+	/* The archive's name before it is made: an encrypted one is bound to it. */
+	unsigned char rnd[6];
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (RAND_bytes(rnd, sizeof rnd) != 1 || RAND_bytes(c->iv, sizeof c->iv) != 1) {
+		struct cp_err re = { 0 };
+		cp_err_set(&re, CP_E_INTERNAL, "no random bytes");
+		snapshot_failed(c, "queue", &re);
+		return;
+	}
+	snprintf(c->new_key, sizeof c->new_key,
+	         "%sarchive-%016llx%02x%02x%02x%02x%02x%02x.tar.zst", c->dir,
+	         (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
+	         rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	struct cp_err e = { 0 };
 	c->fd = spool_file(s, &e);
 	if (c->fd < 0) {
@@ -491,7 +512,12 @@ static void restore_work(uv_work_t *w)
 		return;
 	}
 	uint64_t files = 0;
-	c->rrc = store_archive_unpack(c->rfd, tmp, c->uid, c->gid, c->m.sha256, &files, &c->rerr);
+	struct store_crypt dec = { .aad = c->m.archive };
+	memcpy(dec.iv, c->m.iv, sizeof dec.iv);
+	if (c->m.key_id[0])
+		dec.key = store_keys_find(&c->s->keys, c->m.key_id);
+	c->rrc = store_archive_unpack(c->rfd, tmp, c->uid, c->gid, c->m.sha256,
+	                              dec.key ? &dec : NULL, c->m.size, &files, &c->rerr);
 	if (!c->rrc && files != c->m.files)
 		c->rrc = cp_err_set(&c->rerr, CP_E_PARSE, "snapshot archive holds %llu entries, "
 		                    "its manifest says %llu", (unsigned long long)files,
@@ -567,6 +593,12 @@ static void manifest_got(void *ud, const struct store_result *r)
 	struct cp_err e = { 0 };
 	if (store_manifest_parse(r->body, r->body_len, c->dir, &c->m, &e)) {
 		restore_fail(c, "the conversation's snapshot manifest is unreadable", &e);
+		return;
+	}
+	if (c->m.key_id[0] && !store_keys_find(&c->s->keys, c->m.key_id)) {
+		cp_err_set(&e, CP_E_AUTH, "it was encrypted with key %s, which --snapshot-key-file "
+		           "does not hold", c->m.key_id);
+		restore_fail(c, "the conversation's snapshot cannot be decrypted", &e);
 		return;
 	}
 	c->rfd = spool_file(c->s, &e);
@@ -778,6 +810,7 @@ static void curl_closed(void *ud)
 	void (*closed)(void *) = s->closed;
 	void *cud = s->closed_ud;
 	free(s->spool);
+	store_keys_wipe(&s->keys);
 	free(s);
 	if (closed)
 		closed(cud);

@@ -46,6 +46,7 @@ struct store_snaps_config {
 	unsigned ttl_s;               /* --snapshot-ttl; 0: kept until deleted */
 	unsigned debounce_ms;         /* after a change, until the snapshot (0: 2000) */
 	uint64_t max_bytes;           /* workspace ceiling (0: 4 GiB) */
+	const char *key_file;         /* --snapshot-key-file (snap_keys.h), or NULL */
 };
 
 /* Counters for /metrics. */
