@@ -99,6 +99,8 @@ struct ps_conv {
 	uint64_t active_ms;         /* last execution start or end */
 	int want;                   /* start a waiting runner on the next turn */
 	int ts;                     /* the last program needed the type stripper */
+	unsigned deleted_running;   /* executions running when it was deleted: their
+	                               ends start no runner */
 	struct ps_runner *waiting;
 };
 
@@ -452,6 +454,10 @@ void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conver
 		return;
 	c->running--;
 	c->active_ms = now_ms();
+	if (c->deleted_running) { /* stopped by the delete: its workspace is gone */
+		c->deleted_running--;
+		return;
+	}
 	if (!c->running || !ps->b->shared_sandbox)
 		c->want = 1;
 	rearm(ps);
@@ -477,6 +483,7 @@ void codepod_prestart_forget(struct codepod_prestart *ps, const char *conversati
 		if (strcmp(c->key, conversation) != 0)
 			continue;
 		c->want = 0;
+		c->deleted_running = c->running;
 		if (c->waiting)
 			drop_waiting(c->waiting, "conversation deleted");
 		return;

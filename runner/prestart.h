@@ -101,7 +101,8 @@ void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conver
 void codepod_prestart_note_ts(struct codepod_prestart *ps, const char *conversation, int ts);
 
 /* @conversation was deleted: its waiting runner (whose workspace is going)
- * is killed and none is started for it until its next execution ends.
+ * is killed, and none is started when the executions running now end (the
+ * delete stops them), only after the next one.
  * NULL @ps is ignored. */
 void codepod_prestart_forget(struct codepod_prestart *ps, const char *conversation);
 
