@@ -69,12 +69,6 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
 int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err);
 
 /**
- * store_archive_verify() - the whole of @fd is @size bytes whose SHA-256
- * is @sha256. Returns 0 or CP_E_PARSE naming which does not match.
- */
-int store_archive_verify(int fd, uint64_t size, const char *sha256, struct cp_err *err);
-
-/**
  * store_archive_unpack() - @fd's archive into the empty folder @dir,
  * hashed as it is read: with @sha256 (64 hex, or NULL) a whole file of
  * another hash is CP_E_PARSE once read, so the caller unpacks into a folder

@@ -19,46 +19,6 @@
 #define CHUNK (256 * 1024)
 #define DEPTH_MAX 64
 
-int store_archive_verify(int fd, uint64_t size, const char *sha256, struct cp_err *err)
-{
-	struct stat st;
-	if (fstat(fd, &st))
-		return cp_err_errno(err, CP_E_IO, errno, "snapshot archive");
-	if ((uint64_t)st.st_size != size)
-		return cp_err_set(err, CP_E_PARSE,
-		                  "snapshot archive is %llu bytes, its manifest says %llu",
-		                  (unsigned long long)st.st_size, (unsigned long long)size);
-	EVP_MD_CTX *c = EVP_MD_CTX_new();
-	char *buf = malloc(CHUNK);
-	int rc = 0;
-	if (!c || !buf || !EVP_DigestInit_ex(c, EVP_sha256(), NULL))
-		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
-	uint64_t off = 0;
-	while (!rc && off < size) {
-		ssize_t k = pread(fd, buf, CHUNK, (off_t)off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			rc = cp_err_errno(err, CP_E_IO, k < 0 ? errno : EIO, "snapshot archive");
-			break;
-		}
-		EVP_DigestUpdate(c, buf, (size_t)k);
-		off += (uint64_t)k;
-	}
-	unsigned char md[32];
-	char hex[65];
-	if (!rc && EVP_DigestFinal_ex(c, md, NULL)) {
-		for (int i = 0; i < 32; i++)
-			snprintf(hex + 2 * i, 3, "%02x", md[i]);
-		if (strcmp(hex, sha256) != 0)
-			rc = cp_err_set(err, CP_E_PARSE,
-			                "snapshot archive does not match its manifest's SHA-256");
-	}
-	EVP_MD_CTX_free(c);
-	free(buf);
-	return rc;
-}
-
 /* Splits @path into components in place; returns how many, or -1 for an
  * absolute path, an empty, "." or ".." component, or too many. */
 static int split(char *path, char *comp[DEPTH_MAX + 1])
