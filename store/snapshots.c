@@ -581,6 +581,10 @@ static void manifest_got(void *ud, const struct store_result *r)
 {
 	struct conv *c = ud;
 	if (r->rc == CP_E_NOT_FOUND) { /* no snapshot: the workspace starts empty */
+		/* the fingerprint of an empty folder (a hash of nothing): an
+		 * execution that leaves it empty uploads nothing */
+		snprintf(c->last_fp, sizeof c->last_fp, "%s",
+		         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 		restore_end(c, 0, NULL, -1);
 		return;
 	}
