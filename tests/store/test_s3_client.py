@@ -50,14 +50,14 @@ def test_a_wrong_secret_is_refused(store, tmp_path):
     src.write_bytes(b"x" * 10)
     [r] = s3tool.run(store, "put", "t/wrong", str(src),
                      env={"AWS_SECRET_ACCESS_KEY": store.secret_key[:-1] + "0"})
-    assert r["rc"] == s3tool.CP_E_AUTH and r["status"] == 403
-    assert "SignatureDoesNotMatch" in r["msg"]
+    assert r["rc"] == s3tool.CP_E_AUTH and r["status"] == 403, r
+    assert "SignatureDoesNotMatch" in r["msg"], r
     assert store.secret_key not in r["msg"]
     [r] = s3tool.run(store, "head", "t/wrong", env={"AWS_ACCESS_KEY_ID": "NOSUCHKEY"})
-    assert r["rc"] == s3tool.CP_E_AUTH and r["status"] == 403
+    assert r["rc"] == s3tool.CP_E_AUTH and r["status"] == 403, r
     # Nothing was written by the refused request.
-    st, _ = store.request("HEAD", "/%s/t/wrong" % store.bucket)
-    assert st == 404
+    st, body = store.request("HEAD", "/%s/t/wrong" % store.bucket)
+    assert st == 404, (st, body)
 
 
 def test_multipart_upload_signed_and_unsigned(store, tmp_path):
