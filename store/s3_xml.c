@@ -30,7 +30,7 @@ static long decode(const char *p, const char *e, char *out)
 	while (p < e) {
 		if (n + 1 >= VALUE_MAX)
 			return -1;
-		if (*p == '<')
+		if (*p == '<' || *p == '\0') /* a NUL would cut the value short */
 			return -1;
 		if (*p != '&') {
 			out[n++] = *p++;

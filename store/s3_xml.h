@@ -5,7 +5,7 @@
  * simple elements, and nothing here trusts them to be well formed. A value
  * is found only between `<NAME>` and the next `</NAME>`; the five
  * predefined entities are decoded, any other `&` sequence makes the value
- * invalid (skipped), as does a value holding `<`.
+ * invalid (skipped), as does a value holding `<` or a NUL byte.
  *
  * Ownership: @body is borrowed for the call; values are copied into the
  * caller's buffer.
