@@ -120,7 +120,7 @@ static const struct cli_opt engine_opts[] = {
 	          "$CODEPOD_PRESTART sets the default" },
 	{ "prestart-idle", "SECONDS", CLI_UINT_AT(O, prestart_idle_s, 1, 100000),
 	  .help = "how long a started runner waits after its conversation's last execution" },
-	{ "continuation-key-file", "FILE", CLI_STR_AT(O, continuation_key_file),
+	{ "continuation-key-file", "FILE", CLI_STR_AT(O, continuation_key_file), CLI_SECRET,
 	  .help = "keys of suspended executions' continuations, a KEYID:HEX line each; the "
 	          "first signs, all verify (default: a random key, lost at exit)" },
 	{ "continuation-ttl", "SECONDS", CLI_UINT_AT(O, continuation_ttl_s, 1, 31536000),
@@ -159,10 +159,10 @@ static const struct cli_opt snapshot_opts[] = {
 	  .help = "the S3 store, for one other than AWS (MinIO, Ceph, GCS: https://storage.googleapis.com)" },
 	{ "s3-region", "REGION", CLI_STR_AT(O, s3_region),
 	  .help = "the store's region, signed into each request (default: us-east-1)" },
-	{ "s3-credentials-file", "FILE", CLI_STR_AT(O, s3_credentials_file),
+	{ "s3-credentials-file", "FILE", CLI_STR_AT(O, s3_credentials_file), CLI_SECRET,
 	  .help = "the store's keys, AWS credentials-file format, read again when it changes "
 	          "(default: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN)" },
-	{ "snapshot-key-file", "FILE", CLI_STR_AT(O, snapshot_key_file),
+	{ "snapshot-key-file", "FILE", CLI_STR_AT(O, snapshot_key_file), CLI_SECRET,
 	  .help = "encrypt snapshots (AES-256-GCM) with the first key of FILE, lines "
 	          "'KEYID HEX64'; every key listed decrypts (rotation)" },
 	{ "snapshot-ttl", "SECONDS", CLI_UINT_AT(O, snapshot_ttl_s, 0, 1000000000),

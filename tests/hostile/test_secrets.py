@@ -54,6 +54,10 @@ CONTENT = {
     "token-file": None,
     "audit-file": '{"event":"audit","id":"earlier"}\n',
     "webhook-secret-file": "whsec-" + uuid.uuid4().hex + "\n",
+    "continuation-key-file": "k1:" + uuid.uuid4().hex + uuid.uuid4().hex + "\n",
+    "s3-credentials-file": ("[default]\naws_access_key_id = AKIDTEST\n"
+                            "aws_secret_access_key = " + uuid.uuid4().hex + "\n"),
+    "snapshot-key-file": "k1 " + uuid.uuid4().hex + uuid.uuid4().hex + "\n",
 }
 
 
