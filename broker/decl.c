@@ -544,12 +544,54 @@ static int add_doc_tag(struct ctx *c, struct cp_buf *text, const char *tag, cons
 	return rc;
 }
 
-/* What the model needs beyond the type: format, pattern, default, and up
- * to three examples, as JSDoc tags after the description. */
+/* A schema whose "type" is "integer", or a list holding it with no "number". */
+static int is_integer(const json_t *type)
+{
+	int integer = 0, number = 0;
+
+	if (json_is_string(type))
+		return strcmp(json_string_value(type), "integer") == 0;
+	for (size_t i = 0; i < json_array_size(type); i++) {
+		const char *t = json_string_value(json_array_get(type, i));
+		integer |= t && strcmp(t, "integer") == 0;
+		number |= t && strcmp(t, "number") == 0;
+	}
+	return integer && !number;
+}
+
+/* The bounds a validator enforces and TypeScript cannot say: numbers only
+ * (draft 4's boolean exclusiveMinimum says nothing on its own). */
+static const char *const bound_keywords[] = {
+	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+	"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+};
+
+static int add_bound_tags(struct ctx *c, struct cp_buf *text, const json_t *s)
+{
+	int rc = 0;
+
+	if (is_integer(property_keyword(c, s, "type")))
+		rc = buf_str(c, text, cp_buf_len(text) ? " @integer" : "@integer");
+	for (size_t i = 0; rc == 0 && i < sizeof bound_keywords / sizeof bound_keywords[0]; i++) {
+		const json_t *v = property_keyword(c, s, bound_keywords[i]);
+		if (json_is_number(v))
+			rc = add_doc_tag(c, text, bound_keywords[i], v, 0);
+	}
+	if (rc == 0 && json_is_true(property_keyword(c, s, "uniqueItems")))
+		rc = buf_str(c, text, cp_buf_len(text) ? " @uniqueItems" : "@uniqueItems");
+	return rc;
+}
+
+/* What the model needs beyond the type: integer, the bounds, format,
+ * pattern, default, and up to three examples, as JSDoc tags after the
+ * description. */
 static int add_doc_tags(struct ctx *c, struct cp_buf *text, const json_t *s)
 {
 	const json_t *ex = property_keyword(c, s, "examples");
-	int rc = add_doc_tag(c, text, "format", property_keyword(c, s, "format"), 1);
+	int rc = add_bound_tags(c, text, s);
+
+	if (rc == 0)
+		rc = add_doc_tag(c, text, "format", property_keyword(c, s, "format"), 1);
 
 	if (rc == 0)
 		rc = add_doc_tag(c, text, "pattern", property_keyword(c, s, "pattern"), 1);
@@ -1043,6 +1085,106 @@ static int check_tool(struct ctx *c, const json_t *tools, size_t i)
 	return rc;
 }
 
+/* ---- the preamble ---- */
+
+/* NULL: BROKER_DECL_PREAMBLE. Set once before the loop (decl.h). */
+static char *preamble;
+
+static int package_char(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       strchr("@/._~-", ch) != NULL;
+}
+
+/* Appends word (with ", " before it unless first) to the comment in b,
+ * starting a new " * " line past 76 columns. */
+static int add_wrapped(struct ctx *c, struct cp_buf *b, size_t *col, const char *w, size_t n,
+                       int first, int last)
+{
+	size_t need = n + 2; /* the space before, the comma or stop after */
+	int rc = 0;
+
+	if (!first) {
+		rc = buf_str(c, b, ",");
+		(*col)++;
+	}
+	if (rc == 0 && *col + need > 76) {
+		rc = buf_str(c, b, "\n *");
+		*col = 2;
+	}
+	if (rc == 0)
+		rc = buf_str(c, b, " ");
+	if (rc == 0)
+		rc = buf_add(c, b, w, n);
+	*col += n + 1;
+	if (rc == 0 && last)
+		rc = buf_str(c, b, ".");
+	return rc;
+}
+
+int broker_decl_set_packages(const char *list, struct cp_err *err)
+{
+	static const char head[] = "/**\n"
+		" * The tools a program calls as `await tools.name(input)`. Programs of one\n"
+		" * conversation may run at the same time, and then share its workspace\n"
+		" * (the working directory): give files each program writes names of their\n"
+		" * own. Programs have no network access: fetch and sockets fail.\n"
+		" * require() gives Node's built-in modules and these packages:";
+	struct ctx c = { .err = err };
+	struct cp_buf b = { 0 };
+	const char *names[BROKER_DECL_MAX_PACKAGES];
+	size_t lens[BROKER_DECL_MAX_PACKAGES], count = 0, col = 0;
+	const char *p = list ? list : "";
+	int rc = 0;
+
+	while (*p) {
+		while (*p == ' ')
+			p++;
+		const char *start = p;
+		while (*p && *p != ',')
+			p++;
+		size_t n = (size_t)(p - start);
+		while (n && start[n - 1] == ' ')
+			n--;
+		if (*p == ',')
+			p++;
+		if (n == 0)
+			continue;
+		if (count == BROKER_DECL_MAX_PACKAGES)
+			return cp_err_set(err, CP_E_INVALID_REQUEST, "more than %d packages",
+			                  BROKER_DECL_MAX_PACKAGES);
+		for (size_t i = 0; i < n; i++)
+			if (!package_char(start[i]))
+				return cp_err_set(err, CP_E_INVALID_REQUEST,
+				                  "package %zu: not an npm package name", count + 1);
+		if (n > 214)
+			return cp_err_set(err, CP_E_INVALID_REQUEST,
+			                  "package %zu: longer than 214 bytes", count + 1);
+		names[count] = start;
+		lens[count++] = n;
+	}
+	if (count == 0) {
+		free(preamble);
+		preamble = NULL;
+		return 0;
+	}
+	col = strlen(strrchr(head, '\n') + 1); /* head's last line */
+	rc = buf_str(&c, &b, head);
+	for (size_t i = 0; i < count && rc == 0; i++)
+		rc = add_wrapped(&c, &b, &col, names[i], lens[i], i == 0, i + 1 == count);
+	if (rc == 0)
+		rc = buf_str(&c, &b, "\n */\n");
+	char *text = rc == 0 ? cp_buf_take(&b, NULL, NULL) : NULL;
+	cp_buf_free(&b);
+	if (rc)
+		return rc;
+	if (!text)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	free(preamble);
+	preamble = text;
+	return 0;
+}
+
 int broker_decl_render(const json_t *tools, char **out, struct cp_err *err)
 {
 	struct ctx c = { .err = err };
@@ -1063,7 +1205,9 @@ int broker_decl_render(const json_t *tools, char **out, struct cp_err *err)
 	if (rc == 0 && gated)
 		rc = buf_str(&c, &b, approval_rules);
 	if (rc == 0)
-		rc = buf_str(&c, &b, BROKER_DECL_PREAMBLE "declare const tools: {\n");
+		rc = buf_str(&c, &b, preamble ? preamble : BROKER_DECL_PREAMBLE);
+	if (rc == 0)
+		rc = buf_str(&c, &b, "declare const tools: {\n");
 	for (size_t i = 0; i < json_array_size(tools) && rc == 0; i++)
 		if (is_enabled(json_array_get(tools, i)))
 			rc = render_tool(&c, &b, tools, i);

@@ -5,7 +5,8 @@
  *
  * The output follows the PAI code-mode rendering, one line per tool, after
  * BROKER_DECL_PREAMBLE (a doc comment on `tools` with what every program of a
- * conversation must know whatever its tools: they share one workspace):
+ * conversation must know whatever its tools: they share one workspace, have
+ * no network, and can require what broker_decl_set_packages() names):
  *
  *   declare const tools: {
  *     (a doc comment with the description: slash, two stars, text, star, slash)
@@ -42,10 +43,14 @@
  *    unknown;
  *  - a missing schema or `true` -> unknown, `false` -> never; a tool without
  *    outputSchema returns `Promise<unknown>`;
- *  - a property's "format", "pattern", "default" and the first three
+ *  - a property's "type": "integer" (or a type list with integer and no
+ *    number), its numeric bounds ("minimum", "maximum", "exclusiveMinimum",
+ *    "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems",
+ *    "maxItems", "minProperties", "maxProperties": numbers only),
+ *    "uniqueItems": true, "format", "pattern", "default" and the first three
  *    "examples" (its own, or its local $ref target's) -> JSDoc tags after
- *    its description on the same line (`@format email @default 1`), each
- *    value cut at 200 bytes with "...";
+ *    its description on the same line (`@integer @minimum 1 @default 1`),
+ *    each value cut at 200 bytes with "...";
  *  - a tool whose name is not an identifier (`my-tool`) is declared under
  *    that name and again under the identifier alias the runner gives it
  *    (`my_tool`: every UTF-16 unit but A-Z a-z 0-9 _ $ becomes '_'), when
@@ -86,8 +91,28 @@
 	" * The tools a program calls as `await tools.name(input)`. Programs of one\n" \
 	" * conversation may run at the same time, and then share its workspace\n" \
 	" * (the working directory): give files each program writes names of their\n" \
-	" * own.\n" \
+	" * own. Programs have no network access: fetch and sockets fail.\n" \
+	" * require() gives Node's built-in modules only.\n" \
 	" */\n"
+
+/* The packages a deployment lets programs require (a comma-separated list
+ * of npm names, such as "lodash,zod"), for the preamble to name: at most
+ * BROKER_DECL_MAX_PACKAGES of them, each 1 to 214 bytes of A-Z a-z 0-9 and
+ * `@ / . _ ~ -`. */
+#define BROKER_DECL_MAX_PACKAGES 100
+
+/**
+ * broker_decl_set_packages() - the packages the preamble names from now on.
+ * @list: comma-separated npm names (spaces around them ignored); NULL or
+ *        empty: Node's built-in modules only (BROKER_DECL_PREAMBLE).
+ * @err: filled on error; may be NULL.
+ *
+ * A deployment setting: called once at start-up, before the loop runs and
+ * before any rendering (the preamble is process-wide; not thread-safe).
+ * @list is copied. Return: 0; CP_E_INVALID_REQUEST for a name outside the
+ * set above or too many of them (the preamble is then unchanged); CP_E_NOMEM.
+ */
+int broker_decl_set_packages(const char *list, struct cp_err *err);
 
 /**
  * broker_decl_render() - the TypeScript declarations of a tool list.

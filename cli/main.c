@@ -18,6 +18,7 @@
 #include <openssl/crypto.h>
 
 #include "broker/cmdtool.h"
+#include "broker/decl.h"
 #include "broker/otlp.h"
 #include "runner/codepod.h"
 #include "runner/continuation.h"
@@ -82,6 +83,24 @@ static int set_log_level(void *base, const char *arg)
 	cp_log_set_level((enum cp_log_level)lvl);
 	return 0;
 }
+
+/* The packages programs can require, for the declarations to name. */
+static int set_sandbox_packages(void *base, const char *arg)
+{
+	(void)base;
+	struct cp_err err;
+	if (broker_decl_set_packages(arg, &err) == 0)
+		return 0;
+	fprintf(stderr, "codepod: --sandbox-packages: %s\n", err.msg);
+	return -1;
+}
+
+static const struct cli_opt decl_opts[] = {
+	{ "sandbox-packages", "LIST", CLI_CALL, .call = set_sandbox_packages,
+	  .help = "the npm packages programs can require (comma-separated, such as "
+	          "lodash,zod), named in the declarations (default: Node's built-ins only)" },
+	CLI_END,
+};
 
 #define O struct opts
 static const struct cli_opt stdio_opts[] = {
@@ -201,19 +220,20 @@ static const struct cli_group engine_group = { "serve and run", engine_opts };
 static const struct cli_group local_group = { "serve and run, --backend local", local_opts };
 static const struct cli_group kube_group = { "serve and run, --backend kubernetes", kube_opts };
 static const struct cli_group snapshot_group = { "serve and run, snapshots", snapshot_opts };
+static const struct cli_group decl_group = { "serve and declarations", decl_opts };
 
 /* Each subcommand's groups; --help lists help_groups, in that order. */
 static const struct cli_group *const serve_groups[] = {
 	&stdio_group, &cli_listen_group, &serve_group, &engine_group, &local_group, &kube_group,
-	&snapshot_group, &cli_help_group,
+	&snapshot_group, &decl_group, &cli_help_group,
 };
 static const struct cli_group *const run_groups[] = {
 	&run_group, &engine_group, &local_group, &kube_group, &snapshot_group, &cli_help_group,
 };
-static const struct cli_group *const decl_groups[] = { &cli_help_group };
+static const struct cli_group *const decl_groups[] = { &decl_group, &cli_help_group };
 static const struct cli_group *const help_groups[] = {
 	&stdio_group, &cli_listen_group, &serve_group, &run_group, &engine_group, &local_group,
-	&kube_group, &snapshot_group, &cli_help_group,
+	&kube_group, &snapshot_group, &decl_group, &cli_help_group,
 };
 #define COUNT_OF(a) (sizeof(a) / sizeof *(a))
 #define MAX_GROUPS COUNT_OF(help_groups) /* every subcommand's are among them */

@@ -27,6 +27,7 @@ HEADINGS = {
     "serve and run, --backend local": {"stdio", "listen", "run"},
     "serve and run, --backend kubernetes": {"stdio", "listen", "run"},
     "serve and run, snapshots": {"stdio", "listen", "run"},
+    "serve and declarations": {"stdio", "listen", "declarations"},
     "every command": {"stdio", "listen", "run", "declarations"},
 }
 COMMANDS = ("stdio", "listen", "run", "declarations")
@@ -89,6 +90,8 @@ def invocation(command, tmp_path):
 def stopped_after_the_command_line(command, p):
     if command == "run":
         return p.returncode == 2 and NO_TOOLS in p.stderr
+    if command == "declarations":  # options taken, then the missing file
+        return p.returncode == 1 and f"unable to open {NO_TOOLS}" in p.stderr
     return p.returncode == 2 and f"{NO_NODE} (from --node) does not run as Node.js" in p.stderr
 
 

@@ -46,3 +46,24 @@ def test_needs_the_token_and_post(serve):
     assert status == 401
     status, _, _ = http_request(s.host, s.port, "GET", "/v1/declarations", token=s.token)
     assert status == 405
+
+
+def test_bounds_render_as_the_golden_file(serve):
+    s = serve()
+    status, out = post(s, (CASES / "bounds.json").read_bytes())
+    assert status == 200, out
+    assert out["declarations"] == (CASES / "bounds.d.ts").read_text()
+    assert "/** @integer @minimum 1 @maximum 50 @default 10 */ limit?: number;" \
+        in out["declarations"]
+
+
+def test_the_preamble_says_no_network_and_names_the_deployments_packages(serve):
+    tools = json.dumps([{"name": "t"}]).encode()
+    status, out = post(serve(), tools)
+    assert status == 200, out
+    assert "no network access" in out["declarations"]
+    assert "require() gives Node's built-in modules only." in out["declarations"]
+    status, out = post(serve("--sandbox-packages", "lodash, zod"), tools)
+    assert status == 200, out
+    assert "no network access" in out["declarations"]
+    assert "built-in modules and these packages: lodash, zod.\n */\n" in out["declarations"]

@@ -339,6 +339,63 @@ static void test_wide(void **state)
 	assert_true((double)(clock() - t0) / CLOCKS_PER_SEC < 20.0);
 }
 
+/* The preamble of an empty tool list. */
+static char *preamble_now(void)
+{
+	json_t *tools = json_array();
+	struct cp_err err = { 0 };
+	char *out = NULL;
+
+	assert_int_equal(broker_decl_render(tools, &out, &err), 0);
+	json_decref(tools);
+	char *end = strstr(out, "declare const tools");
+	assert_non_null(end);
+	*end = '\0';
+	return out;
+}
+
+/* The deployment's packages are named, wrapped as a comment, and a bad
+ * list leaves the last good one in place. */
+static void test_packages(void **state)
+{
+	struct cp_err err = { 0 };
+	char *p = NULL, list[4096] = "";
+
+	(void)state;
+	assert_int_equal(broker_decl_set_packages(" lodash , zod,,@scope/pkg.js ", &err), 0);
+	p = preamble_now();
+	assert_non_null(strstr(p, "no network access"));
+	assert_non_null(strstr(p, "built-in modules and these packages: lodash, zod,\n"
+	                          " * @scope/pkg.js.\n */\n"));
+	free(p);
+
+	assert_int_equal(broker_decl_set_packages("lodash,lo dash", &err), CP_E_INVALID_REQUEST);
+	assert_int_equal(broker_decl_set_packages("a*/b", &err), CP_E_INVALID_REQUEST);
+	p = preamble_now();
+	assert_non_null(strstr(p, "lodash, zod,\n * @scope/pkg.js."));
+	free(p);
+
+	/* Many names: every line of the comment stays within 80 columns. */
+	for (int i = 0; i < BROKER_DECL_MAX_PACKAGES; i++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%spackage-number-%d",
+		         i ? "," : "", i);
+	assert_int_equal(broker_decl_set_packages(list, &err), 0);
+	p = preamble_now();
+	for (char *line = p, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+		assert_true(nl - line <= 80);
+		assert_true(strncmp(line, "/**", 3) == 0 || strncmp(line, " *", 2) == 0);
+	}
+	assert_non_null(strstr(p, "package-number-99."));
+	free(p);
+	strcat(list, ",one-too-many");
+	assert_int_equal(broker_decl_set_packages(list, &err), CP_E_INVALID_REQUEST);
+
+	assert_int_equal(broker_decl_set_packages(NULL, &err), 0);
+	p = preamble_now();
+	assert_string_equal(p, BROKER_DECL_PREAMBLE);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_ref_explosion),
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_wide),
+		cmocka_unit_test(test_packages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

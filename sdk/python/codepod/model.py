@@ -73,8 +73,9 @@ def code_description(declarations: str, policy: Mapping[str, Any] | None = None,
         "are stripped without type checking; syntax that needs transformation, such as `enum`, fails.",
         "- Call the tools declared below as `await tools.name(input)`; each takes and returns JSON. A call that "
         "fails throws an Error whose message says why; you can catch it.",
-        "- Use `require(...)` or `await import(...)` for Node built-ins and installed packages; static `import` "
-        "declarations are not allowed.",
+        "- Use `require(...)` or `await import(...)` for the modules the declarations below name (Node built-ins, "
+        "and the packages this deployment has); static `import` declarations are not allowed.",
+        "- Programs have no network access: `fetch` and sockets fail. Reach outside only through the tools.",
         "- The working directory is the conversation's workspace: files written there persist across calls, "
         "JavaScript variables do not.",
         "- Several `code` calls of this conversation may run at the same time (several in one turn) and then "
