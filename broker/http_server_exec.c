@@ -14,6 +14,10 @@
  * broker: true and the reason. A cancel_call aborts the POST. A client that
  * goes away leaves the execution running to its end; its outcome is kept for
  * GET /v1/executions/{id}.
+ *
+ * A call whose input does not match its tool's inputSchema is not POSTed:
+ * the program hears "Invalid input for tool NAME: input.x must be ..." as
+ * from the SDKs (broker/schema_check.h), and the broker never sees it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,7 @@
 #include "broker/http_server_int.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
+#include "broker/schema_check.h"
 #include "broker/tool_answer.h"
 #include "broker/webhook_sign.h"
 
@@ -44,6 +49,7 @@ struct exec_req {
 	char *url;
 	char *conversation;
 	json_t *headers;
+	json_t *tools; /* the execute's tool list, for their inputSchemas */
 	long call_timeout_ms;
 	struct pending *calls;
 	int in_submit, answered;
@@ -197,10 +203,37 @@ static json_t *call_headers(struct exec_req *r, const json_t *msg, const char *b
 	return h;
 }
 
+/* The inputSchema of the enabled tool named @tool; NULL if none. */
+static const json_t *input_schema(const struct exec_req *r, const char *tool)
+{
+	for (size_t i = 0; tool && i < json_array_size(r->tools); i++) {
+		const json_t *t = json_array_get(r->tools, i);
+		const char *name = json_string_value(json_object_get(t, "name"));
+		if (name && !strcmp(name, tool) && !json_is_false(json_object_get(t, "enabled")))
+			return json_object_get(t, "inputSchema");
+	}
+	return NULL;
+}
+
+/* 1 when the input fails its schema: the program is told, nothing is sent. */
+static int refused_input(struct exec_req *r, const json_t *msg, const char *eid, const char *call)
+{
+	const char *tool = json_string_value(json_object_get(msg, "tool"));
+	char why[600], text[800];
+	if (!broker_schema_check(input_schema(r, tool), json_object_get(msg, "input"), why,
+	                         sizeof why))
+		return 0;
+	snprintf(text, sizeof text, "Invalid input for tool %.100s: %s", tool, why);
+	tool_error(r, eid, call, text);
+	return 1;
+}
+
 static void send_call(struct exec_req *r, const json_t *msg)
 {
 	const char *eid = json_string_value(json_object_get(msg, "id"));
 	const char *call = json_string_value(json_object_get(msg, "call"));
+	if (refused_input(r, msg, eid, call))
+		return;
 	json_t *body = json_pack("{s:O,s:s,s:O,s:O,s:O}", "id", json_object_get(msg, "id"),
 	                         "conversation", r->conversation, "call",
 	                         json_object_get(msg, "call"), "tool", json_object_get(msg, "tool"),
@@ -312,6 +345,7 @@ void broker_http_exec_free(struct sess_base *b)
 	}
 	broker_session_free(b->session);
 	json_decref(r->headers);
+	json_decref(r->tools);
 	json_decref(r->err_body);
 	free(r->url);
 	free(r->conversation);
@@ -352,6 +386,7 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 	r->url = strdup(url);
 	r->conversation = strdup(conv ? conv : "");
 	r->headers = headers ? json_deep_copy(headers) : json_object();
+	r->tools = json_incref(json_object_get(req, "tools"));
 	/* A call may take as long as the program's deadline, which cancels it
 	 * (so the outcome is TIMEOUT, not a failed call); --webhook-timeout-ms
 	 * lowers that. */
