@@ -19,8 +19,10 @@ from .sandbox import WORKSPACE, Sandbox, workspace_path
 from .model import CODE_INPUT_SCHEMA, CodeTool, code_description, output_for_model
 from .tools import Tool, ToolContext
 from .transport import ConnectError
+from .webhook import webhook_handler, webhook_signature
 
 __all__ = ["ApprovalMemory", "Codepod", "Tool", "ToolContext", "CodeTool", "ConnectError",
            "CODE_INPUT_SCHEMA", "code_description", "output_for_model", "CodepodError", "Sandbox",
-           "Command", "FileStream", "WORKSPACE", "workspace_path"]
+           "Command", "FileStream", "WORKSPACE", "workspace_path", "webhook_handler",
+           "webhook_signature"]
 __version__ = "0.1.0"
