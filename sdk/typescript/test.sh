@@ -38,8 +38,25 @@ cd "$here"
 echo "== sdk/typescript: tsc --strict"
 node node_modules/typescript/bin/tsc -p tsconfig.json
 node node_modules/typescript/bin/tsc -p tsconfig.test.json
+"$repo/tests/mcp/install.sh" "$out/mcp"
+export CODEPOD_MCP_DIR=$out/mcp
 echo "== sdk/typescript: tests (ai $(node -p 'require("./node_modules/ai/package.json").version'))"
-node --test --test-timeout=120000 --test-reporter=spec test/*.test.ts
+# A suite that runs fewer tests than it has must not pass: besides failures,
+# any test cancelled, skipped or left todo fails the run (read from a TAP copy).
+run_tests() {
+	local tap=$1; shift
+	node --test --test-timeout=120000 --test-reporter=spec --test-reporter-destination=stdout \
+		--test-reporter=tap --test-reporter-destination="$tap" "$@"
+	local n
+	for what in cancelled skipped todo; do
+		n=$(sed -n "s/^# $what //p" "$tap" | tail -1)
+		if [ "${n:-missing}" != 0 ]; then
+			echo "sdk: $what tests: ${n:-no summary in $tap}" >&2
+			return 1
+		fi
+	done
+}
+run_tests "$out/tests.tap" test/*.test.ts
 
 echo "== sdk/typescript: npm pack"
 rm -f "$out"/codepod-client-*.tgz
@@ -58,4 +75,4 @@ cp -r examples "$compat/examples"
 rm -rf "$compat/examples/sandbox"
 echo "== sdk/typescript: the packed $tgz with ai $(node -p "require('$compat/node_modules/ai/package.json').version")"
 node node_modules/typescript/bin/tsc -p "$compat/tsconfig.json"
-(cd "$compat" && CODEPOD_REPO=$repo CODEPOD_EXAMPLE_DATA=$repo/tests/example/data node --test --test-timeout=120000 --test-reporter=spec test/ai.test.ts)
+(cd "$compat" && CODEPOD_REPO=$repo CODEPOD_EXAMPLE_DATA=$repo/tests/example/data run_tests "$out/ai6.tap" test/ai.test.ts)

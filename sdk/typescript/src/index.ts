@@ -19,3 +19,5 @@ export type { ConversationFiles, DirectoryEntry, DirectoryPage, FileMeta, FileSt
 export type { Command, CommandOptions, CommandResult } from "./commands.js";
 export { webhookHandler, webhookSignature } from "./webhook.js";
 export type { WebhookAnswer, WebhookHandler, WebhookOptions } from "./webhook.js";
+export { mcpTools } from "./mcp.js";
+export type { McpClientLike } from "./mcp.js";
