@@ -1,5 +1,6 @@
 // @codepod/client/ai: the `code` tool for the Vercel AI SDK (ai 6 and 7).
 import { randomUUID } from "node:crypto";
+import * as aiModule from "ai";
 import { jsonSchema, tool, type Tool } from "ai";
 import type { Codepod } from "./client.js";
 import { checkPolicy } from "./policy.js";
@@ -56,8 +57,20 @@ export interface CodeModeToolOptions {
  * An AI SDK tool that runs the model's program in codepod. Asynchronous: its
  * description holds the declarations codepod renders for `tools`, asked for
  * once here.
+ *
+ * With ai 7 it is also a tool caller (`experimental_toolCaller`, type
+ * `local`): give generateText `experimental_toolCallers: { lookup: ["code"] }`
+ * and `lookup` is callable only from programs, never by the model directly;
+ * the AI SDK binds the routed tools (as it prepared them) to the code tool,
+ * and a program's calls run those. A routed tool must also be among
+ * `tools`, which the description declares.
  */
-export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<CodeInput, CodeOutput>> {
+/** The code tool; with ai 7, a tool caller too (the shape of ai 7's Experimental_ToolCallerTool). */
+export type CodeModeTool = Tool<CodeInput, CodeOutput> & {
+  readonly experimental_toolCaller: { type: "local"; bind: (tools: any) => Tool<any, any> };
+};
+
+export async function codeModeTool(opts: CodeModeToolOptions): Promise<CodeModeTool> {
   if (opts.policy && opts.executionPolicy) {
     throw new TypeError("codeModeTool(): give policy or executionPolicy (its former name), not both");
   }
@@ -71,8 +84,29 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
   const files = opts.workspaceFiles === true
     ? await listWorkspace(opts.codepod.sandbox(opts.conversation))
     : Array.isArray(opts.workspaceFiles) ? opts.workspaceFiles : [];
+  const base = codeTool(opts, policy, codeDescription(declarations, policy, approvals, files), opts.tools);
+  // ai 6 has no tool callers: there the code tool is only a tool.
+  const toolCaller = (aiModule as Record<string, unknown>).experimental_toolCaller;
+  if (typeof toolCaller !== "function") return base as CodeModeTool;
+  return (toolCaller as (t: Tool, d: object) => CodeModeTool)(base, {
+    type: "local",
+    bind: (bound: Tools) => {
+      for (const name of Object.keys(bound)) {
+        if (!Object.hasOwn(opts.tools, name)) {
+          throw new TypeError(`codeModeTool(): experimental_toolCallers routes ${name} to this code tool, ` +
+            "but it is not among its tools, so the model's declarations do not have it");
+        }
+      }
+      return codeTool(opts, policy, base.description as string, { ...opts.tools, ...bound });
+    },
+  });
+}
+
+/** The code tool itself, running programs with `tools`. */
+function codeTool(opts: CodeModeToolOptions, policy: Policy | undefined, description: string,
+  tools: Tools): Tool<CodeInput, CodeOutput> {
   return tool({
-    description: codeDescription(declarations, policy, approvals, files),
+    description,
     inputSchema: jsonSchema<CodeInput>(CODE_INPUT_SCHEMA as unknown as Parameters<typeof jsonSchema>[0]),
     execute: async (input: CodeInput, options: { abortSignal?: AbortSignal; toolCallId?: string }): Promise<CodeOutput> => {
       const id = randomUUID();
@@ -87,7 +121,7 @@ export async function codeModeTool(opts: CodeModeToolOptions): Promise<Tool<Code
         conversation: opts.conversation,
         js: input.js,
         reason: input.reason,
-        tools: opts.tools,
+        tools,
         ...(policy ? { policy } : {}),
         ...(options.abortSignal ? { signal: options.abortSignal } : {}),
         ...(log ? { onLog: log } : {}),
