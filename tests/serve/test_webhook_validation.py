@@ -32,7 +32,7 @@ CASES = [
     ({"q": "a", "limit": 2.5}, "input.limit must be integer"),
     ({"q": "a", "tags": ["c"]}, "input.tags.0 must be equal to one of the allowed values"),
     ({"q": "a", "tags": ["a", "a"]},
-     "input.tags must NOT have duplicate items (items ## 1 and 0 are identical)"),
+     "input.tags must NOT have duplicate items (items ## 0 and 1 are identical)"),
     ({"q": "a", "page": 0}, "input.page must be > 0"),
     ({"q": "a", "page": 3}, "input.page must be multiple of 2"),
     ({"q": "a", "extra": 1}, "input must NOT have additional properties"),
