@@ -320,11 +320,72 @@ static size_t code_points(const char *s, size_t n)
 }
 
 /*
+ * regcomp copies a repeated atom once per repetition (a+ twice, a{9} nine
+ * times, nested groups multiply), so a short pattern can cost gigabytes:
+ * the translation keeps an estimate of the compiled size and refuses a
+ * pattern past it, or quantifiers stacked on quantifiers (which JavaScript
+ * refuses too, but for its lazy `?`, dropped here: it cannot change
+ * whether a search matches).
+ */
+#define ERE_MAX_SIZE 4000L
+#define ERE_MAX_GROUPS 16
+
+struct ere {
+	struct cp_buf b;
+	long size[ERE_MAX_GROUPS + 1]; /* each open group's estimate */
+	int depth;
+	long last;    /* the last atom's estimate, 0 after a quantifier */
+	int quant;    /* the last token was a quantifier */
+};
+
+/* An atom of estimate n ends; 0 or -1 (over the budget). */
+static int ere_atom(struct ere *e, long n)
+{
+	e->last = n;
+	e->quant = 0;
+	e->size[e->depth] += n;
+	return e->size[e->depth] > ERE_MAX_SIZE ? -1 : 0;
+}
+
+/* The last atom repeated up to k times in all. */
+static int ere_repeat(struct ere *e, long k)
+{
+	if (e->quant || e->last == 0 || k > ERE_MAX_SIZE)
+		return -1;
+	e->size[e->depth] += e->last * (k - 1);
+	e->last = 0;
+	e->quant = 1;
+	return e->size[e->depth] > ERE_MAX_SIZE ? -1 : 0;
+}
+
+/* "{m}", "{m,}" or "{m,n}" at *c: the count k, the length in *len; 0 if none. */
+static long brace_count(const char *c, size_t *len)
+{
+	const char *p = c + 1;
+	long m = 0, n = -1;
+
+	if (*p < '0' || *p > '9')
+		return 0;
+	while (*p >= '0' && *p <= '9' && m <= ERE_MAX_SIZE)
+		m = m * 10 + (*p++ - '0');
+	if (*p == ',') {
+		p++;
+		n = *p == '}' ? m + 1 : 0;
+		while (*p >= '0' && *p <= '9' && n <= ERE_MAX_SIZE)
+			n = n * 10 + (*p++ - '0');
+	}
+	if (*p != '}')
+		return 0;
+	*len = (size_t)(p - c) + 1;
+	return (n > m ? n : m) + 1;
+}
+
+/*
  * A JavaScript pattern as a POSIX extended one, or NULL when it has what
  * ERE reads otherwise: \d \D \w \W \s \S become classes; other escapes of
  * punctuation stay (ERE reads them alike); escapes of letters or digits
  * (\b, \u, back references), a backslash inside brackets other than those
- * classes, and "(?" are refused.
+ * classes, "(?", and patterns too costly to compile (above) are refused.
  */
 static char *pattern_to_ere(const char *p)
 {
@@ -335,57 +396,100 @@ static char *pattern_to_ere(const char *p)
 	static const char *const in_cls[][2] = {
 		{ "d", "0-9" }, { "w", "[:alnum:]_" }, { "s", "[:space:]" },
 	};
-	struct cp_buf b = { 0 };
+	struct ere e = { 0 };
 	int in = 0;
 
-	cp_buf_set_limit(&b, 16384, NULL);
+	cp_buf_set_limit(&e.b, 16384, NULL);
 	for (const char *c = p; *c; c++) {
 		const char *rep = NULL;
+		size_t blen = 0;
+		long k = 0;
 		int rc = 0;
 		if (c[0] == '(' && c[1] == '?')
 			goto refuse;
-		if (!in && c[0] == '[') {
+		if (in && c[0] == '[' && c[1] && strchr(":.=", c[1]))
+			goto refuse; /* a POSIX class in ERE, literal text in JavaScript */
+		if (in && c[0] != ']' && c[0] != '\\') {
+			rc = cp_buf_add(&e.b, c, 1, NULL);
+		} else if (!in && c[0] == '[') {
 			in = 1;
-			rc = cp_buf_add(&b, c, 1, NULL);
+			rc = cp_buf_add(&e.b, c, 1, NULL);
 			if (rc == 0 && c[1] == '^')
-				rc = cp_buf_add(&b, ++c, 1, NULL);
+				rc = cp_buf_add(&e.b, ++c, 1, NULL);
 			if (rc == 0 && c[1] == ']')
-				rc = cp_buf_add(&b, ++c, 1, NULL);
+				rc = cp_buf_add(&e.b, ++c, 1, NULL);
 		} else if (in && c[0] == ']') {
 			in = 0;
-			rc = cp_buf_add(&b, c, 1, NULL);
+			rc = cp_buf_add(&e.b, c, 1, NULL);
+			if (rc == 0)
+				rc = ere_atom(&e, 1);
 		} else if (c[0] == '\\') {
-			char e = c[1];
+			char x = c[1];
 			for (size_t i = 0; !in && i < sizeof out_cls / sizeof out_cls[0]; i++)
-				if (e && e == out_cls[i][0][0])
+				if (x && x == out_cls[i][0][0])
 					rep = out_cls[i][1];
 			for (size_t i = 0; in && i < sizeof in_cls / sizeof in_cls[0]; i++)
-				if (e && e == in_cls[i][0][0])
+				if (x && x == in_cls[i][0][0])
 					rep = in_cls[i][1];
 			if (rep) {
-				rc = cp_buf_add(&b, rep, strlen(rep), NULL);
-			} else if (!in && e && strchr(".[]{}()*+?^$|\\/-", e)) {
-				if (e == '/' || e == '-')
-					rc = cp_buf_add(&b, &e, 1, NULL);
+				rc = cp_buf_add(&e.b, rep, strlen(rep), NULL);
+			} else if (!in && x && strchr(".[]{}()*+?^$|\\/-", x)) {
+				if (x == '/' || x == '-')
+					rc = cp_buf_add(&e.b, &x, 1, NULL);
 				else
-					rc = cp_buf_add(&b, c, 2, NULL);
+					rc = cp_buf_add(&e.b, c, 2, NULL);
 			} else {
 				goto refuse;
 			}
 			c++;
+			if (rc == 0 && !in)
+				rc = ere_atom(&e, 1);
+		} else if (c[0] == '(') {
+			if (e.depth == ERE_MAX_GROUPS)
+				goto refuse;
+			e.size[++e.depth] = 0;
+			e.quant = 0;
+			rc = cp_buf_add(&e.b, c, 1, NULL);
+		} else if (c[0] == ')') {
+			if (e.depth == 0)
+				goto refuse;
+			long n = e.size[e.depth--];
+			rc = cp_buf_add(&e.b, c, 1, NULL);
+			if (rc == 0)
+				rc = ere_atom(&e, n > 0 ? n : 1);
+		} else if (c[0] == '*' || c[0] == '+' || c[0] == '?') {
+			if (c[0] == '?' && e.quant) {
+				e.quant = 0; /* lazy: the same matches exist */
+				e.last = 0;
+				continue;
+			}
+			rc = ere_repeat(&e, 2);
+			if (rc == 0)
+				rc = cp_buf_add(&e.b, c, 1, NULL);
+		} else if (c[0] == '{' && (k = brace_count(c, &blen)) > 0) {
+			rc = ere_repeat(&e, k);
+			if (rc == 0)
+				rc = cp_buf_add(&e.b, c, blen, NULL);
+			c += blen - 1;
+		} else if (c[0] == '|') {
+			e.quant = 0;
+			e.last = 0;
+			rc = cp_buf_add(&e.b, c, 1, NULL);
 		} else {
-			rc = cp_buf_add(&b, c, 1, NULL);
+			rc = cp_buf_add(&e.b, c, 1, NULL);
+			if (rc == 0 && c[0] != '^' && c[0] != '$')
+				rc = ere_atom(&e, 1);
 		}
 		if (rc)
 			goto refuse;
 	}
-	if (in)
+	if (in || e.depth)
 		goto refuse;
-	char *out = cp_buf_take(&b, NULL, NULL);
-	cp_buf_free(&b);
+	char *out = cp_buf_take(&e.b, NULL, NULL);
+	cp_buf_free(&e.b);
 	return out;
 refuse:
-	cp_buf_free(&b);
+	cp_buf_free(&e.b);
 	return NULL;
 }
 

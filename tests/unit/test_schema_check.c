@@ -88,6 +88,16 @@ static void test_patterns(void **state)
 	expect("{\"pattern\":\"\\\\bx\"}", "\"yx\"", NULL);
 	expect("{\"pattern\":\"[\\\\]]\"}", "\"y\"", NULL);
 	expect("{\"pattern\":\"((\"}", "\"y\"", NULL);
+	/* Patterns regcomp would blow up on are not judged (and cost nothing). */
+	expect("{\"pattern\":\"^c+++++++++++++++++++++++++++++++++++++++++$\"}", "\"y\"", NULL);
+	expect("{\"pattern\":\"^(((a{100}){100}){100})$\"}", "\"y\"", NULL);
+	expect("{\"pattern\":\"^[[:alpha:]]$\"}", "\"y\"", NULL);
+	/* Lazy quantifiers and small counts are judged. */
+	expect("{\"pattern\":\"^a+?b{2,3}$\"}", "\"aabb\"", NULL);
+	expect("{\"pattern\":\"^a+?b{2,3}$\"}", "\"ab\"",
+	       "input must match pattern \"^a+?b{2,3}$\"");
+	expect("{\"pattern\":\"^(ab|cd){2}$\"}", "\"abab\"", NULL);
+	expect("{\"pattern\":\"^(ab|cd){2}$\"}", "\"abx\"", "input must match pattern \"^(ab|cd){2}$\"");
 	expect("{\"pattern\":\"^a$\"}", "\"a\\u0000b\"", NULL);
 	expect("{\"$ref\":\"https://example.com/s.json\"}", "1", NULL);
 	expect("{\"$ref\":\"#/nowhere\"}", "1", NULL);
