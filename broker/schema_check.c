@@ -433,8 +433,10 @@ static char *pattern_to_ere(const char *p)
 					rep = in_cls[i][1];
 			if (rep) {
 				rc = cp_buf_add(&e.b, rep, strlen(rep), NULL);
-			} else if (!in && x && strchr(".[]{}()*+?^$|\\/-", x)) {
-				if (x == '/' || x == '-')
+			} else if (!in && x && strchr(".[]{}()*+?^$|\\/", x)) {
+				/* Ajv compiles with the u flag, where \- outside brackets is an
+				 * error (the SDK then checks nothing): left out here too. */
+				if (x == '/')
 					rc = cp_buf_add(&e.b, &x, 1, NULL);
 				else
 					rc = cp_buf_add(&e.b, c, 2, NULL);

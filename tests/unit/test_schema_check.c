@@ -92,6 +92,8 @@ static void test_patterns(void **state)
 	expect("{\"pattern\":\"^c+++++++++++++++++++++++++++++++++++++++++$\"}", "\"y\"", NULL);
 	expect("{\"pattern\":\"^(((a{100}){100}){100})$\"}", "\"y\"", NULL);
 	expect("{\"pattern\":\"^[[:alpha:]]$\"}", "\"y\"", NULL);
+	expect("{\"pattern\":\"^a\\\\-b$\"}", "\"y\"", NULL); /* Ajv: not a u-flag escape */
+	expect("{\"pattern\":\"^a\\\\/b$\"}", "\"y\"", "input must match pattern \"^a\\/b$\"");
 	/* Lazy quantifiers and small counts are judged. */
 	expect("{\"pattern\":\"^a+?b{2,3}$\"}", "\"aabb\"", NULL);
 	expect("{\"pattern\":\"^a+?b{2,3}$\"}", "\"ab\"",
