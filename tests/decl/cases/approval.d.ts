@@ -13,11 +13,12 @@
  * The tools a program calls as `await tools.name(input)`. Programs of one
  * conversation may run at the same time, and then share its workspace
  * (the working directory): give files each program writes names of their
- * own.
+ * own. Programs have no network access: fetch and sockets fail.
+ * require() gives Node's built-in modules only.
  */
 declare const tools: {
   /** Open invoices. */
-  listInvoices: (input: {}) => Promise<{ id: string; amountCents: number; }[]>;
+  listInvoices: (input: {}) => Promise<{ id: string; /** @integer */ amountCents: number; }[]>;
   /**
    * Pay one invoice.
    *
