@@ -467,7 +467,9 @@ static int on_http(struct broker_http *srv, struct lws *wsi, struct broker_http_
 		serve_info(wsi, pss, get);
 	} else if (srv->draining) {
 		broker_http_respond_error(wsi, pss, 503, "SHUTTING_DOWN", "the server is shutting down");
-	} else if (del && !strncmp(uri, CONVERSATIONS_PREFIX, sizeof CONVERSATIONS_PREFIX - 1)) {
+	} else if (del && !strncmp(uri, CONVERSATIONS_PREFIX, sizeof CONVERSATIONS_PREFIX - 1) &&
+	           !strchr(uri + sizeof CONVERSATIONS_PREFIX - 1, '/')) {
+		/* the conversation itself: one segment; its files and archive below */
 		broker_http_delete_start(srv, wsi, pss, uri + sizeof CONVERSATIONS_PREFIX - 1);
 	} else if (!strcmp(uri, "/v1/session")) {
 		broker_http_respond_error(wsi, pss, 426, "INVALID_REQUEST",
