@@ -35,7 +35,7 @@
 /* After the process exits, how long its pipes may stay open (a child that
  * escaped the kill still holds them) before we stop waiting for EOF. */
 #define DRAIN_MS 2000
-#define MAX_ARGS 256
+#define MAX_ARGS (LOCAL_SANDBOX_MAX_ARGS + 64)
 
 struct local {
 	struct codepod_backend base;
@@ -473,6 +473,8 @@ static int build_argv(struct local *b, const struct codepod_spawn_req *req, cons
 	if (b->isolate) {
 		struct local_sandbox_run run = { b->state_dir, b->node_root, ws, req->memory_mb, uid, gid };
 		int used = local_sandbox_argv(&b->sb, &run, buf, argv, MAX_ARGS - 2 - JOIN_ARGS);
+		if (used < 0 && buf->why.code)
+			return cp_err_set(err, buf->why.code, "%s", buf->why.msg);
 		if (used < 0)
 			return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
 		n = (size_t)used;
@@ -826,7 +828,9 @@ static int launch(struct codepod_proc *p, const struct codepod_spawn_req *req, c
 		return sfd;
 	}
 	char home[4200];
-	snprintf(home, sizeof home, "HOME=%s", ws);
+	/* isolated, the workspace is LOCAL_SANDBOX_WORKSPACE inside; without a
+	 * mount namespace it keeps its host path */
+	snprintf(home, sizeof home, "HOME=%s", b->isolate ? LOCAL_SANDBOX_WORKSPACE : ws);
 	static char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
 	static char tmp_env[] = "TMPDIR=/tmp";
 	static char lang_env[] = "LANG=C.UTF-8";
@@ -1685,6 +1689,19 @@ static int sandbox_ready(struct local *b, const struct local_config *cfg, struct
 		if (rc)
 			return rc;
 	}
+	/* Inside, the conversation's folder covers /workspace: what the chain
+	 * runs from there would be gone (a checkout under the host's own
+	 * /workspace, with its Node in it). */
+	const char *const chain[] = { b->node_root, b->sb.prlimit, b->sb.setpriv };
+	size_t wl = strlen(LOCAL_SANDBOX_WORKSPACE);
+	for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++)
+		if (chain[i] && strncmp(chain[i], LOCAL_SANDBOX_WORKSPACE, wl) == 0 &&
+		    (chain[i][wl] == '/' || chain[i][wl] == '\0'))
+			return cp_err_set(err, CP_E_UNSUPPORTED,
+			                  "%s is under %s, where the sandbox puts the conversation's "
+			                  "workspace: install it elsewhere (or give --node a Node 22 "
+			                  "outside %s)", chain[i], LOCAL_SANDBOX_WORKSPACE,
+			                  LOCAL_SANDBOX_WORKSPACE);
 	local_sandbox_reach(&b->sb, b->state_dir);
 	local_sandbox_reach(&b->sb, b->node_root);
 	char ws[4096];

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "runner/local/capture.h"
+#include "runner/local/host_root.h"
 #include "runner/local/local_sandbox.h"
 #include "runner/local/sandbox_uids.h"
 #include "runner/local/syscall_filter.h"
@@ -71,8 +72,8 @@ int local_sandbox_user_parse(const char *spec, uid_t *uid, gid_t *gid, struct cp
 	return 0;
 }
 
-/* An executable on PATH (the sandbox sees the host's / read-only, so the
- * same path works inside). */
+/* An executable on PATH (the sandbox's root has the host's top-level
+ * entries, read-only, so the same path works inside; host_root.h). */
 static char *find_tool(const char *name)
 {
 	const char *path = getenv("PATH");
@@ -262,6 +263,7 @@ int local_sandbox_argv(const struct local_sandbox *s, const struct local_sandbox
                      struct local_sandbox_buf *buf, const char **argv, size_t cap)
 {
 	size_t n = 0;
+	memset(&buf->why, 0, sizeof buf->why);
 	PUSH("bwrap");
 	if (s->as_root) {
 		/* No user namespace: one would map the program back to host root. */
@@ -277,7 +279,20 @@ int local_sandbox_argv(const struct local_sandbox *s, const struct local_sandbox
 		PUSH("--unshare-all"); PUSH("--cap-drop"); PUSH("ALL");
 	}
 	PUSH("--die-with-parent"); PUSH("--new-session"); PUSH("--seccomp"); PUSH("3");
-	PUSH("--ro-bind"); PUSH("/"); PUSH("/");
+	/* The root is bubblewrap's tmpfs with the host's top-level entries put
+	 * back read-only (host_root.h), so /workspace can be a mount point of
+	 * its own; the tmpfs is made read-only once every mount is in place. */
+	if (local_root_scan(&buf->root, "/", &buf->why))
+		return -1;
+	for (size_t i = 0; i < buf->root.n; i++) {
+		const struct local_root_entry *e = &buf->root.e[i];
+		if (e->kind == LOCAL_ROOT_SYMLINK) {
+			PUSH("--symlink"); PUSH(e->target); PUSH(e->path);
+		} else {
+			/* -try: an entry removed since the scan is no reason to fail */
+			PUSH("--ro-bind-try"); PUSH(e->path); PUSH(e->path);
+		}
+	}
 	PUSH("--dev"); PUSH("/dev");
 	PUSH("--proc"); PUSH("/proc");
 	/* bubblewrap covers irq and bus, but skips sys and sysrq-trigger when its
@@ -303,16 +318,20 @@ int local_sandbox_argv(const struct local_sandbox *s, const struct local_sandbox
 	 * ancestor is made 0755 before the mount that would create it; one that
 	 * exists is left as it is (--dir on a folder is a no-op). */
 	buf->dirs_used = 0;
-	size_t state_len = strlen(run->state_dir);
 	if (push_ancestors(buf, run->state_dir, 0, argv, &n, cap))
 		return -1;
+	/* every workspace out of sight at its host path, the program's own too:
+	 * that one is /workspace */
 	PUSH("--tmpfs"); PUSH(run->state_dir);
-	if (push_ancestors(buf, run->ws, state_len, argv, &n, cap) ||
-	    push_ancestors(buf, run->node_root, 0, argv, &n, cap))
+	if (push_ancestors(buf, run->node_root, 0, argv, &n, cap))
 		return -1;
 	PUSH("--ro-bind"); PUSH(run->node_root); PUSH(run->node_root);
-	PUSH("--bind"); PUSH(run->ws); PUSH(run->ws);
-	PUSH("--chdir"); PUSH(run->ws);
+	/* last of the mounts, so nothing else lands inside the conversation's
+	 * folder (bubblewrap would create a mount point's folders there) */
+	PUSH("--perms"); PUSH("0755"); PUSH("--dir"); PUSH(LOCAL_SANDBOX_WORKSPACE);
+	PUSH("--bind"); PUSH(run->ws); PUSH(LOCAL_SANDBOX_WORKSPACE);
+	PUSH("--remount-ro"); PUSH("/");
+	PUSH("--chdir"); PUSH(LOCAL_SANDBOX_WORKSPACE);
 	PUSH("--");
 	PUSH(s->prlimit);
 	if (run->memory_mb) {
@@ -386,11 +405,12 @@ static int field_is(const char *status, const char *name, const char *want)
 int local_sandbox_probe(const struct local_sandbox *s, const struct local_sandbox_run *run,
                       const char *node, struct cp_err *err)
 {
-	const char *argv[192];
+	const char *argv[LOCAL_SANDBOX_MAX_ARGS];
 	struct local_sandbox_buf buf;
 	int n = local_sandbox_argv(s, run, &buf, argv, sizeof argv / sizeof argv[0] - 4);
 	if (n < 0)
-		return cp_err_set(err, CP_E_INTERNAL, "sandbox command line too long");
+		return cp_err_set(err, buf.why.code ? buf.why.code : CP_E_INTERNAL, "%s",
+		                  buf.why.code ? buf.why.msg : "sandbox command line too long");
 	/* the guarantees, then that Node runs there (any Node: --node may be a
 	 * stand-in that only knows --version) */
 	argv[n++] = "/bin/sh";

@@ -19,7 +19,8 @@
  * both are.
  *
  * Context: local_sandbox_init() and local_sandbox_probe() block (they run once,
- * before the loop). The rest never blocks.
+ * before the loop). local_sandbox_argv() reads the host's / (host_root.h);
+ * the rest never blocks.
  */
 #ifndef LOCAL_SANDBOX_H
 #define LOCAL_SANDBOX_H
@@ -29,6 +30,15 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "runner/local/host_root.h"
+
+/* Where the conversation's workspace is inside the sandbox (its host
+ * folder is bound there), the working folder of programs and commands. */
+#define LOCAL_SANDBOX_WORKSPACE "/workspace"
+
+/* Room for the chain up to the command (host_root.h's entries, the hidden
+ * paths, the ancestors of Node's folder): callers size their vectors so. */
+#define LOCAL_SANDBOX_MAX_ARGS 768
 
 /* Processes (threads included) one sandbox user may have at once, host-wide:
  * bounds a fork bomb. As root each conversation has a user of its own
@@ -95,7 +105,8 @@ void local_sandbox_reach(struct local_sandbox *s, const char *path);
 struct local_sandbox_run {
 	const char *state_dir; /* hidden but for ws */
 	const char *node_root; /* bound read-only (it may live under a hidden folder) */
-	const char *ws;        /* the workspace: bound read-write, the working folder */
+	const char *ws;        /* the workspace's host folder: bound read-write at
+	                        * LOCAL_SANDBOX_WORKSPACE, the working folder */
 	unsigned long memory_mb; /* sizes the data limit and /tmp; 0: unlimited */
 	uid_t uid;             /* as root: the program's host user and group */
 	gid_t gid;             /* (the workspace's owner) */
@@ -104,17 +115,21 @@ struct local_sandbox_run {
 /* Room the caller keeps for numbers formatted into the argv. */
 struct local_sandbox_buf {
 	char tmp_size[32], data[64], uid[16], gid[16];
-	/* the ancestors of Node's folder and of the workspace, NUL-separated */
+	/* the ancestors of the state folder and Node's, NUL-separated */
 	char dirs[16384];
 	size_t dirs_used;
+	struct local_root root; /* the host's top-level entries, scanned */
+	struct cp_err why;      /* when local_sandbox_argv() failed other than on room */
 };
 
 /**
  * local_sandbox_argv() - write the chain up to (not including) the command
  * into @argv, which has @cap slots; the command follows at the returned
- * index. Seccomp is read from fd 3 (see local_sandbox_seccomp_fd).
+ * index. Seccomp is read from fd 3 (see local_sandbox_seccomp_fd). Reads
+ * the host's / (host_root.h: synchronous, metadata only).
  *
- * Return: the number of slots used, or -1 when @cap is too small.
+ * Return: the number of slots used, or -1 when @cap is too small or the
+ * host's / could not be scanned (then @buf->why says why).
  */
 int local_sandbox_argv(const struct local_sandbox *s, const struct local_sandbox_run *run,
                      struct local_sandbox_buf *buf, const char **argv, size_t cap);

@@ -263,19 +263,21 @@ def test_startup_does_not_eat_the_program_deadline(tmp_path):
         os.link(NODE_DIR / "node", real)
     except OSError:
         shutil.copy2(NODE_DIR / "node", real)
-    held, release = root / "held-workspace", root / "release"
+    # the held conversation is known by a file in its workspace (every
+    # workspace is /workspace inside the sandbox: the path tells none apart)
+    held, release = root / "hold", root / "release"
     slow = root / "bin" / "node"
     slow.write_text(f'#!/bin/sh\n'
-                    f'if [ -e "{held}" ] && [ "$(pwd -P)" = "$(cat "{held}")" ]; then\n'
+                    f'if [ -e "{held}" ] && [ -e held-here ]; then\n'
                     f'  while [ ! -e "{release}" ]; do sleep 0.02; done\n'
                     f'fi\n'
                     f'exec "{real}" "$@"\n')
     slow.chmod(0o755)
     s = Session(tmp_path / "state", args=["--node", str(slow), "--prestart", "0"])
     try:
-        # the held conversation's workspace, as a first execution sees it
-        ws = assert_ok(s.run("return process.cwd();", conversation="held"))["result"]
-        held.write_text(ws + "\n")
+        assert_ok(s.run("require('node:fs').writeFileSync('held-here', ''); return 1;",
+                        conversation="held"))
+        held.touch()
         eid = s.execute("return 'in time';", conversation="held", policy={"timeoutMs": 300})
         assert_failed(s.run("for (;;) {}", policy={"timeoutMs": 300}), "TIMEOUT")
         release.touch()

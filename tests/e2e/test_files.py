@@ -5,6 +5,7 @@ attacks of a hostile program or client, on both backends (CODEPOD_BACKEND)
 and both transports (CODEPOD_TRANSPORT)."""
 
 import base64
+import glob
 import hashlib
 import json
 import os
@@ -14,6 +15,25 @@ import uuid
 from harness import BACKEND, assert_ok
 
 CHUNK = 262144
+
+
+def host_folder(session, cwd, name, content):
+    """Where a conversation's workspace is on the host, for a symlink aimed
+    at it: its program sees /workspace (the local sandbox binds the host
+    folder there), so the folder is found by its file @name, which holds
+    @content (unique to the test)."""
+    if BACKEND != "local" or cwd != "/workspace":
+        return cwd
+
+    def holds(d):
+        try:
+            with open(os.path.join(d, name), "rb") as f:
+                return f.read() == content.encode()
+        except OSError:
+            return False
+    found = [d for d in glob.glob(os.path.join(session.state_dir, "workspaces", "*")) if holds(d)]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def conv_name(tag):
@@ -211,8 +231,10 @@ def test_hostile_paths_are_refused_and_nothing_outside_is_touched(session):
         assert error_code(m) == "INVALID_REQUEST", (bad, m)
     # another conversation's workspace, where its program sees it
     other = conv_name("victim")
-    ws = assert_ok(session.run("require('node:fs').writeFileSync('secret.txt', 'theirs'); return process.cwd();",
+    theirs = f"theirs {uuid.uuid4().hex}"
+    ws = assert_ok(session.run(f"require('node:fs').writeFileSync('secret.txt', '{theirs}'); return process.cwd();",
                                conversation=other))["result"]
+    ws = host_folder(session, ws, "secret.txt", theirs)
     # symlinks planted by this conversation's program
     planted = assert_ok(session.run(f"""
 const fs = require('node:fs');
@@ -226,7 +248,7 @@ return fs.readdirSync('.').sort();""", conversation=conv))["result"]
     for path in ["shadow", "etc/shadow", "etc/passwd", "theirs/secret.txt", "secret"]:
         m = read_file(session, conv, path)[1]
         assert error_code(m) == "INVALID_REQUEST" and "symlink" in m["error"]["message"], (path, m)
-        assert "theirs" not in json.dumps(m) or path.startswith("theirs")
+        assert theirs not in json.dumps(m)
         m = write_file(session, conv, path, b"owned")
         assert error_code(m) == "INVALID_REQUEST", (path, m)
     for path in ["etc/codepod-owned", "theirs/owned.txt", "theirs/sub/owned.txt"]:
@@ -245,7 +267,7 @@ return fs.readdirSync('.').sort();""", conversation=conv))["result"]
     assert not os.path.exists("/etc/codepod-owned")
     res = assert_ok(session.run("return require('node:fs').readdirSync('.').sort();", conversation=other))
     assert res["result"] == ["secret.txt"], res
-    assert read_file(session, other, "secret.txt")[0] == b"theirs"
+    assert read_file(session, other, "secret.txt")[0] == theirs.encode()
 
 
 def test_a_file_swapped_for_a_symlink_is_never_followed(session):
@@ -254,6 +276,7 @@ def test_a_file_swapped_for_a_symlink_is_never_followed(session):
     other = conv_name("swap-victim")
     ws = assert_ok(session.run(f"require('node:fs').writeFileSync('s.txt', '{secret}'); return process.cwd();",
                                conversation=other))["result"]
+    ws = host_folder(session, ws, "s.txt", secret)
     # a program swaps f between a regular file and a symlink, as fast as it can
     eid = session.execute(f"""
 const fs = require('node:fs');

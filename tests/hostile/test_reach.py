@@ -144,24 +144,30 @@ return {{ viaTmp, visible, pair }};"""))
 
 @local_only
 def test_other_conversations_workspaces_are_out_of_sight(hs):
-    """The state folder is covered by a tmpfs but for the program's own
-    workspace, so another conversation's is not there at all (as root it is
-    another user's too; unprivileged it is the program's own user's). The
-    state folder is under /var/tmp: under /tmp (a checkout there) the
-    private /tmp would hide it anyway."""
+    """The state folder is covered by a tmpfs, so another conversation's
+    workspace is not there at all (as root it is another user's too;
+    unprivileged it is the program's own user's), and the program's own is
+    not there either: it is /workspace, the working folder, holding only its
+    own files. The state folder is under /var/tmp: under /tmp (a checkout
+    there) the private /tmp would hide it anyway."""
     state = hs.host / "state"
     h = Hostile(hs.mode, state=state)
     try:
         assert_ok(h.run("require('node:fs').writeFileSync('theirs.txt', 'A'); return 1;",
                         conversation="ws-a"))
         res = assert_ok(h.run(PRELUDE + f"""
+fs.writeFileSync('mine.txt', 'B');
 const list = (d) => {{ try {{ return fs.readdirSync(d); }} catch (e) {{ return e.code; }} }};
 return {{ state: list({json.dumps(str(state))}), workspaces: list({json.dumps(str(state / "workspaces"))}),
-         mine: require('node:path').basename(process.cwd()) }};""", conversation="ws-b"))
+         cwd: process.cwd(), mine: list('/workspace') }};""", conversation="ws-b"))
     finally:
         assert h.close() == 0
     r = res["result"]
-    assert r["state"] == ["workspaces"] and r["workspaces"] == [r["mine"]], r
+    assert r["state"] == [] and r["workspaces"] == "ENOENT", r
+    assert r["cwd"] == "/workspace" and r["mine"] == ["mine.txt"], r
+    # on the host, each conversation's file is in its own folder
+    held = sorted(sorted(os.listdir(d)) for d in (state / "workspaces").iterdir() if os.listdir(d))
+    assert held == [["mine.txt"], ["theirs.txt"]], held
     hs.next_works()
 
 
