@@ -1,7 +1,9 @@
 """Exec over WebSocket: v5.channel.k8s.io and v4.channel.k8s.io.
 
 The command is a REAL local process. Its cwd is the pod's own folder under
-the state dir (standing for the container's filesystem). As root, every exec
+the state dir (standing for the container's filesystem), which a sandboxed
+exec of a pod mounting a volume at /workspace (codepod's pod template) sees
+there instead, as its working folder. As root, every exec
 of a pod joins (nsenter) the pod's own namespaces, made by bwrap on its first
 exec: one PID namespace whose PID 1 adopts orphans, no network, host
 read-only, a private /tmp; so, as in a real container, one exec can see and
@@ -110,6 +112,47 @@ def _walkable_under(top, path):
     for i in range(1, len(rel)):
         out += ["--perms", "0755", "--dir", top + "/" + "/".join(rel[:i])]
     return out
+
+
+def _root_entries(own):
+    """bwrap args for a pod's root: a tmpfs holding the host's top-level
+    entries read-only (what `--ro-bind / /` gave) but /tmp, /workspace and
+    those in `own` (mounted by the caller), so the pod's folder can be bound
+    at /workspace as the pod template's emptyDir is there. Read per pod:
+    a top-level entry the host gains later is in the pods made after it."""
+    out = []
+    for n in sorted(os.listdir("/")):
+        p = "/" + n
+        if n in ("tmp", "workspace", *own):
+            continue
+        if os.path.islink(p):
+            out += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p) or os.path.isfile(p):
+            out += ["--ro-bind-try", p, p]
+    return out
+
+
+# A pod whose container mounts a volume at /workspace (codepod's pod
+# template: an emptyDir, its working folder, k8s/api/pod.c) has the pod's
+# folder bound there, last, the root made read-only after it, and its execs
+# start there with the HOME the container's env gives; other pods' execs
+# start in the pod's folder at its host path.
+WORKSPACE = "/workspace"
+
+
+def _container(pod, container):
+    spec = (pod or {}).get("spec") or {}
+    return next((c for c in spec.get("containers", []) if c.get("name") == container), {})
+
+
+def _mounts_workspace(pod, container):
+    return any(m.get("mountPath") == WORKSPACE for m in _container(pod, container).get("volumeMounts") or [])
+
+
+def _at(pod_dir, workspace):
+    if not workspace:
+        return ["--chdir", pod_dir]
+    return ["--dir", WORKSPACE, "--bind", pod_dir, WORKSPACE, "--remount-ro", "/", "--chdir", WORKSPACE]
 
 
 def bwrap_works():
@@ -256,6 +299,10 @@ class Exec:
         if not self.use_bwrap:
             env["TMPDIR"] = pod_tmp
             return list(command), pod_dir, env
+        workspace = _mounts_workspace(pod, container)
+        if workspace:
+            env["HOME"] = next((e["value"] for e in _container(pod, container).get("env") or []
+                                if e.get("name") == "HOME" and "value" in e), WORKSPACE)
         if os.geteuid() == 0 and shutil.which("nsenter"):
             # As in a real container, every exec joins the pod's own
             # namespaces: one PID namespace per pod, whose PID 1 adopts the
@@ -266,7 +313,7 @@ class Exec:
                 fs_group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
                 _as_empty_dir(pod_dir, fs_group)
                 os.chmod(pod_tmp, 0o1777)
-            init = self._pod_sandbox(ns, name, pod_dir, pod_tmp)
+            init = self._pod_sandbox(ns, name, pod_dir, pod_tmp, workspace)
             # -r -w: the root and working folder of the pod's init (its
             # folder), taken as file descriptors, so the working folder is
             # reachable from the root (a path would be resolved before the
@@ -280,11 +327,12 @@ class Exec:
         # state dir under /tmp stays reachable.
         argv = ["bwrap", "--unshare-ipc", "--unshare-net",
                 "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--bind", pod_tmp, "/tmp",
-                *host_binds_over_tmp(self.exec_path), "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63], "--", *command]
+                *_root_entries(("dev",)), "--dev", "/dev", "--bind", pod_tmp, "/tmp",
+                *host_binds_over_tmp(self.exec_path), "--bind", pod_dir, pod_dir,
+                *_at(pod_dir, workspace), "--hostname", name[:63], "--", *command]
         return argv, pod_dir, env
 
-    def _pod_sandbox(self, ns, name, pod_dir, pod_tmp):
+    def _pod_sandbox(self, ns, name, pod_dir, pod_tmp, workspace):
         """The pod's namespaces, made on its first exec: a bwrap whose PID 1
         stands for the container's init, with `sleep infinity` as its main
         process. Returns the host PID of that init, for nsenter. Deleting the
@@ -295,10 +343,10 @@ class Exec:
         r, w = os.pipe()
         proc = subprocess.Popen(
             ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
-             "--unshare-cgroup-try", "--die-with-parent", "--ro-bind", "/", "/",
+             "--unshare-cgroup-try", "--die-with-parent", *_root_entries(("dev", "proc")),
              "--dev", "/dev", "--proc", "/proc", "--bind", pod_tmp, "/tmp",
              *host_binds_over_tmp(self.exec_path), *_walkable_under_tmp(pod_dir),
-             "--bind", pod_dir, pod_dir, "--chdir", pod_dir, "--hostname", name[:63],
+             "--bind", pod_dir, pod_dir, *_at(pod_dir, workspace), "--hostname", name[:63],
              "--info-fd", str(w), "--", "sleep", "infinity"],
             pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
