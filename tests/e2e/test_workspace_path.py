@@ -163,3 +163,37 @@ def test_without_isolation_the_workspace_keeps_its_host_path(tmp_path):
     assert os.path.realpath(cwd).startswith(os.path.realpath(tmp_path / "state" / "workspaces") + "/"), res
     assert os.path.exists(os.path.join(cwd, "here.txt"))
     assert r["stdout"] == cwd + "\n", r
+
+
+@local_backend_only
+def test_the_root_is_read_only_and_has_the_hosts_later_entries(tmp_path):
+    """The sandbox's root holds the host's top-level entries, read at each
+    start (runners started ahead are off here: they would have read it
+    before the entry was made): one the host gains later is there, read-only;
+    nothing new can be made at the root."""
+    if os.geteuid() != 0:
+        pytest.skip("making a top-level entry on the host needs root")
+    later = f"/codepod-later-{uuid.uuid4().hex[:8]}"
+    s = Session(tmp_path / "state", args=["--prestart", "0"])
+    try:
+        probe = f"""
+const fs = require('node:fs');
+const code = (f) => {{ try {{ f(); return 'ok'; }} catch (e) {{ return e.code; }} }};
+return {{ later: code(() => fs.readFileSync("{later}/f", "utf8")),
+         writeLater: code(() => fs.writeFileSync("{later}/g", "x")),
+         newTop: code(() => fs.mkdirSync('/codepod-made-inside')),
+         bin: (() => {{ try {{ return fs.readlinkSync('/bin'); }} catch (e) {{ return e.code; }} }})() }};"""
+        before = assert_ok(s.run(probe))["result"]
+        os.mkdir(later)
+        with open(later + "/f", "w") as f:
+            f.write("from the host")
+        after = assert_ok(s.run(probe))["result"]
+    finally:
+        shutil.rmtree(later, ignore_errors=True)
+        assert s.close() == 0
+    assert before["later"] == "ENOENT" and after["later"] == "ok", (before, after)
+    assert after["writeLater"] in ("EROFS", "EACCES"), after
+    assert before["newTop"] in ("EROFS", "EACCES") and after["newTop"] in ("EROFS", "EACCES"), after
+    assert not os.path.exists("/codepod-made-inside")
+    if os.path.islink("/bin"):
+        assert before["bin"] == os.readlink("/bin"), before

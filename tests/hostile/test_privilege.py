@@ -61,8 +61,11 @@ def test_mount_umount_and_remount_are_refused_and_the_host_stays_read_only(hs):
     res = assert_ok(hs.run(PRELUDE + f"""
 return {{ umountTmp: sh('umount -l /tmp'), umountProc: sh('umount -l /proc'),
          remount: sh('mount -o remount,bind,rw /'), bind: sh('mount --bind /tmp /mnt'),
-         write: code(() => fs.writeFileSync({json.dumps(str(proof))}, 'x')) }};"""))
+         write: code(() => fs.writeFileSync({json.dumps(str(proof))}, 'x')),
+         atRoot: code(() => fs.mkdirSync('/' + {json.dumps(proof.name)})) }};"""))
     r = res["result"]
+    # the sandbox's root (a tmpfs of the program's own user, unprivileged) is read-only too
+    assert r["atRoot"] in ("EROFS", "EACCES") and not os.path.exists("/" + proof.name), r
     assert r["umountTmp"] == 32 and r["umountProc"] == 32, r  # umount(8): "must be superuser"
     assert r["remount"] == 32 and r["bind"] == 32, r
     assert r["write"] == "EROFS", r
