@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codepod import CodepodError
+from codepod import Codepod, CodepodError
 from conftest import BIN, HAVE_ARCHIVES, HAVE_COMMANDS, HAVE_FILES, TRANSPORTS, Server, arun
 
 needs_commands = pytest.mark.skipif(not HAVE_COMMANDS, reason="this server has no command message")
@@ -41,7 +41,7 @@ def test_run_exit_codes_streams_cwd_env_and_argv(fx):
     assert (r["status"], r["exitCode"], r["stdout"], r["stderr"]) == ("ok", 3, "out\n", "err\n")
     assert r["stdoutTruncated"] is False
     pwd, greeting = w["stdout"].splitlines()
-    assert pwd.endswith("/sub/dir") and greeting == "hi there"
+    assert pwd == "/workspace/sub/dir" and greeting == "hi there"  # the server isolates programs
     assert a["stdout"] == "a b|$HOME|"
     assert fed["stdout"] == "SHOUT"
 
@@ -307,3 +307,31 @@ def test_the_roundtrip_example(transport, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == ('3 sales rows in 2 regions; the report is out/report.json.\n'
                         '{"north": 150, "south": 80}\n')
+
+
+@needs_commands
+def test_without_isolation_workspace_paths_map_onto_the_host_folder(tmp_path):
+    """--no-isolation mounts nothing: the workspace keeps its host path, and
+    the sandbox's /workspace paths (files and a command's cwd) still name
+    files in it."""
+    srv = Server(tmp_path, args=["--no-isolation"])
+    c = conv("noiso")
+
+    async def go():
+        cp = await Codepod.connect(srv.url, srv.token)
+        sb = cp.sandbox(c)
+        try:
+            await sb.write_text_file("/workspace/sub/in.txt", "from the api")
+            w = await sb.run("pwd; cat in.txt", cwd="/workspace/sub")
+            o = await cp.run(conversation=c, js="return [process.cwd(), require('node:fs').readFileSync('sub/in.txt', 'utf8')];")
+            return w, o
+        finally:
+            await cp.close()
+    try:
+        w, o = arun(go())
+    finally:
+        assert srv.stop() == 0
+    where, text = o["result"]
+    assert where != "/workspace" and where.startswith(str(tmp_path / "state")), where
+    assert text == "from the api"
+    assert w["exitCode"] == 0 and w["stdout"] == f"{where}/sub\nfrom the api", w
