@@ -195,8 +195,10 @@ def test_workspace_of_another_conversation_unreachable_by_host_path(session):
         "  }\n"
         "}\n"
         f"walk({json.dumps(session.state_dir)}, 0);\n"
+        "walk('/workspace', 0);\n"
         "return found;", conversation=conv_b))
-    # The walk does reach B's own workspace by its host path, and only that.
+    # The walk reaches B's own file at /workspace, and nothing by the host
+    # path: the state folder is covered, B's own folder too.
     assert res["result"] == ["own"], "conversation B read conversation A's workspace file"
 
 
