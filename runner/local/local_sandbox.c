@@ -314,9 +314,9 @@ int local_sandbox_argv(const struct local_sandbox *s, const struct local_sandbox
 	}
 	/* bubblewrap makes the folders it creates on the way to a mount point
 	 * 0700 root: the sandbox user could not reach Node (a checkout under
-	 * /tmp) or its own workspace (a state dir under /tmp) by path. So each
-	 * ancestor is made 0755 before the mount that would create it; one that
-	 * exists is left as it is (--dir on a folder is a no-op). */
+	 * /tmp) by path. So each ancestor is made 0755 before the mount that
+	 * would create it; one that exists is left as it is (--dir on a folder
+	 * is a no-op). */
 	buf->dirs_used = 0;
 	if (push_ancestors(buf, run->state_dir, 0, argv, &n, cap))
 		return -1;
