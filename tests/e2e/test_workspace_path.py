@@ -197,3 +197,30 @@ return {{ later: code(() => fs.readFileSync("{later}/f", "utf8")),
     assert not os.path.exists("/codepod-made-inside")
     if os.path.islink("/bin"):
         assert before["bin"] == os.readlink("/bin"), before
+
+
+@local_backend_only
+def test_a_node_under_the_hosts_workspace_is_refused(tmp_path):
+    """The conversation's folder covers /workspace inside: a Node installed
+    under the host's own /workspace could not run there, and codepod says
+    so at start rather than fail every execution."""
+    if os.path.lexists("/workspace"):
+        pytest.skip("the host has a /workspace of its own: not touched")
+    if os.geteuid() != 0:
+        pytest.skip("making the host's /workspace needs root")
+    import subprocess
+    from harness import CODEPOD_BIN, NODE_DIR
+    os.makedirs("/workspace/node/bin")
+    try:
+        node = "/workspace/node/bin/node"
+        try:
+            os.link(NODE_DIR / "node", node)
+        except OSError:
+            shutil.copy2(NODE_DIR / "node", node)
+        p = subprocess.run([CODEPOD_BIN, "serve", "--stdio", "--no-memory-bound", "--state-dir",
+                            str(tmp_path / "state"), "--node", node],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree("/workspace", ignore_errors=True)
+    assert p.returncode != 0, p.stderr
+    assert "/workspace/node is under /workspace" in p.stderr, p.stderr
