@@ -335,14 +335,17 @@ made:
 
 void local_cg_root_free(struct local_cg_root *r)
 {
+	/* controllers mounted together share a folder: removed once, and
+	 * compared before any is freed */
 	for (int i = 0; i < LOCAL_CG_NCTL; i++) {
 		int dup = 0;
 		for (int j = 0; j < i; j++)
 			dup |= r->dir[j] && r->dir[i] && strcmp(r->dir[j], r->dir[i]) == 0;
 		if (r->dir[i] && !dup)
 			rmdir(r->dir[i]);
-		free(r->dir[i]);
 	}
+	for (int i = 0; i < LOCAL_CG_NCTL; i++)
+		free(r->dir[i]);
 	memset(r, 0, sizeof *r);
 }
 
