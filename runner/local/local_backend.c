@@ -1479,11 +1479,13 @@ static void local_release(struct local *b)
 static void on_sigchld_closed(uv_handle_t *h)
 {
 	struct local *b = h->data;
-	if (b->cg_timer)
+	if (b->cg_timer) {
+		/* the timer next; this runs again once it has closed */
+		b->cg_timer = 0;
 		uv_close((uv_handle_t *)&b->cg_retry, on_sigchld_closed);
-	else
-		local_release(b);
-	b->cg_timer = 0;
+		return;
+	}
+	local_release(b);
 }
 
 /* The SIGCHLD watcher and the cgroup timer close first (on the loop), then
