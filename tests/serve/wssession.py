@@ -41,11 +41,15 @@ class Server:
         self.stderr_lines = []
         self.cond = threading.Condition()
         self.ports = []
+        self.started = False  # serve.start: SIGTERM is handled from then on
         self._t = threading.Thread(target=self._read_stderr, daemon=True)
         self._t.start()
         deadline = time.monotonic() + 30
         with self.cond:
-            while len(self.ports) < len(listen):
+            # serve.listen comes as each address is bound, serve.start once
+            # the signals are handled: a SIGTERM before that would kill
+            # codepod outright, and stop() would see -15, not a drain
+            while len(self.ports) < len(listen) or not self.started:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError("codepod serve did not start: " + self.stderr_text())
                 self.cond.wait(0.2)
@@ -60,6 +64,8 @@ class Server:
                     m = json.loads(raw)
                     if m.get("event") == "serve.listen":
                         self.ports.append(m["port"])
+                    elif m.get("event") == "serve.start":
+                        self.started = True
                 except ValueError:
                     pass
                 self.cond.notify_all()
