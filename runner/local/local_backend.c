@@ -1268,6 +1268,10 @@ static int read_tree(struct codepod_proc *p)
 	note_init(p, t.second);
 	if (!t.read || (p->b->isolate && !t.second))
 		return -1;
+	/* No memory read: the runner has exited (a zombie has no VmHWM), so
+	 * its figures are its parent's to reap: wait4() will have them. */
+	if (!t.hwm_kb)
+		return -1;
 	struct codepod_usage u = { .known = 1, .cpu_us = ticks_us(p->b, t.ticks),
 	                           .max_rss_bytes = t.hwm_kb * 1024u };
 	merge_usage(&p->seen, &u);
