@@ -423,8 +423,9 @@ void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct bro
 	    !(r->base.session = broker_session_new(srv->cfg.cp, srv->cfg.ids, srv->hub, &exec_io,
 	                                           r))) {
 		json_decref(req);
-		broker_http_exec_free(&r->base);
+		/* why may point into r (the URL rule's text): answered before r goes */
 		broker_http_respond_error(wsi, pss, 400, "INVALID_REQUEST", why ? why : "out of memory");
+		broker_http_exec_free(&r->base);
 		return;
 	}
 	broker_session_set_hooks(r->base.session, &broker_http_session_hooks, srv);

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from harness import vm_hwm_kib
+from harness import UNDER_ASAN, vm_hwm_kib
 
 MIB = 1 << 20
 
@@ -170,7 +170,10 @@ def test_a_big_upload_and_download_stream_through_bounded_memory(serve, tmp_path
     assert down.returncode == 0, down.stderr
     assert hashlib.sha256(dst.read_bytes()).hexdigest() == etag
     grown = vm_hwm_kib(s.proc.pid) - base
-    assert grown < 16 * 1024, f"the server's peak RSS grew by {grown} KiB for a 32 MiB file"
+    # ASan keeps freed memory in quarantine: its peak says nothing of what
+    # codepod holds (the bytes are still checked both ways above)
+    if not UNDER_ASAN:
+        assert grown < 16 * 1024, f"the server's peak RSS grew by {grown} KiB for a 32 MiB file"
 
 
 def test_archive_get_and_put(serve):
