@@ -7,6 +7,7 @@
  * cap applies to each), and every schema visited is charged to a node budget,
  * so a hostile schema costs at most the budget, never its expansion.
  */
+#include "base/hex.h"
 #include "broker/decl.h"
 #include "broker/decl_alias.h"
 
@@ -238,17 +239,6 @@ static int clean_description(struct ctx *c, const json_t *d, int fold, struct cp
 
 /* ---- $ref ---- */
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* One JSON-pointer step: ~1 is '/', ~0 is '~'; NULL if it goes nowhere. */
 static const json_t *step(const json_t *cur, char *seg, size_t n)
 {
@@ -290,7 +280,7 @@ static const json_t *resolve(const json_t *root, const char *ref, size_t n)
 	if (!p)
 		return NULL;
 	while (i < n) {
-		int hi = i + 2 < n ? hexval(ref[i + 1]) : -1, lo = i + 2 < n ? hexval(ref[i + 2]) : -1;
+		int hi = i + 2 < n ? cp_hex_digit(ref[i + 1]) : -1, lo = i + 2 < n ? cp_hex_digit(ref[i + 2]) : -1;
 		if (ref[i] == '%' && hi >= 0 && lo >= 0) {
 			p[len++] = (char)(hi * 16 + lo);
 			i += 3;

@@ -4,18 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hex.h"
 #include "broker/http_path.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 char *broker_http_pct_decode(const char *s, size_t n)
 {
@@ -29,8 +19,8 @@ char *broker_http_pct_decode(const char *s, size_t n)
 			*o++ = s[i];
 			continue;
 		}
-		int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-		int lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+		int hi = i + 2 < n ? cp_hex_digit(s[i + 1]) : -1;
+		int lo = hi >= 0 ? cp_hex_digit(s[i + 2]) : -1;
 		if (lo < 0 || (hi | lo) == 0) {
 			free(out);
 			return NULL;

@@ -1,3 +1,4 @@
+#include "base/hex.h"
 #include "runner/continuation.h"
 
 #include <stdio.h>
@@ -36,17 +37,6 @@ static int id_char(int c)
 	       c == '_' || c == '-';
 }
 
-static int hex_val(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int parse_line(struct codepod_keyring *kr, const char *p, size_t n, size_t line,
                       struct cp_err *err)
 {
@@ -73,7 +63,7 @@ static int parse_line(struct codepod_keyring *kr, const char *p, size_t n, size_
 		return cp_err_set(err, CP_E_PARSE, "line %zu: at most %d keys", line, MAX_KEYS);
 	struct key *k = &kr->keys[kr->n];
 	for (size_t i = 0; i < hlen; i += 2) {
-		int hi = hex_val((unsigned char)hex[i]), lo = hex_val((unsigned char)hex[i + 1]);
+		int hi = cp_hex_digit((unsigned char)hex[i]), lo = cp_hex_digit((unsigned char)hex[i + 1]);
 		if (hi < 0 || lo < 0) {
 			OPENSSL_cleanse(k->secret, sizeof k->secret);
 			return cp_err_set(err, CP_E_PARSE, "line %zu: the key is not hex", line);

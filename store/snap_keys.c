@@ -1,5 +1,6 @@
 /* snap_keys.c - the snapshot encryption keys of --snapshot-key-file
  * (snap_keys.h). */
+#include "base/hex.h"
 #include "store/snap_keys.h"
 
 #include <stdlib.h>
@@ -20,17 +21,6 @@ static int id_ok(const char *p, size_t n)
 			return 0;
 	}
 	return 1;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 int store_keys_parse(struct store_keys *ks, const char *text, size_t len, struct cp_err *err)
@@ -69,7 +59,7 @@ int store_keys_parse(struct store_keys *ks, const char *text, size_t len, struct
 		}
 		struct store_key *k = &ks->k[ks->n];
 		for (int i = 0; i < 32; i++) {
-			int a = hexval(h[2 * i]), b = hexval(h[2 * i + 1]);
+			int a = cp_hex_digit(h[2 * i]), b = cp_hex_digit(h[2 * i + 1]);
 			if (a < 0 || b < 0) {
 				store_keys_wipe(ks);
 				return cp_err_set(err, CP_E_PARSE, "snapshot key file, line %d: not KEYID "
