@@ -397,6 +397,30 @@ static int parse_request(struct exec_req *r, json_t *req, const char **why)
 	return r->url && r->conversation && r->headers ? 0 : -1;
 }
 
+/* Hands @msg (stolen; NULL: out of memory) to r's session as the request
+ * of this connection; refused at once, the answer is the error the session
+ * gave, else @fallback as INTERNAL. */
+static void submit(struct exec_req *r, struct lws *wsi, struct broker_http_pss *pss, json_t *msg,
+                   const char *fallback)
+{
+	r->wsi = wsi;
+	r->pss = pss;
+	pss->req = r;
+	char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+	json_decref(msg);
+	r->in_submit = 1;
+	if (text)
+		broker_session_message(r->base.session, text, strlen(text));
+	r->in_submit = 0;
+	free(text);
+	if (broker_session_running(r->base.session) == 0 && !r->answered) {
+		if (!r->err_body)
+			r->err_body = json_pack("{s:{s:s,s:s}}", "error", "code", "INTERNAL", "message",
+			                        fallback);
+		answer(r, r->err_status ? r->err_status : 500, r->err_body);
+	}
+}
+
 void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct broker_http_pss *pss)
 {
 	const char *why = NULL;
@@ -431,22 +455,7 @@ void broker_http_exec_start(struct broker_http *srv, struct lws *wsi, struct bro
 	broker_session_set_hooks(r->base.session, &broker_http_session_hooks, srv);
 	broker_session_set_webhook(r->base.session);
 	broker_http_sess_link(srv, &r->base, BROKER_SESS_EXEC);
-	r->wsi = wsi;
-	r->pss = pss;
-	pss->req = r;
-	char *text = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	r->in_submit = 1;
-	if (text)
-		broker_session_message(r->base.session, text, strlen(text));
-	r->in_submit = 0;
-	free(text);
-	if (broker_session_running(r->base.session) == 0 && !r->answered) {
-		if (!r->err_body)
-			r->err_body = json_pack("{s:{s:s,s:s}}", "error", "code", "INTERNAL", "message",
-			                        "the execution could not be started");
-		answer(r, r->err_status ? r->err_status : 500, r->err_body);
-	}
+	submit(r, wsi, pss, req, "the execution could not be started");
 }
 
 /* DELETE /v1/conversations/{key}: the session message delete_conversation
@@ -476,22 +485,6 @@ void broker_http_delete_start(struct broker_http *srv, struct lws *wsi,
 	r->base.srv = srv;
 	r->deleting = 1;
 	broker_http_sess_link(srv, &r->base, BROKER_SESS_EXEC);
-	r->wsi = wsi;
-	r->pss = pss;
-	pss->req = r;
-	json_t *m = json_pack("{s:s,s:s}", "type", "delete_conversation", "conversation", key);
-	char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
-	json_decref(m);
-	r->in_submit = 1;
-	if (text)
-		broker_session_message(r->base.session, text, strlen(text));
-	r->in_submit = 0;
-	free(text);
-	if (broker_session_running(r->base.session) == 0 && !r->answered) {
-		/* refused at once: the error it gave, else ours */
-		if (!r->err_body)
-			r->err_body = json_pack("{s:{s:s,s:s}}", "error", "code", "INTERNAL", "message",
-			                        "the conversation could not be deleted");
-		answer(r, r->err_status ? r->err_status : 500, r->err_body);
-	}
+	submit(r, wsi, pss, json_pack("{s:s,s:s}", "type", "delete_conversation", "conversation", key),
+	       "the conversation could not be deleted");
 }
