@@ -63,3 +63,16 @@ char *cp_read_file(const char *path, size_t max, size_t *len, struct cp_err *err
 	close(fd);
 	return out;
 }
+
+ssize_t cp_read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}

@@ -22,6 +22,7 @@
 #define CP_FILEIO_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "base/err.h"
 
@@ -39,5 +40,13 @@ char *cp_read_file(const char *path, size_t max, size_t *len, struct cp_err *err
  * @fd stays open. As cp_read_file() otherwise.
  */
 char *cp_read_fd(int fd, const char *name, size_t max, size_t *len, struct cp_err *err);
+
+/*
+ * cp_read_small() - one read() of @path into @buf (at most @cap - 1 bytes,
+ * NUL-terminated): for the kernel's pseudo-files (/proc, cgroupfs), which
+ * give a small file whole in one read. Its length, or -1 (errno set); no
+ * allocation, no cp_err: the callers treat a missing file as "gone".
+ */
+ssize_t cp_read_small(const char *path, char *buf, size_t cap);
 
 #endif

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
 #include "runner/local/cgroup.h"
 
 static const char *const v1_names[LOCAL_CG_NCTL] = { "memory", "pids", "cpu" };
@@ -59,15 +60,7 @@ static ssize_t get(const char *dir, const char *file, char *buf, size_t cap)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s", dir, file);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
+	return cp_read_small(path, buf, cap);
 }
 
 /* The value of "KEY N" lines (memory.events, memory.oom_control). */

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
 #include "runner/local/cgroup.h"
 #include "runner/local/local_backend.h"
 #include "runner/local/local_sandbox.h"
@@ -1151,15 +1152,7 @@ static ssize_t read_proc_file(pid_t pid, const char *name, char *buf, size_t cap
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
+	return cp_read_small(path, buf, cap);
 }
 
 /* Fields 14 to 17 of /proc/<pid>/stat in clock ticks: @self utime + stime
