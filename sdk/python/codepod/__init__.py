@@ -15,6 +15,7 @@ from .client import Codepod
 from .commands import Command
 from .files import FileStream
 from .ops import CodepodError
+from .outcome import Outcome, Usage
 from .sandbox import WORKSPACE, Sandbox, workspace_path
 from .model import CODE_INPUT_SCHEMA, CodeTool, code_description, output_for_model
 from .tools import Tool, ToolContext
@@ -24,5 +25,5 @@ from .webhook import webhook_handler, webhook_signature
 __all__ = ["ApprovalMemory", "Codepod", "Tool", "ToolContext", "CodeTool", "ConnectError",
            "CODE_INPUT_SCHEMA", "code_description", "output_for_model", "CodepodError", "Sandbox",
            "Command", "FileStream", "WORKSPACE", "workspace_path", "webhook_handler",
-           "webhook_signature"]
+           "webhook_signature", "Outcome", "Usage"]
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import model
 from .policy import check_policy
 from .ops import CodepodError, Handler
+from .outcome import Outcome
 from .sandbox import Sandbox
 from .tools import Runnable, Tool, ToolContext, prepare, to_json_text
 from .transport import ConnectError, StdioLink, WebSocketLink, http_json
@@ -157,8 +158,9 @@ class Codepod:
                   on_log: OnLog | None = None, stop: asyncio.Event | None = None,
                   id: str | None = None, to_model_error: ToModelError | None = None,
                   resume: Mapping[str, Any] | None = None, traceparent: str | None = None,
-                  tracestate: str | None = None) -> dict:
-        """Runs one program and returns its outcome (docs/contract.md §4) as a dict.
+                  tracestate: str | None = None) -> Outcome:
+        """Runs one program and returns its outcome (docs/contract.md §4), a
+        plain dict typed as :class:`codepod.Outcome`.
 
         ``to_model_error(error, info)`` turns an exception a tool raised into
         the message the program sees (default: ``str(error)``), e.g. to keep a
@@ -224,7 +226,7 @@ class Codepod:
 
     async def resume(self, continuation: str, decisions: Sequence[Mapping[str, Any]], *,
                      conversation: str, js: str, tools: Mapping[str, Tool] | None = None,
-                     policy: Mapping[str, Any] | None = None, **kw) -> dict:
+                     policy: Mapping[str, Any] | None = None, **kw) -> Outcome:
         """Runs a suspended execution again with a person's decisions
         (``[{"call": "2", "approved": True}, {"call": "3", "approved": False,
         "message": "..."}]``, one per pending call): the same conversation,

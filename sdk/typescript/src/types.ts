@@ -60,6 +60,10 @@ export interface CallRecord {
   tool: string;
   status: "ok" | "error" | "denied" | "cancelled" | "pending";
   ms: number;
+  /** POST /v1/executions only: the webhook broker failed (status "error"). */
+  broker?: boolean;
+  /** With broker: what failed. */
+  reason?: "unreachable" | "timeout" | "http_status" | "malformed" | "too_large";
 }
 
 export interface Usage {
@@ -83,6 +87,10 @@ export interface Usage {
   /** Everything printed, the log window's cut included. */
   logBytes?: number;
   resultBytes?: number;
+  /** The first execution after a snapshot restore: how long the restore took. */
+  restoreMs?: number;
+  /** A resumed execution: how many runs its figures add up. */
+  runs?: number;
 }
 
 /** What an execution ended with (docs/contract.md §4). */
@@ -100,6 +108,8 @@ export interface Outcome {
   logsTruncated: boolean;
   error?: OutcomeError;
   calls: CallRecord[];
+  /** Present only when requests over maxBridgeRequests were left out of `calls`. */
+  callsOmitted?: { denied: number };
   /** Absent only when codepod refused the execution before it existed, or when
    * the connection was lost and the outcome could not be recovered. */
   usage?: Usage;

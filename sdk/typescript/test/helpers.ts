@@ -21,7 +21,7 @@ export const TRANSPORTS: Transport[] = ["stdio", "ws"];
 
 // ---- schema checks ---------------------------------------------------------
 
-const SCHEMA_DIR = process.env.CODEPOD_SCHEMA_DIR ?? join(REPO, "broker", "schema");
+export const SCHEMA_DIR = process.env.CODEPOD_SCHEMA_DIR ?? join(REPO, "broker", "schema");
 export const HAVE_SCHEMAS = existsSync(join(SCHEMA_DIR, "index.json"));
 /** Parts of session protocol v1.1, known by their schemas (they land with them). */
 export const HAVE_LOG = existsSync(join(SCHEMA_DIR, "log.schema.json"));
