@@ -20,8 +20,9 @@ class FileStream(Handler):
     next chunk is asked for only when this one was taken. ``result`` (after
     the last chunk) is codepod's file_result: ``size`` and ``etag`` for a file.
     ``size`` and ``etag`` are known from the first chunk on (a Content-Length
-    or an ETag before the body). ``await stream.aclose()`` lets the rest go
-    by unread."""
+    or an ETag before the body). ``await stream.aclose()`` sends ``stop``:
+    codepod ends the read CANCELLED rather than sending the rest (``result``
+    stays None), and chunks already on their way are dropped unacknowledged."""
 
     def __init__(self, ch: Channel, op_id: str):
         self._ch = ch
@@ -30,6 +31,7 @@ class FileStream(Handler):
         self._first: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending_ack = False
         self._discard = False
+        self._stopped = False
         self._finished = False
         self.result: dict | None = None
         # A file's whole size and etag, known before its bytes (None for an archive).
@@ -48,7 +50,6 @@ class FileStream(Handler):
             if not self._first.done():
                 self._first.set_result(None)
             if self._discard:
-                self._ack()
                 return
             self._queue.put_nowait(base64.b64decode(m.get("data") or ""))
         elif typ == "file_result":
@@ -100,17 +101,18 @@ class FileStream(Handler):
         return b"".join([c async for c in self])
 
     async def aclose(self) -> None:
+        # The reader wants no more (a few lines of a large file): codepod
+        # stops reading rather than sending the rest to be thrown away.
         self._discard = True
-        if self._pending_ack:
-            self._pending_ack = False
-            self._ack()
+        self._pending_ack = False
         while not self._queue.empty():
             item = self._queue.get_nowait()
-            if isinstance(item, bytes):
-                self._ack()
-            else:
+            if not isinstance(item, bytes):
                 self._queue.put_nowait(item)
                 break
+        if not self._finished and not self._stopped:
+            self._stopped = True
+            self._ch.send({"type": "stop", "id": self.id})
 
 
 async def open_read(ch: Channel, first: dict[str, Any]) -> FileStream:

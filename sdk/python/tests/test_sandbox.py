@@ -183,6 +183,47 @@ def test_files_both_ways_with_etags_ranges_lines_and_listing(fx):
     assert out["refused"] == ["INVALID_REQUEST"] * 3
 
 
+@needs_files
+def test_a_read_closed_after_its_first_chunk_stops_at_codepod(fx):
+    chunk = 256 * 1024
+    body = os.urandom(64 * chunk)
+    c = conv("cancel-read")
+
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(c)
+        try:
+            await sb.write_file("big.bin", body)
+            s = await sb.open_file("big.bin")
+            first = await s.__anext__()
+            await s.aclose()
+            # codepod answers the stop: the read ends CANCELLED, not with the rest.
+            with pytest.raises(CodepodError) as ended:
+                async for _ in s:
+                    pass
+            await sb.write_text_file("log.txt", "head\n" + "y\n" * (4 * 1024 * 1024))
+            line = await sb.read_text_file("log.txt", start_line=1, end_line=1)
+            text_id = next(m["id"] for d, m in fx.log.seen
+                           if d == "out" and m["type"] == "file_read" and m.get("path") == "log.txt")
+            await until(lambda: any(d == "in" and m.get("id") == text_id and m["type"] in ("error", "file_result")
+                                    for d, m in fx.log.seen))
+            again = await sb.read_file("big.bin")
+            return first, s, ended.value.code, line, text_id, again
+        finally:
+            await fx.aclose()
+    first, s, code, line, text_id, again = arun(go())
+    assert first == body[:len(first)] and code == "CANCELLED" and s.result is None
+    mine = [(d, m) for d, m in fx.log.seen if m.get("id") == s.id]
+    assert any(d == "out" and m["type"] == "stop" for d, m in mine), "a stop was sent"
+    chunks = sum(1 for d, m in mine if d == "in" and m["type"] == "file_chunk")
+    assert chunks < 64 // 2, f"{chunks} of 64 chunks came after the reader closed at the first"
+    assert line == "head\n"
+    ends = [(m["type"], m.get("error", {}).get("code")) for d, m in fx.log.seen
+            if d == "in" and m.get("id") == text_id and m["type"] in ("error", "file_result")]
+    assert ends == [("error", "CANCELLED")], ends
+    assert again == body
+
+
 def test_code_tool_names_the_workspace_files(fx):
     c = conv("wsfiles")
 

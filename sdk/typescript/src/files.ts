@@ -60,8 +60,10 @@ const b64 = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength)
 /**
  * Starts a read (file_read or archive_read) and resolves once codepod answered
  * its first message: a missing file rejects here with NOT_FOUND, before any
- * stream exists. Cancelling the stream lets the rest of the file go by
- * unread (each chunk still acknowledged, so codepod finishes the read).
+ * stream exists. Cancelling the stream (or the abort signal) sends `stop`:
+ * codepod ends the read CANCELLED instead of sending the rest of the file
+ * (`done` then rejects with CANCELLED), and chunks already on their way are
+ * dropped unacknowledged.
  */
 export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: AbortSignal): Promise<OpenedRead> {
   if (!(await ch.ready())) throw notConnected();
@@ -71,11 +73,22 @@ export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: Abo
     let started = false;
     let pendingAck = false;
     let discard = false;
+    let stopped = false;
     let finished = false;
     let settle!: { resolve(m: Msg): void; reject(e: Error): void };
     const done = new Promise<Msg>((res, rej) => { settle = { resolve: res, reject: rej }; });
     done.catch(() => { /* reported through the stream or the opening promise */ });
     const ack = () => ch.send({ type: "file_ack", id });
+    // The reader wants no more: codepod stops reading the file rather than
+    // sending the rest to be thrown away (a text read of a few lines of a
+    // large file, bash-tool's `head`, ends here).
+    const stopRead = () => {
+      discard = true;
+      pendingAck = false;
+      if (stopped || finished) return;
+      stopped = true;
+      ch.send({ type: "stop", id });
+    };
     const stream = new ReadableStream<Uint8Array>({
       start(c) { controller = c; },
       pull() {
@@ -85,11 +98,7 @@ export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: Abo
         }
       },
       cancel() {
-        discard = true;
-        if (pendingAck) {
-          pendingAck = false;
-          ack();
-        }
+        stopRead();
       },
     }, { highWaterMark: 1 });
     const begin = (m: Msg) => {
@@ -114,12 +123,12 @@ export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: Abo
       }
     };
     const onAbort = () => {
-      discard = true;
-      if (!started) fail(new CodepodError("CANCELLED", "the read was aborted"));
-      else if (!finished) controller.error(signal?.reason ?? new CodepodError("CANCELLED", "the read was aborted"));
-      if (pendingAck) {
-        pendingAck = false;
-        ack();
+      if (!started) {
+        stopRead();
+        fail(new CodepodError("CANCELLED", "the read was aborted"));
+      } else if (!finished) {
+        controller.error(signal?.reason ?? new CodepodError("CANCELLED", "the read was aborted"));
+        stopRead();
       }
     };
     const ok = ch.start(id, {
@@ -127,10 +136,7 @@ export async function openRead(ch: Channel, first: Omit<Msg, "id">, signal?: Abo
         if (finished) return;
         if (m.type === "file_chunk") {
           begin(m);
-          if (discard) {
-            ack();
-            return;
-          }
+          if (discard) return;
           controller.enqueue(bytesOf(m.data));
           if ((controller.desiredSize ?? 0) > 0) ack();
           else pendingAck = true;

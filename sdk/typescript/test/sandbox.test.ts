@@ -141,6 +141,35 @@ for (const transport of TRANSPORTS) {
       assert.equal(await sb.listDirectory({ path: "nope" }), null);
     });
 
+    test("a read stream cancelled after its first chunk stops the read at codepod", { skip: !HAVE_FILES }, async () => {
+      const sb = cp.sandbox(conv("cancel-read"));
+      const chunk = 256 * 1024;
+      const body = randomBytes(64 * chunk);
+      await sb.write("big.bin", body);
+      const opened = await sb.files.read("big.bin");
+      const reader = opened.stream.getReader();
+      const first = await reader.read();
+      assert.deepEqual(Buffer.from(first.value!), body.subarray(0, first.value!.length));
+      await reader.cancel();
+      // codepod ends the read CANCELLED instead of sending the other chunks.
+      await assert.rejects(opened.done, isCode("CANCELLED"));
+      const id = fx.log.seen.find((s) => s.dir === "out" && s.msg.type === "file_read" && s.msg.path === "big.bin")!.msg.id;
+      const mine = fx.log.seen.filter((s) => s.msg.id === id);
+      assert.ok(mine.some((s) => s.dir === "out" && s.msg.type === "stop"), "a stop was sent");
+      const chunks = mine.filter((s) => s.dir === "in" && s.msg.type === "file_chunk").length;
+      assert.ok(chunks < 64 / 2, `${chunks} of 64 chunks were sent after the reader cancelled at the first`);
+      assert.ok(!mine.some((s) => s.dir === "in" && s.msg.type === "file_result"), "the read did not finish");
+      // The first line of an 8 MiB text file (readTextFile with endLine) stops the same way.
+      await sb.writeTextFile({ path: "log.txt", content: "head\n" + "y\n".repeat(4 * 1024 * 1024) });
+      assert.equal(await sb.readTextFile({ path: "log.txt", startLine: 1, endLine: 1 }), "head\n");
+      const textId = fx.log.seen.find((s) => s.dir === "out" && s.msg.type === "file_read" && s.msg.path === "log.txt")!.msg.id;
+      await waitFor(() => fx.log.seen.some((s) => s.dir === "in" && s.msg.id === textId && s.msg.type === "error"));
+      const ends = fx.log.seen.filter((s) => s.dir === "in" && s.msg.id === textId && (s.msg.type === "error" || s.msg.type === "file_result"));
+      assert.deepEqual(ends.map((s) => [s.msg.type, (s.msg.error as { code?: string } | undefined)?.code]), [["error", "CANCELLED"]]);
+      // The session goes on: the whole file still reads back.
+      assert.deepEqual(Buffer.from((await sb.readBinaryFile({ path: "big.bin" }))!), body);
+    });
+
     test("a stale ifMatch is PRECONDITION_FAILED and the old file stays", { skip: !HAVE_FILES }, async () => {
       const sb = cp.sandbox(conv("ifmatch"));
       const first = await sb.write("f.txt", new TextEncoder().encode("v1"));
