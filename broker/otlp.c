@@ -39,6 +39,7 @@ struct broker_otlp {
 	CURL *easy;
 	struct cp_curl_xfer xfer;
 	struct curl_slist *hdrs;
+	struct curl_slist *extra; /* the deployment's own headers (cfg.headers) */
 	char *body;
 	size_t nbatch;
 	unsigned attempt;
@@ -245,6 +246,8 @@ static void send_batch(struct broker_otlp *o)
 	o->easy = curl_easy_init();
 	o->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
 	struct curl_slist *h2 = o->hdrs ? curl_slist_append(o->hdrs, "Expect:") : NULL;
+	for (const struct curl_slist *x = o->extra; h2 && x; x = x->next)
+		h2 = curl_slist_append(h2, x->data);
 	if (!o->easy || !h2) {
 		drop(o, o->nbatch, "out of memory");
 		batch_free(o);
@@ -299,7 +302,7 @@ int broker_otlp_new(const struct broker_otlp_config *cfg, struct broker_otlp **o
 	const char *ep = cfg->endpoint;
 	if (!ep || (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)))
 		return cp_err_set(err, CP_E_INVALID_REQUEST,
-		                  "--otlp-endpoint must be an http:// or https:// URL");
+		                  "the endpoint must be an http:// or https:// URL");
 	struct broker_otlp *o = calloc(1, sizeof *o);
 	if (!o)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
@@ -315,13 +318,22 @@ int broker_otlp_new(const struct broker_otlp_config *cfg, struct broker_otlp **o
 	if (!o->cfg.service_version)
 		o->cfg.service_version = "";
 	size_t n = strlen(ep);
-	while (n > 0 && ep[n - 1] == '/')
+	const char *path = cfg->endpoint_is_traces_url ? "" : "/v1/traces";
+	while (!cfg->endpoint_is_traces_url && n > 0 && ep[n - 1] == '/')
 		n--;
-	o->url = malloc(n + sizeof "/v1/traces");
+	o->url = malloc(n + strlen(path) + 1);
 	if (o->url) {
 		memcpy(o->url, ep, n);
-		memcpy(o->url + n, "/v1/traces", sizeof "/v1/traces");
+		memcpy(o->url + n, path, strlen(path) + 1);
 	}
+	int copied = 1;
+	for (const struct curl_slist *x = cfg->headers; copied && x; x = x->next) {
+		struct curl_slist *l = curl_slist_append(o->extra, x->data);
+		copied = l != NULL;
+		if (l)
+			o->extra = l;
+	}
+	o->cfg.headers = NULL; /* ours is o->extra */
 	cp_buf_init(&o->queue, SIZE_MAX);
 	json_t *head = json_pack("{s:{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]},s:{s:s,s:s}}", "resource",
 	                         "attributes", "key", "service.name", "value", "stringValue",
@@ -339,9 +351,10 @@ int broker_otlp_new(const struct broker_otlp_config *cfg, struct broker_otlp **o
 			         (int)(mid - h), h, (int)(hl - (size_t)(mid - h) - 2), mid + 1);
 		free(h);
 	}
-	int rc = o->url && o->prefix ? cp_curl_new(cfg->loop, &o->curl, err)
-	                             : cp_err_set(err, CP_E_NOMEM, "out of memory");
+	int rc = o->url && o->prefix && copied ? cp_curl_new(cfg->loop, &o->curl, err)
+	                                       : cp_err_set(err, CP_E_NOMEM, "out of memory");
 	if (rc) {
+		curl_slist_free_all(o->extra);
 		free(o->prefix);
 		free(o->url);
 		free(o);
@@ -367,6 +380,7 @@ static void on_timer_closed(uv_handle_t *h)
 {
 	struct broker_otlp *o = h->data;
 	cp_buf_free(&o->queue);
+	curl_slist_free_all(o->extra);
 	free(o->prefix);
 	free(o->url);
 	free(o);

@@ -16,6 +16,7 @@
 #ifndef BROKER_OTLP_H
 #define BROKER_OTLP_H
 
+#include <curl/curl.h>
 #include <uv.h>
 
 #include "base/err.h"
@@ -26,6 +27,10 @@ struct broker_otlp;
 struct broker_otlp_config {
 	uv_loop_t *loop;
 	const char *endpoint;        /* http(s)://HOST[:PORT][/PATH]; /v1/traces is added */
+	int endpoint_is_traces_url;  /* 1: endpoint is the whole URL, nothing added
+	                                (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT's meaning) */
+	const struct curl_slist *headers; /* sent with every request (otlp_headers.h);
+	                                     copied; may be NULL */
 	const char *service_version; /* the resource's service.version */
 	unsigned max_queue;          /* spans waiting; 0: 2048 */
 	unsigned batch;              /* spans per request; 0: 512 */

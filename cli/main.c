@@ -20,6 +20,7 @@
 #include "broker/cmdtool.h"
 #include "broker/decl.h"
 #include "broker/otlp.h"
+#include "cli/otlp_setup.h"
 #include "runner/codepod.h"
 #include "runner/continuation.h"
 #include "runner/spent.h"
@@ -63,7 +64,8 @@ struct opts {
 	/* serve */
 	int stdio;
 	unsigned max_executions;       /* both forms */
-	const char *otlp_endpoint;     /* both forms; NULL: no spans exported */
+	const char *otlp_endpoint;     /* both forms; NULL: the environment's, or none */
+	const char *otlp_headers_file; /* both forms */
 	struct cli_listen_opts listen; /* serve --listen's own */
 	/* run */
 	const char *tools;
@@ -113,7 +115,12 @@ static const struct cli_opt serve_opts[] = {
 	{ "max-executions", "N", CLI_UINT_AT(O, max_executions, 1, 100000),
 	  .help = "executions running at once; over it, TOO_MANY_EXECUTIONS" },
 	{ "otlp-endpoint", "URL", CLI_STR_AT(O, otlp_endpoint),
-	  .help = "export spans over OTLP/HTTP JSON to URL/v1/traces (default: none)" },
+	  .help = "export spans over OTLP/HTTP JSON to URL/v1/traces (default: "
+	          "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT when set, "
+	          "else none)" },
+	{ "otlp-headers-file", "FILE", CLI_STR_AT(O, otlp_headers_file), CLI_SECRET,
+	  .help = "headers sent with every span export, one \"Name: value\" per line (a "
+	          "collector's API key), besides OTEL_EXPORTER_OTLP_HEADERS" },
 	CLI_END,
 };
 
@@ -519,15 +526,8 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, const struct cli_opt
 		return 2;
 	}
 	struct broker_otlp *otlp = NULL;
-	if (o->otlp_endpoint) {
-		struct broker_otlp_config oc = { .loop = loop, .endpoint = o->otlp_endpoint,
-		                                 .service_version = CP_VERSION };
-		struct cp_err oerr;
-		if (broker_otlp_new(&oc, &otlp, &oerr)) {
-			fprintf(stderr, "codepod: %s\n", oerr.msg);
-			return 2;
-		}
-	}
+	if (cli_otlp_start(loop, o->otlp_endpoint, o->otlp_headers_file, &otlp))
+		return 2;
 	struct codepod_backend *b = make_backend(loop, o);
 	struct codepod *cp = NULL;
 	if (!b || make_engine(loop, b, o, otlp, &cp)) {

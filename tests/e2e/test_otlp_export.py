@@ -1,14 +1,17 @@
 """Spans exported over OTLP/HTTP JSON (--otlp-endpoint): the tree under the
 caller's span, the ids tool calls carry, attributes without program text,
 inputs or the conversation key, and a collector that is down or hangs
-costing nothing but counted drops."""
+costing nothing but counted drops; a hosted collector's headers from a file
+or OTEL_EXPORTER_OTLP_HEADERS, and the OpenTelemetry endpoint variables."""
 
 import hashlib
 import json
+import os
+import subprocess
 
 import pytest
 
-from harness import BACKEND, Session, assert_ok, close_and_check
+from harness import BACKEND, CODEPOD_BIN, Session, assert_ok, close_and_check
 from otlp_util import Collector, decode, otel_modules
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -188,3 +191,99 @@ def test_a_declared_name_of_any_text_stays_valid_json(tmp_path, collector, modul
     spans = decode(col, modules, tmp_path)
     (tc,) = [sp for sp in spans if sp["name"] == "codepod.tool_call"]
     assert tc["attributes"]["codepod.tool.name"] == name
+
+
+def env_without_otel(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(extra)
+    return env
+
+
+def one_traced_execution(s):
+    eid = s.execute("return 1;", traceparent=TP)
+    assert_ok(s.wait_result(eid))
+
+
+def test_a_headers_file_and_the_environments_headers_reach_the_collector(tmp_path, collector):
+    col = collector()
+    hfile = tmp_path / "otlp-headers"
+    hfile.write_text("# the hosted collector's key\nX-Api-Key: FILE_SECRET_MARK\n")
+    env = env_without_otel(OTEL_EXPORTER_OTLP_HEADERS="x-tenant=acme%2Cwest , x-team=t1")
+    s = Session(tmp_path / "state", env=env,
+                args=["--otlp-endpoint", col.url, "--otlp-headers-file", str(hfile)])
+    try:
+        one_traced_execution(s)
+        with col.cond:
+            col.cond.wait_for(lambda: col.requests, 60)
+    finally:
+        close_and_check(s)
+    path, headers, _ = col.requests[0]
+    got = {k.lower(): v for k, v in headers.items()}
+    assert path == "/v1/traces"
+    assert got["x-api-key"] == "FILE_SECRET_MARK"
+    assert got["x-tenant"] == "acme,west" and got["x-team"] == "t1"
+    assert got["content-type"] == "application/json"
+    (start_line,) = s.log_events("otlp.start")
+    assert start_line["endpointFrom"] == "--otlp-endpoint" and start_line["headers"] == 3
+    assert b"FILE_SECRET_MARK" not in b"".join(s.stderr_lines)
+
+
+@pytest.mark.parametrize("var,path", [("OTEL_EXPORTER_OTLP_ENDPOINT", "/base/v1/traces"),
+                                      ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "/exact/path")])
+def test_the_opentelemetry_endpoint_variables_turn_export_on(tmp_path, collector, var, path):
+    col = collector()
+    url = col.url + ("/base/" if var == "OTEL_EXPORTER_OTLP_ENDPOINT" else "/exact/path")
+    s = Session(tmp_path / "state", env=env_without_otel(**{var: url,
+                                                             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}))
+    try:
+        one_traced_execution(s)
+        with col.cond:
+            col.cond.wait_for(lambda: col.requests, 60)
+    finally:
+        close_and_check(s)
+    assert col.requests[0][0] == path
+    assert s.log_events("otlp.start")[0]["endpointFrom"] == var
+
+
+@pytest.mark.parametrize("off", [{"OTEL_SDK_DISABLED": "true"}, {"OTEL_TRACES_EXPORTER": "none"}])
+def test_the_opentelemetry_off_switches_keep_the_variables_endpoint_off(tmp_path, collector, off):
+    col = collector()
+    s = Session(tmp_path / "state",
+                env=env_without_otel(OTEL_EXPORTER_OTLP_ENDPOINT=col.url, **off))
+    try:
+        one_traced_execution(s)
+    finally:
+        close_and_check(s)      # queued spans would go out at exit
+    assert col.requests == [] and s.log_events("otlp.start") == []
+
+
+@pytest.mark.parametrize("setup,says", [
+    ({"env": {"OTEL_EXPORTER_OTLP_HEADERS": "a=SECRET_MARK%0d%0aX-Evil: 1"}},
+     "OTEL_EXPORTER_OTLP_HEADERS: entry 1: the value of a holds a control character"),
+    ({"file": "Authorization: Bearer SECRET_MARK\nno colon SECRET_MARK\n"},
+     "line 2 is not \"Name: value\""),
+    ({"file": "Content-Type: text/SECRET_MARK\n"}, "Content-Type is written by codepod"),
+    ({"env": {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}}, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+    ({"env": {"OTEL_EXPORTER_OTLP_HEADERS": "a=1"}, "file": "A: 2\n"}, "A is given twice"),
+], ids=["crlf-in-env", "bad-line", "reserved", "grpc", "twice"])
+def test_bad_exporter_settings_stop_the_start_without_repeating_values(tmp_path, collector, setup, says):
+    col = collector()
+    args = ["serve", "--stdio", "--state-dir", str(tmp_path / "state"), "--otlp-endpoint", col.url]
+    if "file" in setup:
+        (tmp_path / "h").write_text(setup["file"])
+        args += ["--otlp-headers-file", str(tmp_path / "h")]
+    p = subprocess.run([CODEPOD_BIN, *args], env=env_without_otel(**setup.get("env", {})),
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert p.returncode == 2, p
+    err = p.stderr.decode()
+    assert says in err, err
+    assert "SECRET_MARK" not in err, err
+    assert p.stdout == b""
+
+
+def test_a_headers_file_needs_an_endpoint(tmp_path):
+    (tmp_path / "h").write_text("a: 1\n")
+    p = subprocess.run([CODEPOD_BIN, "serve", "--stdio", "--state-dir", str(tmp_path / "state"),
+                        "--otlp-headers-file", str(tmp_path / "h")], env=env_without_otel(),
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert p.returncode == 2 and b"--otlp-headers-file needs --otlp-endpoint" in p.stderr, p

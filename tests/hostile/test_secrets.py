@@ -58,7 +58,10 @@ CONTENT = {
     "s3-credentials-file": ("[default]\naws_access_key_id = AKIDTEST\n"
                             "aws_secret_access_key = " + uuid.uuid4().hex + "\n"),
     "snapshot-key-file": "k1 " + uuid.uuid4().hex + uuid.uuid4().hex + "\n",
+    "otlp-headers-file": "X-Api-Key: " + uuid.uuid4().hex + "\n",
 }
+# What else an option needs beside its file for codepod to start.
+WITH = {"otlp-headers-file": ["--otlp-endpoint", "http://127.0.0.1:9"]}
 
 
 def test_every_file_option_is_registered_as_a_secret():
@@ -130,7 +133,7 @@ def test_a_secret_file_is_unreadable_by_programs(hs, opt):
             text = CONTENT[opt]
             path.write_text(text)
             _readable(hs, path)
-            srv = _serve(hs, server_dir, [f"--{opt}", str(path)])
+            srv = _serve(hs, server_dir, [f"--{opt}", str(path), *WITH.get(opt, [])])
         _readable(hs, path)
         got, cmdline = _read_as_program(srv, [path], with_cmdline=True)
         assert text.strip() not in json.dumps(got), f"the program read --{opt}"
