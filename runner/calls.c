@@ -666,6 +666,7 @@ static void answered(struct codepod_exec *e, size_t idx, enum codepod_call_state
 		return; /* sending the answer failed and ended the execution: the call is cancelled */
 	call_set_state(e, idx, st);
 	e->calls[idx].t_end_ms = codepod_exec_now_ms();
+	codepod_trace_call_end(e, idx);
 	json_decref(e->calls[idx].input);
 	e->calls[idx].input = NULL;
 	e->in_flight--;

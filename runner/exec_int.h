@@ -79,6 +79,7 @@ struct codepod_call {
 	size_t output_bytes;       /* the answer's JSON text as the runner was sent it */
 	unsigned char span_id[8];  /* its codepod.tool_call span (when traced) */
 	char traceparent[56];      /* that span's traceparent, "" when not traced */
+	int span_sent;             /* that span went to the exporter (trace.c) */
 };
 
 /* The execution's trace (runner/trace.c). Spans: execution (child of the
@@ -249,11 +250,13 @@ uint64_t codepod_approval_hold_ms(const json_t *tool);
 void codepod_exec_pause_deadline(struct codepod_exec *e);
 void codepod_exec_resume_deadline(struct codepod_exec *e);
 /* trace.c: the request's traceparent and tracestate (INVALID_REQUEST when
- * malformed); a call's span id; the spans, once, as done() is delivered;
+ * malformed); a call's span id; a call's span as its answer goes to the
+ * program (call_end); the rest of the spans, once, as done() is delivered;
  * freeing what init kept. */
 int codepod_trace_init(struct codepod_exec *e, const json_t *request, struct cp_err *err);
 void codepod_trace_call(struct codepod_exec *e, struct codepod_call *c);
-void codepod_trace_emit(const struct codepod_exec *e);
+void codepod_trace_call_end(struct codepod_exec *e, size_t idx);
+void codepod_trace_emit(struct codepod_exec *e);
 void codepod_trace_free(struct codepod_exec *e);
 
 /* outcome.c: a new reference */

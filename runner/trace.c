@@ -3,8 +3,10 @@
  *
  * The caller's traceparent makes codepod.execution its child; each tool
  * call's span id is drawn when the call is recorded, so its traceparent
- * goes out with the call whether or not spans are exported. The spans are
- * made once, as done() is delivered, from the times the engine kept.
+ * goes out with the call whether or not spans are exported. A tool call's
+ * span is made as the tool's answer is given to the program, so a long
+ * program's calls reach the collector while it runs; the others once, as
+ * done() is delivered, from the times the engine kept.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +141,30 @@ static void emit(const struct codepod_exec *e, const char *name, const unsigned 
 	json_decref(attrs);
 }
 
-void codepod_trace_emit(const struct codepod_exec *e)
+/* One call's span, ended at @end when the call has no end yet. */
+static void call_span(struct codepod_exec *e, size_t i, uint64_t end)
+{
+	struct codepod_call *c = &e->calls[i];
+	if (!c->traceparent[0])
+		return;
+	c->span_sent = 1;
+	/* The name only when the execution declared it: an undeclared name is
+	 * the program's own text. */
+	const char *tool = json_object_get(e->tool_index, c->tool) ? c->tool : "(undeclared)";
+	json_t *a = json_pack("{s:I,s:s,s:s,s:I,s:I}", "codepod.call.id", (json_int_t)(i + 1),
+	                      "codepod.tool.name", tool, "codepod.call.status",
+	                      codepod_call_state_name(c->state), "codepod.call.input_bytes",
+	                      (json_int_t)c->input_bytes, "codepod.call.output_bytes",
+	                      (json_int_t)c->output_bytes);
+	if (a && c->broker_reason)
+		json_object_set_new(a, "codepod.call.broker_reason", json_string(c->broker_reason));
+	if (a && c->http_status > 0)
+		json_object_set_new(a, "http.response.status_code", json_integer(c->http_status));
+	emit(e, "codepod.tool_call", c->span_id, e->trace.span[CODEPOD_SPAN_PROGRAM], c->t_start_ms,
+	     c->t_end_ms ? c->t_end_ms : end, c->state != CODEPOD_CALL_OK, a);
+}
+
+void codepod_trace_emit(struct codepod_exec *e)
 {
 	const struct codepod_trace *t = &e->trace;
 	if (!t->on || !e->cp->cfg.span)
@@ -174,23 +199,13 @@ void codepod_trace_emit(const struct codepod_exec *e)
 	     e->t_ready_ms, end, failed,
 	     json_pack("{s:s,s:I}", "codepod.status", status, "codepod.result.bytes",
 	               (json_int_t)e->result_bytes));
-	for (size_t i = 0; i < e->ncalls; i++) {
-		const struct codepod_call *c = &e->calls[i];
-		if (!c->traceparent[0])
-			continue;
-		/* The name only when the execution declared it: an undeclared
-		 * name is the program's own text. */
-		const char *tool = json_object_get(e->tool_index, c->tool) ? c->tool : "(undeclared)";
-		json_t *a = json_pack("{s:I,s:s,s:s,s:I,s:I}", "codepod.call.id", (json_int_t)(i + 1),
-		                      "codepod.tool.name", tool, "codepod.call.status",
-		                      codepod_call_state_name(c->state), "codepod.call.input_bytes",
-		                      (json_int_t)c->input_bytes, "codepod.call.output_bytes",
-		                      (json_int_t)c->output_bytes);
-		if (a && c->broker_reason)
-			json_object_set_new(a, "codepod.call.broker_reason", json_string(c->broker_reason));
-		if (a && c->http_status > 0)
-			json_object_set_new(a, "http.response.status_code", json_integer(c->http_status));
-		emit(e, "codepod.tool_call", c->span_id, t->span[CODEPOD_SPAN_PROGRAM], c->t_start_ms,
-		     c->t_end_ms ? c->t_end_ms : end, c->state != CODEPOD_CALL_OK, a);
-	}
+	for (size_t i = 0; i < e->ncalls; i++)
+		if (!e->calls[i].span_sent)
+			call_span(e, i, end);
+}
+
+void codepod_trace_call_end(struct codepod_exec *e, size_t idx)
+{
+	if (e->trace.on && e->cp->cfg.span && !e->calls[idx].span_sent)
+		call_span(e, idx, e->calls[idx].t_end_ms);
 }
