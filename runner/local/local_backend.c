@@ -1423,13 +1423,19 @@ static void local_kill(struct codepod_proc *p)
 	for (; tell && p->b->isolate && nfds < ntops; nfds++)
 		if ((fds[nfds] = pidfd_of(tops[nfds])) < 0)
 			tell = 0; /* a kernel without pidfds: exited() tells */
-	kill_tree(p);
+	/* Without bubblewrap the top is the runner, codepod's child, and no
+	 * namespace ends what it started: a child that left its group is
+	 * reached only through the runner's list of children, so the runner
+	 * must not die before the walk has stopped it and read that list (a
+	 * killed runner's children go to the host's init, out of reach). The
+	 * group kill comes after the walk then, for what it did not reach. */
+	int walk = p->pid > 0 && !p->exited && (tell || !p->b->isolate);
+	if (p->b->isolate)
+		kill_tree(p);
 	/* Walked again until a pass reaches no process the ones before did
-	 * not: those a killed parent handed to init on its way out. (Without
-	 * bubblewrap the top is the runner, codepod's child, and an orphan goes
-	 * to the host's init, out of reach, as a child that left the group.) */
+	 * not: those a killed parent handed to init on its way out. */
 	struct kill_walk w = { .n = 0, .grew = 1 };
-	int rc = tell ? 0 : -1;
+	int rc = walk ? 0 : -1;
 	for (int pass = 0; !rc && w.grew; pass++) {
 		if (pass == KILL_WALK_PASSES) {
 			rc = -1; /* still growing: the namespace's end does the rest */
@@ -1440,10 +1446,12 @@ static void local_kill(struct codepod_proc *p)
 		for (int i = 0; !rc && i < ntops; i++)
 			rc = p->b->isolate ? kill_top(tops[i], fds[i], &w) : kill_from(tops[i], 0, &w);
 	}
+	if (!p->b->isolate)
+		kill_tree(p);
 	for (int i = 0; i < nfds; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	if (rc)
+	if (rc || !tell)
 		return; /* the namespace's end does the rest; exited() tells */
 	if (drain_err(p) == 0) {
 		p->killed_told = 1;
