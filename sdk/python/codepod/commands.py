@@ -16,13 +16,30 @@ SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGABRT": 6, "SIGKILL": 9, "
 OnOutput = Callable[[str, bytes], None]
 
 
-class _Output:
-    """One stream's bytes as they come: ``async for chunk in proc.stdout``."""
+# Unread streamed output a command keeps per stream: codepod does not wait
+# for a reader (there is no flow control on a command's output), so a
+# stream nobody reads must not grow with everything the command prints.
+MAX_UNREAD_BYTES = 8 * 1024 * 1024
 
-    def __init__(self):
+
+class _Output:
+    """One stream's bytes as they come: ``async for chunk in proc.stdout``.
+    At most ``max_unread_bytes`` (default ``MAX_UNREAD_BYTES``) wait unread;
+    output past that is dropped and counted in ``dropped`` (``on_output``
+    still gets all of it)."""
+
+    def __init__(self, max_unread: int = MAX_UNREAD_BYTES):
         self._queue: asyncio.Queue = asyncio.Queue()
+        self._max_unread = max_unread
+        self._unread = 0
+        self.dropped = 0
 
     def _put(self, item) -> None:
+        if isinstance(item, bytes):
+            if self._unread + len(item) > self._max_unread:
+                self.dropped += len(item)
+                return
+            self._unread += len(item)
         self._queue.put_nowait(item)
 
     def __aiter__(self):
@@ -36,6 +53,7 @@ class _Output:
         if isinstance(item, BaseException):
             self._queue.put_nowait(item)
             raise item
+        self._unread -= len(item)
         return item
 
     async def read(self) -> bytes:
@@ -50,15 +68,16 @@ class Command(Handler):
 
     reattach = True
 
-    def __init__(self, ch: Channel, op_id: str, on_output: OnOutput | None):
+    def __init__(self, ch: Channel, op_id: str, on_output: OnOutput | None,
+                 max_unread_bytes: int = MAX_UNREAD_BYTES):
         self._ch = ch
         self.id = op_id
         self._on_output = on_output
         loop = asyncio.get_running_loop()
         self._accepted: asyncio.Future = loop.create_future()
         self.result: asyncio.Future = loop.create_future()
-        self.stdout = _Output()
-        self.stderr = _Output()
+        self.stdout = _Output(max_unread_bytes)
+        self.stderr = _Output(max_unread_bytes)
         self.ended = False
 
     def message(self, m: dict) -> None:
@@ -143,7 +162,7 @@ async def start_command(ch: Channel, conversation: str, *, command: str | None =
                         argv: Sequence[str] | None = None, cwd: str | None = None,
                         env: Mapping[str, str] | None = None, stdin: bool = False, stream: bool = False,
                         policy: Mapping[str, Any] | None = None, on_output: OnOutput | None = None,
-                        id: str | None = None) -> Command:
+                        id: str | None = None, max_unread_bytes: int = MAX_UNREAD_BYTES) -> Command:
     """Sends the command; returns once codepod accepted it, raises its refusal."""
     if (command is None) == (argv is None):
         raise TypeError("a command needs exactly one of command and argv")
@@ -165,7 +184,7 @@ async def start_command(ch: Channel, conversation: str, *, command: str | None =
         msg["stream"] = True
     if policy:
         msg["policy"] = dict(policy)
-    cmd = Command(ch, op_id, on_output)
+    cmd = Command(ch, op_id, on_output, max_unread_bytes)
     if not ch.start(op_id, cmd, msg):
         raise not_connected()
     try:

@@ -9,7 +9,7 @@ import codecs
 import re
 from typing import Any, Mapping, Sequence
 
-from .commands import Command, OnOutput, start_command
+from .commands import MAX_UNREAD_BYTES, Command, OnOutput, start_command
 from .files import Content, ConversationFiles, FileStream
 from .ops import Channel, CodepodError
 
@@ -193,11 +193,15 @@ class Sandbox:
 
     async def spawn(self, command: str | Sequence[str] | None = None, *, argv: Sequence[str] | None = None,
                     cwd: str | None = None, env: Mapping[str, str] | None = None, stdin: bool = False,
-                    policy: Mapping[str, Any] | None = None, on_output: OnOutput | None = None) -> Command:
+                    policy: Mapping[str, Any] | None = None, on_output: OnOutput | None = None,
+                    max_unread_bytes: int = MAX_UNREAD_BYTES) -> Command:
         """A long-running command (a shell line, or an argv list): output
         streams as it comes (``async for chunk in proc.stdout``), stdin is
-        writable with ``stdin=True``; ``await proc.wait()`` is its exit code."""
+        writable with ``stdin=True``; ``await proc.wait()`` is its exit code.
+        A stream keeps at most ``max_unread_bytes`` unread, then counts what
+        it drops in ``proc.stdout.dropped``."""
         return await start_command(self._ch, self.conversation, stream=True, stdin=stdin, on_output=on_output,
+                                   max_unread_bytes=max_unread_bytes,
                                    **self._cmd(command, argv, cwd, env, policy))
 
     async def run(self, command: str | Sequence[str] | None = None, *, argv: Sequence[str] | None = None,

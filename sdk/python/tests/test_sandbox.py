@@ -93,6 +93,29 @@ def test_spawn_streams_output_as_it_comes_and_takes_stdin(fx):
 
 
 @needs_commands
+def test_output_nobody_reads_is_kept_up_to_a_bound(fx):
+    bound = 64 * 1024
+
+    async def go():
+        cp = await fx.open()
+        sb = cp.sandbox(conv("unread"))
+        try:
+            seen = []
+            # 1 MiB over a second or two (codepod streams at most 64 KiB per
+            # 100 ms); stdout is read only after the command ended.
+            p = await sb.spawn("for i in $(seq 32); do head -c 32768 /dev/zero; sleep 0.05; done",
+                               max_unread_bytes=bound, on_output=lambda s, d: seen.append((s, d)))
+            code = await p.wait()
+            kept = await p.stdout.read()
+            return code, len(kept), p.stdout.dropped, p.stderr.dropped, sum(len(d) for s, d in seen if s == "stdout")
+        finally:
+            await fx.aclose()
+    code, kept, dropped, dropped_err, seen = arun(go())
+    assert code == 0 and seen > 2 * bound, seen
+    assert kept <= bound and kept + dropped == seen and dropped_err == 0, (kept, dropped, seen)
+
+
+@needs_commands
 def test_kill_deadline_and_signals(fx):
     async def go():
         cp = await fx.open()

@@ -20,6 +20,8 @@ export interface CommandOptions {
   signal?: AbortSignal;
   /** Each piece of streamed output, as it comes. */
   onOutput?: (stream: "stdout" | "stderr", data: Uint8Array) => void;
+  /** Streamed bytes kept unread per stream (default MAX_UNREAD_BYTES). */
+  maxUnreadBytes?: number;
   /** The command's id; a fresh one by default. */
   id?: string;
 }
@@ -42,12 +44,23 @@ export interface CommandResult {
   error?: { code: string; message: string };
 }
 
+/**
+ * Unread streamed output a command keeps per stream: codepod does not wait
+ * for a reader (a command's output has no flow control), so a stream nobody
+ * reads must not grow with everything the command prints.
+ */
+export const MAX_UNREAD_BYTES = 8 * 1024 * 1024;
+
 /** A command that codepod accepted and that may still run. */
 export interface Command {
   readonly id: string;
-  /** Streamed stdout bytes (empty unless `stream` was asked for); ends with the command. */
+  /** Streamed stdout bytes (empty unless `stream` was asked for); ends with the
+   * command. At most maxUnreadBytes wait unread; what came past that is
+   * dropped and counted in `dropped` (`onOutput` still gets all of it). */
   readonly stdout: ReadableStream<Uint8Array>;
   readonly stderr: ReadableStream<Uint8Array>;
+  /** Streamed bytes dropped because their stream was not read fast enough. */
+  readonly dropped: { stdout: number; stderr: number };
   /** Its stdin (only with `stdin: true`): closing it sends EOF. */
   readonly stdin?: WritableStream<Uint8Array>;
   /** Settles with the result; rejects only when the session lost the command. */
@@ -78,8 +91,10 @@ export async function startCommand(ch: Channel, conversation: string, opts: Comm
     let ended = false;
     let out!: ReadableStreamDefaultController<Uint8Array>;
     let err!: ReadableStreamDefaultController<Uint8Array>;
-    const stdout = new ReadableStream<Uint8Array>({ start(c) { out = c; } });
-    const stderr = new ReadableStream<Uint8Array>({ start(c) { err = c; } });
+    const unread = { highWaterMark: opts.maxUnreadBytes ?? MAX_UNREAD_BYTES, size: (c: Uint8Array) => c.byteLength };
+    const stdout = new ReadableStream<Uint8Array>({ start(c) { out = c; } }, unread);
+    const stderr = new ReadableStream<Uint8Array>({ start(c) { err = c; } }, unread);
+    const dropped = { stdout: 0, stderr: 0 };
     let settle!: { resolve(r: CommandResult): void; reject(e: Error): void };
     const result = new Promise<CommandResult>((res, rej) => { settle = { resolve: res, reject: rej }; });
     result.catch(() => { /* the caller's to see */ });
@@ -126,7 +141,7 @@ export async function startCommand(ch: Channel, conversation: string, opts: Comm
       });
     }
     const cmd: Command = {
-      id, stdout, stderr, result,
+      id, stdout, stderr, result, dropped,
       ...(stdin ? { stdin } : {}),
       kill: async () => {
         if (!ended) ch.send({ type: "stop", id });
@@ -147,10 +162,15 @@ export async function startCommand(ch: Channel, conversation: string, opts: Comm
             const b = Buffer.from(typeof m.data === "string" ? m.data : "", "base64");
             const bytes = new Uint8Array(b.buffer, b.byteOffset, b.length);
             const which = m.stream === "stderr" ? "stderr" : "stdout";
-            try {
-              (which === "stderr" ? err : out).enqueue(bytes);
-            } catch {
-              // a reader that cancelled its stream wants no more
+            const c = which === "stderr" ? err : out;
+            if ((c.desiredSize ?? 0) < bytes.length) {
+              dropped[which] += bytes.length;
+            } else {
+              try {
+                c.enqueue(bytes);
+              } catch {
+                // a reader that cancelled its stream wants no more
+              }
             }
             try {
               opts.onOutput?.(which, bytes);

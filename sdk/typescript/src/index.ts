@@ -17,6 +17,7 @@ export type {
 export { CHUNK_BYTES } from "./files.js";
 export type { ConversationFiles, DirectoryEntry, DirectoryPage, FileMeta, FileStat, OpenedRead, ReadRange, WriteSource } from "./files.js";
 export type { Command, CommandOptions, CommandResult } from "./commands.js";
+export { MAX_UNREAD_BYTES } from "./commands.js";
 export { webhookHandler, webhookSignature } from "./webhook.js";
 export type { WebhookAnswer, WebhookHandler, WebhookOptions } from "./webhook.js";
 export { mcpTools } from "./mcp.js";

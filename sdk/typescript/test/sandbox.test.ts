@@ -9,7 +9,7 @@ import { createBashTool } from "bash-tool";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Codepod, CodepodError } from "@codepod/client";
+import { Codepod, CodepodError, MAX_UNREAD_BYTES } from "@codepod/client";
 import { HAVE_ARCHIVES, HAVE_COMMANDS, HAVE_FILES, HAVE_SCHEMAS, open, startServer, tempDir, TRANSPORTS, type Fixture } from "./helpers.ts";
 
 const conv = (t: string) => `sdk-ts-sb-${t}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`;
@@ -88,6 +88,27 @@ for (const transport of TRANSPORTS) {
       assert.equal(r.error!.code, "CANCELLED");
       const term = await sb.run({ command: "kill -TERM $$; sleep 5" });
       assert.equal(term.exitCode, 143);
+    });
+
+    test("output nobody reads is kept up to a bound, the rest counted as dropped", { skip: !HAVE_COMMANDS }, async () => {
+      const sb = cp.sandbox(conv("unread"));
+      let seen = 0;
+      const bound = 64 * 1024;
+      // 1 MiB on stdout over a second or two (codepod streams at most 64 KiB
+      // per 100 ms); stdout is read only after the command ended.
+      const cmd = await sb.command({
+        command: "for i in $(seq 32); do head -c 32768 /dev/zero; sleep 0.05; done", stream: true,
+        maxUnreadBytes: bound,
+        onOutput: (which, data) => { if (which === "stdout") seen += data.length; },
+      });
+      assert.equal((await cmd.result).exitCode, 0);
+      let kept = 0;
+      for await (const c of cmd.stdout) kept += c.length;
+      assert.ok(seen > 2 * bound, `codepod streamed ${seen} bytes`);
+      assert.ok(kept <= bound, `${kept} bytes waited unread`);
+      assert.equal(kept + cmd.dropped.stdout, seen);
+      assert.equal(cmd.dropped.stderr, 0);
+      assert.equal(MAX_UNREAD_BYTES, 8 * 1024 * 1024); // the default
     });
 
     test("past its deadline a run rejects TIMEOUT; an aborted one rejects with the reason", { skip: !HAVE_COMMANDS }, async () => {
