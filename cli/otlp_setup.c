@@ -53,10 +53,13 @@ int cli_otlp_start(uv_loop_t *loop, const char *endpoint, const char *headers_fi
 			oc.endpoint = env("OTEL_EXPORTER_OTLP_ENDPOINT");
 	}
 	if (!oc.endpoint) {
-		if (headers_file) {
-			fprintf(stderr, "codepod: --otlp-headers-file needs --otlp-endpoint\n");
-			return 2;
-		}
+		/* Said, not refused: a deployment may keep the file mounted
+		 * while its endpoint is switched off. */
+		if (headers_file)
+			cp_log(CP_LOG_WARN, "otlp.headers_unused", "message",
+			       json_string("--otlp-headers-file is given but no endpoint: no spans are "
+			                   "exported (--otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)"),
+			       NULL);
 		return 0;
 	}
 	const char *which;

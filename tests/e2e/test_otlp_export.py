@@ -281,35 +281,11 @@ def test_bad_exporter_settings_stop_the_start_without_repeating_values(tmp_path,
     assert p.stdout == b""
 
 
-def test_a_headers_file_needs_an_endpoint(tmp_path):
+def test_a_headers_file_without_an_endpoint_is_said_and_unused(tmp_path):
     (tmp_path / "h").write_text("a: 1\n")
     p = subprocess.run([CODEPOD_BIN, "serve", "--stdio", "--state-dir", str(tmp_path / "state"),
                         "--otlp-headers-file", str(tmp_path / "h")], env=env_without_otel(),
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-    assert p.returncode == 2 and b"--otlp-headers-file needs --otlp-endpoint" in p.stderr, p
-
-
-def test_a_tool_calls_span_reaches_the_collector_while_the_program_runs(tmp_path, collector):
-    """A long program's calls are seen as they happen: the second tool waits
-    (on its own thread of the test) until the collector has the first call's
-    span, and says whether it came; the program only ends after that."""
-    col = collector()
-    s = start(tmp_path, col.url)
-
-    def gate(_):
-        try:
-            col.wait_spans(lambda sp: any(x["name"] == "codepod.tool_call" for x in sp), timeout=30)
-            return {"seen": True}
-        except AssertionError:
-            return {"seen": False}
-    try:
-        s.serve({"echo": lambda x: x, "gate": gate})
-        eid = s.execute("await tools.echo({ n: 1 }); return (await tools.gate({})).seen;",
-                        tools=["echo", "gate"], traceparent=TP)
-        res = s.wait_result(eid, timeout=90)
-        assert_ok(res)
-        assert res["result"] is True, "the first call's span came only after the program ended"
-    finally:
-        close_and_check(s)
-    spans = col.wait_spans(lambda sp: sum(x["name"] == "codepod.tool_call" for x in sp) == 2)
-    assert sorted(x["name"] for x in spans).count("codepod.tool_call") == 2   # each once
+                       input=b"", capture_output=True, timeout=60)   # EOF at once: it ends
+    assert p.returncode == 0, p
+    events = [json.loads(line) for line in p.stderr.decode().splitlines() if line.startswith("{")]
+    assert [e["event"] for e in events if e["event"].startswith("otlp.")] == ["otlp.headers_unused"]
