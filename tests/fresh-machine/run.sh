@@ -69,6 +69,9 @@ deb $mirror bookworm-updates main
 deb $security bookworm-security main
 EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# debootstrap writes no /etc/hosts; an installed Debian (the installer, a
+# cloud image) has one naming localhost, which programs resolve.
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
 # A network that intercepts TLS needs its CA on every machine in it: the
 # certificates this machine added locally go into the new one's store too.
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
