@@ -324,7 +324,9 @@ clean:
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # The S3 client and snapshots against a real store (tests/store: a one-node
-# Ceph with its RADOS Gateway, started and stopped by the tests).
+# Ceph with its RADOS Gateway, started and stopped by the tests); the
+# Kubernetes backend's snapshots (test_kube_snapshots.py) also start the fake
+# API server (tests/fakekube/serve, with .deps' Node) for their module.
 .PHONY: store-tests
 $(BUILD)/store/s3_tool: $(BUILD)/obj/tests/store/s3_tool.o $(BUILD)/libcodepod.a
 	$(Q)mkdir -p $(dir $@)

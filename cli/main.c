@@ -29,6 +29,7 @@
 #include "base/idset.h"
 #include "base/version.h"
 #include "k8s/backend/kube_backend.h"
+#include "k8s/backend/kube_snap.h"
 #include "runner/local/local_backend.h"
 #include "base/log.h"
 #include "cli/serve_cmd.h"
@@ -158,7 +159,8 @@ static const struct cli_opt engine_opts[] = {
 
 static const struct cli_opt local_opts[] = {
 	{ "state-dir", "DIR", CLI_STR_AT(O, state_dir),
-	  .help = "the conversations' workspaces (default: $CODEPOD_STATE_DIR, else "
+	  .help = "the conversations' workspaces (on Kubernetes with --snapshot-url: the "
+	          "snapshots on their way) (default: $CODEPOD_STATE_DIR, else "
 	          "$HOME/.local/state/codepod)" },
 	{ "node", "PATH", CLI_STR_AT(O, node),
 	  .help = "the Node.js binary (default: $CODEPOD_NODE, the project's own, then PATH)" },
@@ -180,7 +182,8 @@ static const struct cli_opt local_opts[] = {
 static const struct cli_opt snapshot_opts[] = {
 	{ "snapshot-url", "s3://BUCKET/PREFIX", CLI_STR_AT(O, snapshot_url),
 	  .help = "keep each conversation's workspace in this S3 bucket: snapshotted after it "
-	          "changed, restored when it is new (local backend)" },
+	          "changed, before its pod is reaped and at drain; restored when it (or its pod) is "
+	          "new" },
 	{ "s3-endpoint", "URL", CLI_STR_AT(O, s3_endpoint),
 	  .help = "the S3 store, for one other than AWS (MinIO, Ceph, GCS: https://storage.googleapis.com)" },
 	{ "s3-region", "REGION", CLI_STR_AT(O, s3_region),
@@ -211,6 +214,11 @@ static const struct cli_opt kube_opts[] = {
 	  .help = "ready unclaimed pods to keep" },
 	{ "idle-ttl", "SECONDS", CLI_UINT_AT(O, kube.idle_ttl_s, 0, 100000),
 	  .help = "a conversation's pod idle longer is removed; 0: never" },
+	{ "template-drift-idle", "SECONDS", CLI_UINT_AT(O, kube.drift_idle_s, 0, 100000),
+	  .help = "a conversation's pod made by an older replica from another pod template, "
+	          "idle this long, is snapshotted, deleted and restored into a pod of this "
+	          "replica's template (needs --snapshot-url; without it such pods are kept and "
+	          "reported); 0: never" },
 	{ "no-supervisor", NULL, CLI_SET_AT(O, kube.no_supervisor, 1),
 	  .help = "one exec per program, no supervisor in the pod ($CODEPOD_SUPERVISOR=0 "
 	          "makes it the default)" },
@@ -309,22 +317,64 @@ static int parse_opts(int argc, char **argv, const struct cli_group *const *grou
 
 /* Builds the backend the options name; prints the reason and returns NULL
  * when it cannot run here. */
-static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *o)
+/* --snapshot-url's store (NULL and 0 without it; -1: the reason printed). */
+static int make_store(uv_loop_t *loop, const struct opts *o, const char *state,
+                      struct store_snaps **out)
+{
+	*out = NULL;
+	if (!o->snapshot_url)
+		return 0;
+	struct store_snaps_config sc = {
+		.loop = loop, .url = o->snapshot_url, .endpoint = o->s3_endpoint,
+		.region = o->s3_region, .credentials_file = o->s3_credentials_file,
+		.spool_dir = state, .ttl_s = o->snapshot_ttl_s,
+		.key_file = o->snapshot_key_file,
+	};
+	struct cp_err err;
+	mkdir(state, 0700);
+	if (store_snaps_new(&sc, out, &err)) {
+		fprintf(stderr, "codepod: snapshots: %s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* The Kubernetes backend, and with --snapshot-url the coordinator of its
+ * snapshots (*ks, attached to it). */
+static struct codepod_backend *make_kube(uv_loop_t *loop, const struct opts *o,
+                                         struct kube_snaps **ks)
 {
 	struct cp_err err;
-	if (o->backend && strcmp(o->backend, "kubernetes") == 0) {
-		if (o->snapshot_url) {
-			fprintf(stderr, "codepod: --snapshot-url is not supported on the kubernetes "
-			        "backend yet\n");
-			return NULL;
-		}
-		struct codepod_backend *kb = NULL;
-		if (kube_backend_from_options(loop, &o->kube, &kb, &err)) {
-			fprintf(stderr, "codepod: kubernetes backend: %s\n", err.msg);
-			return NULL;
-		}
-		return kb;
+	struct codepod_backend *kb = NULL;
+	if (kube_backend_from_options(loop, &o->kube, &kb, &err)) {
+		fprintf(stderr, "codepod: kubernetes backend: %s\n", err.msg);
+		return NULL;
 	}
+	char buf[PATH_MAX];
+	const char *state = o->state_dir ? o->state_dir : default_state_dir(buf, sizeof buf);
+	struct store_snaps *snaps = NULL;
+	if (make_store(loop, o, state, &snaps)) {
+		kb->ops->destroy(kb);
+		return NULL;
+	}
+	if (snaps) {
+		struct kube_snaps_config kc = { .loop = loop, .store = snaps, .spool_dir = state };
+		if (kube_snaps_new(kb, &kc, ks, &err)) { /* (the store is closed) */
+			fprintf(stderr, "codepod: snapshots: %s\n", err.msg);
+			kb->ops->destroy(kb);
+			return NULL;
+		}
+	}
+	return kb;
+}
+
+static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *o,
+                                            struct kube_snaps **ks)
+{
+	struct cp_err err;
+	*ks = NULL;
+	if (o->backend && strcmp(o->backend, "kubernetes") == 0)
+		return make_kube(loop, o, ks);
 	if (o->backend && strcmp(o->backend, "local") != 0) {
 		fprintf(stderr, "codepod: unknown backend \"%s\" (local or kubernetes)\n", o->backend);
 		return NULL;
@@ -356,18 +406,8 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 		       json_string("without isolation, programs can read every file this user can, "
 		                   "the token, audit and webhook secret files included"), NULL);
 	struct store_snaps *snaps = NULL;
-	if (o->snapshot_url) {
-		struct store_snaps_config sc = {
-			.loop = loop, .url = o->snapshot_url, .endpoint = o->s3_endpoint,
-			.region = o->s3_region, .credentials_file = o->s3_credentials_file,
-			.spool_dir = state, .ttl_s = o->snapshot_ttl_s,
-			.key_file = o->snapshot_key_file,
-		};
-		if (store_snaps_new(&sc, &snaps, &err)) {
-			fprintf(stderr, "codepod: snapshots: %s\n", err.msg);
-			return NULL;
-		}
-	}
+	if (make_store(loop, o, state, &snaps))
+		return NULL;
 	struct local_config cfg = {
 		.loop = loop, .state_dir = state, .node = node, .isolate = isolate,
 		.sandbox_user = o->sandbox_user, .sandbox_uids = o->sandbox_uids, .hide = hide,
@@ -394,7 +434,20 @@ struct held {
 	struct codepod *cp;
 	struct codepod_backend *b;
 	struct broker_otlp *otlp; /* NULL: no spans exported */
+	struct kube_snaps *ks;    /* the Kubernetes backend's snapshots, or NULL */
+	int draining;
 };
+
+/* The snapshots due were taken (bounded): the backend can go. */
+static void snaps_drained(void *ud)
+{
+	struct held *h = ud;
+	h->ks = NULL;
+	if (h->b) {
+		h->b->ops->destroy(h->b);
+		h->b = NULL;
+	}
+}
 
 /* A backend keeps the loop alive (its timers, its API connections), and so
  * do runners waiting for an execution, until released; called when the work
@@ -404,7 +457,13 @@ static void release_backend(void *ud)
 	struct held *h = ud;
 	if (h->cp)
 		codepod_quiesce(h->cp);
-	if (h->b) {
+	if (h->ks) {
+		/* Through the engine, which stays until the loop is dry. */
+		if (!h->draining) {
+			h->draining = 1;
+			kube_snaps_drain(h->ks, 0, snaps_drained, h);
+		}
+	} else if (h->b) {
 		h->b->ops->destroy(h->b);
 		h->b = NULL;
 	}
@@ -528,16 +587,19 @@ static int cmd_serve(uv_loop_t *loop, const struct opts *o, const struct cli_opt
 	struct broker_otlp *otlp = NULL;
 	if (cli_otlp_start(loop, o->otlp_endpoint, o->otlp_headers_file, &otlp))
 		return 2;
-	struct codepod_backend *b = make_backend(loop, o);
+	struct kube_snaps *ks = NULL;
+	struct codepod_backend *b = make_backend(loop, o, &ks);
 	struct codepod *cp = NULL;
 	if (!b || make_engine(loop, b, o, otlp, &cp)) {
-		if (b)
-			b->ops->destroy(b);
+		struct held fail = { NULL, b, NULL, ks, 0 };
+		release_backend(&fail);
 		broker_otlp_close(otlp);
 		uv_run(loop, UV_RUN_DEFAULT);
 		return 2;
 	}
-	struct held h = { cp, b, otlp };
+	if (ks)
+		kube_snaps_set_engine(ks, cp);
+	struct held h = { cp, b, otlp, ks, 0 };
 	struct cp_idset *ids = cp_idset_new(RECENT_IDS);
 	if (listen && ids) {
 		struct cli_listen_opts lo = o->listen;
@@ -653,11 +715,14 @@ static int cmd_run(uv_loop_t *loop, const struct opts *o)
 		return 2;
 	}
 	int status = 2;
-	struct held h = { NULL, make_backend(loop, o), NULL };
+	struct held h = { NULL, NULL, NULL, NULL, 0 };
+	h.b = make_backend(loop, o, &h.ks);
 	struct opts one = *o;
 	one.prestart_max = 0; /* one execution: nothing to start ahead */
 	if (h.b && make_engine(loop, h.b, &one, NULL, &h.cp) == 0) {
 		struct codepod *cp = h.cp;
+		if (h.ks)
+			kube_snaps_set_engine(h.ks, cp);
 		struct run_state st = { .held = &h };
 		struct codepod_exec *e = NULL;
 		uv_timer_init(loop, &st.later);

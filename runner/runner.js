@@ -774,6 +774,7 @@
       let pax = {};
       let longName = null;
       let files = 0;
+      const dirTimes = []; // folders' modes and times, set last (deepest first)
       const cleanup = () => {
         if (entry && entry.tmp) { try { fs.unlinkSync(via(entry.dfd, entry.tmp)); } catch (_) {} }
       };
@@ -798,7 +799,16 @@
         name = name.replace(/\/+$/, '');
         if (type === '5' && (name === '' || name === '.')) return meta; // the workspace itself
         const parts = pathParts(name, false);
-        if (type === '5') { closeFd(walk(parts, parts.length, true)); files++; return meta; }
+        if (type === '5') {
+          closeFd(walk(parts, parts.length, true));
+          // (a folder's set-group-id and sticky bits are kept, no set-user-id;
+          // one whose tar gives no x bit at all gets one where it may read)
+          let dm = num(h, 100, 8) & 0o3777;
+          if ((dm & 0o111) === 0) dm |= (dm & 0o444) >> 2;
+          dirTimes.push({ parts, mode: dm, mtime: num(h, 136, 12) });
+          files++;
+          return meta;
+        }
         if (type === '2') {
           if (link.startsWith('/')) throw refuse('an entry is a symlink to an absolute path');
           const to = path.posix.normalize(path.posix.join(path.posix.dirname(parts.join('/')), link));
@@ -807,6 +817,8 @@
           const last = parts[parts.length - 1];
           try { fs.unlinkSync(via(dfd, last)); } catch (e) { if (!e || e.code !== 'ENOENT') throw e; }
           fs.symlinkSync(link, via(dfd, last));
+          const lt = num(h, 136, 12);
+          try { fs.lutimesSync(via(dfd, last), lt, lt); } catch (_) {}
           closeFd(dfd);
           files++;
           return meta;
@@ -821,6 +833,7 @@
         const tmp = TMP_PREFIX + crypto.randomBytes(8).toString('hex');
         meta.dfd = dfd; meta.tmp = tmp; meta.last = last;
         meta.mode = num(h, 100, 8) & 0o777;
+        meta.mtime = num(h, 136, 12);
         meta.fd = openFd(via(dfd, tmp), O.O_WRONLY | O.O_CREAT | O.O_EXCL | O.O_NOFOLLOW, meta.mode || 0o644);
         return meta;
       };
@@ -845,6 +858,7 @@
         }
         if (m.fd !== undefined) {
           fs.fchmodSync(m.fd, m.mode || 0o644);
+          fs.futimesSync(m.fd, m.mtime, m.mtime);
           closeFd(m.fd);
           fs.renameSync(via(m.dfd, m.tmp), via(m.dfd, m.last));
           closeFd(m.dfd);
@@ -885,6 +899,13 @@
           pending = off < buf.length ? bufFrom(subarray(buf, off)) : bufAllocUnsafe(0);
           if (msg.last !== true) return frame(FRAME_FILE_ACK, '');
           if (entry || pending.length > 0 && zeros < 2) throw refuse('the tar archive ends in the middle of an entry');
+          for (let i = dirTimes.length; i-- > 0;) {
+            const d = dirTimes[i];
+            const fd = walk(d.parts, d.parts.length, false);
+            fs.fchmodSync(fd, d.mode);
+            fs.futimesSync(fd, d.mtime, d.mtime);
+            closeFd(fd);
+          }
           end({ op: 'archive_write', files });
         } catch (e) { cleanup(); fail(e); }
       };

@@ -185,9 +185,11 @@ void codepod_trace_emit(struct codepod_exec *e)
 	               "codepod.cpu_ms", (json_int_t)(codepod_exec_cpu_us(e) / 1000),
 	               "codepod.prestarted", e->prestarted));
 	uint64_t acquired = t->t_acquired_ms ? t->t_acquired_ms : end;
+	json_t *aq = json_pack("{s:s}", "codepod.acquire.kind", e->prestarted ? "warm" : "cold");
+	if (aq && e->usage.restored) /* the workspace restored from a snapshot first */
+		json_object_set_new(aq, "codepod.restore_ms", json_integer((json_int_t)e->usage.restore_ms));
 	emit(e, "codepod.acquire", t->span[CODEPOD_SPAN_ACQUIRE], t->span[CODEPOD_SPAN_EXEC],
-	     e->t_submit_ms, acquired, !t->t_acquired_ms && failed,
-	     json_pack("{s:s}", "codepod.acquire.kind", e->prestarted ? "warm" : "cold"));
+	     e->t_submit_ms, acquired, !t->t_acquired_ms && failed, aq);
 	if (!t->t_acquired_ms)
 		return; /* no runner: nothing started, nothing ran */
 	uint64_t ready = e->t_ready_ms ? e->t_ready_ms : end;

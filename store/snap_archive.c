@@ -305,9 +305,9 @@ int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err)
 	return rc;
 }
 
-int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t part_size,
-                       const struct store_crypt *enc, struct store_pack *out,
-                       struct cp_err *err)
+static int pack_any(const char *dir, int out_fd, uint64_t max_bytes, uint64_t part_size,
+                    const struct store_crypt *enc, int plain, struct store_pack *out,
+                    struct cp_err *err)
 {
 	memset(out, 0, sizeof *out);
 	struct packer p = { .fd = out_fd, .err = err, .max_bytes = max_bytes,
@@ -335,7 +335,12 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 	/* zstd's fastest level: a snapshot is on its way to a store, where the
 	 * link, not the ratio, sets the pace; big blocks, few writes. */
-	if (!rc && (archive_write_add_filter_zstd(p.a) != ARCHIVE_OK ||
+	if (!rc && plain && (archive_write_set_format_pax_restricted(p.a) != ARCHIVE_OK ||
+	                     archive_write_set_bytes_in_last_block(p.a, 1) != ARCHIVE_OK ||
+	                     archive_write_open2(p.a, &p, NULL, on_write, NULL, NULL) != ARCHIVE_OK))
+		rc = fail_archive(&p);
+	if (!rc && !plain &&
+	    (archive_write_add_filter_zstd(p.a) != ARCHIVE_OK ||
 	            archive_write_set_filter_option(p.a, "zstd", "compression-level", "1") !=
 	                    ARCHIVE_OK ||
 	            archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
@@ -379,4 +384,23 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
 	out->part_sha = p.part_sha;
 	out->nparts = p.nparts;
 	return 0;
+}
+
+int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t part_size,
+                       const struct store_crypt *enc, struct store_pack *out,
+                       struct cp_err *err)
+{
+	return pack_any(dir, out_fd, max_bytes, part_size, enc, 0, out, err);
+}
+
+int store_archive_pack_tar(const char *dir, int out_fd, uint64_t max_bytes,
+                           struct store_pack *out, struct cp_err *err)
+{
+	int rc = pack_any(dir, out_fd, max_bytes, 0, NULL, 1, out, err);
+	if (!rc) {
+		free(out->part_sha);
+		out->part_sha = NULL;
+		out->nparts = 0;
+	}
+	return rc;
 }

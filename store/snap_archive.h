@@ -65,6 +65,16 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
                        const struct store_crypt *enc, struct store_pack *out,
                        struct cp_err *err);
 
+/**
+ * store_archive_pack_tar() - @dir as a plain tar (ustar, pax records only
+ * where a name or link is too long for it; no compression, no encryption)
+ * into @out_fd from offset 0: what a sandbox's archive_write takes
+ * (runner/runner.js). @out: size, files, bytes, sha256, fingerprint; no
+ * part hashes. Errors as store_archive_pack().
+ */
+int store_archive_pack_tar(const char *dir, int out_fd, uint64_t max_bytes,
+                           struct store_pack *out, struct cp_err *err);
+
 /** store_archive_fingerprint() - the fingerprint alone (no archive). */
 int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err);
 

@@ -148,7 +148,9 @@ static int one_entry(struct archive *a, struct archive_entry *e, int root, uid_t
 	if (dfd < 0)
 		return dfd;
 	const char *leaf = comp[k - 1];
-	mode_t perm = archive_entry_perm(e) & 01777; /* no set-id bits */
+	/* No set-id bits on files; a folder keeps its set-group-id (what its
+	 * new entries' group is, as a pod's fsGroup volume sets it). */
+	mode_t perm = archive_entry_perm(e) & (type == AE_IFDIR ? 03777 : 01777);
 	int rc = 0;
 	if (type == AE_IFREG) {
 		int fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -169,8 +171,15 @@ static int one_entry(struct archive *a, struct archive_entry *e, int root, uid_t
 		if (symlinkat(target, dfd, leaf))
 			rc = cp_err_set(err, errno == EEXIST ? CP_E_DENIED : CP_E_IO,
 			                "snapshot archive: a link cannot be made (%s)", strerror(errno));
-		else if (uid != (uid_t)-1)
-			(void)fchownat(dfd, leaf, uid, gid, AT_SYMLINK_NOFOLLOW);
+		else {
+			if (uid != (uid_t)-1)
+				(void)fchownat(dfd, leaf, uid, gid, AT_SYMLINK_NOFOLLOW);
+			/* the link's own time too: a copy of a workspace made anew
+			 * (a pod's, kube_snap.h) keeps its fingerprint */
+			struct timespec ts[2] = { { 0, UTIME_OMIT },
+			                          { archive_entry_mtime(e), archive_entry_mtime_nsec(e) } };
+			(void)utimensat(dfd, leaf, ts, AT_SYMLINK_NOFOLLOW);
+		}
 	} else {
 		struct stat st;
 		if (mkdirat(dfd, leaf, 0700) && !(errno == EEXIST && !fstatat(dfd, leaf, &st,

@@ -37,6 +37,13 @@ struct waiter {
 	void *ud;
 };
 
+/* A store_snaps_take() caller, told when its snapshot ends. */
+struct taker {
+	struct taker *next;
+	store_taken_fn done;
+	void *ud;
+};
+
 struct conv {
 	struct conv *next;
 	struct store_snaps *s;
@@ -49,6 +56,8 @@ struct conv {
 	unsigned epoch;          /* bumped by a delete: work of before is dropped */
 	char last_fp[65];        /* of the workspace as last snapshotted or restored */
 	char cur_archive[1100];  /* the archive the last manifest we wrote names */
+	struct taker *takers;    /* store_snaps_take: for the next snapshot */
+	struct taker *run_takers; /* for the one running */
 	/* the snapshot running */
 	uv_work_t work;
 	int fd;
@@ -230,6 +239,51 @@ void store_snaps_touch(struct store_snaps *s, const char *hash, const char *ws)
 		uv_timer_start(&c->timer, on_timer, s->debounce_ms, 0);
 }
 
+/* The callers of store_snaps_take() whose snapshot just ended: their
+ * folder is theirs again (and is not looked at after this). */
+static void takers_end(struct conv *c, int rc, const struct cp_err *e)
+{
+	struct taker *t = c->run_takers;
+	c->run_takers = NULL;
+	if (t && !c->takers) {
+		free(c->ws);
+		c->ws = NULL;
+		c->pending = 0;
+	}
+	while (t) {
+		struct taker *n = t->next;
+		t->done(t->ud, rc, e);
+		free(t);
+		t = n;
+	}
+}
+
+int store_snaps_take(struct store_snaps *s, const char *hash, const char *dir,
+                     store_taken_fn done, void *ud, struct cp_err *err)
+{
+	struct conv *c = s->freed ? NULL : conv_of(s, hash);
+	struct taker *t = malloc(sizeof *t);
+	char *w = strdup(dir);
+	if (!c || !t || !w) {
+		free(t);
+		free(w);
+		return cp_err_set(err, s->freed ? CP_E_STATE : CP_E_NOMEM,
+		                  s->freed ? "snapshots are closed" : "out of memory");
+	}
+	free(c->ws);
+	c->ws = w;
+	t->done = done;
+	t->ud = ud;
+	t->next = c->takers;
+	c->takers = t;
+	c->pending = 1;
+	/* Now (from the loop, never inside this call), or once the one
+	 * running ends. */
+	if (!c->busy)
+		uv_timer_start(&c->timer, on_timer, 0, 0);
+	return 0;
+}
+
 static void finish_snapshot(struct conv *c)
 {
 	struct store_snaps *s = c->s;
@@ -239,8 +293,9 @@ static void finish_snapshot(struct conv *c)
 	free(c->pack.part_sha);
 	memset(&c->pack, 0, sizeof c->pack);
 	c->busy = 0;
+	takers_end(c, 0, NULL);
 	if (c->pending) {
-		if (s->closing)
+		if (s->closing || c->takers)
 			start_snapshot(c);
 		else
 			uv_timer_start(&c->timer, on_timer, s->debounce_ms, 0);
@@ -261,8 +316,13 @@ static void snapshot_failed(struct conv *c, const char *step, const struct cp_er
 	free(c->pack.part_sha);
 	memset(&c->pack, 0, sizeof c->pack);
 	c->busy = 0;
+	/* A store_snaps_take() is told, and its caller decides what next. */
+	int taken = c->run_takers != NULL;
+	takers_end(c, e && e->code ? e->code : CP_E_IO, e);
 	/* Again later, unless we are draining: then the failure is the end. */
-	if (!s->closing && c->ws) {
+	if (c->takers) {
+		start_snapshot(c);
+	} else if (!s->closing && c->ws && !taken) {
 		c->pending = 1;
 		c->retry_ms = c->retry_ms ? c->retry_ms * 2 : RETRY_MIN_MS;
 		if (c->retry_ms > RETRY_MAX_MS)
@@ -423,6 +483,8 @@ static void start_snapshot(struct conv *c)
 	uv_timer_stop(&c->timer);
 	c->pending = 0;
 	c->busy = 1;
+	c->run_takers = c->takers;
+	c->takers = NULL;
 	c->work_epoch = c->epoch;
 	c->t_start = uv_now(s->loop);
 	/* The archive's name before it is made: an encrypted one is bound to it. */

@@ -69,6 +69,19 @@ void store_snaps_close(struct store_snaps *s, void (*closed)(void *ud), void *ud
  */
 void store_snaps_touch(struct store_snaps *s, const char *hash, const char *ws);
 
+typedef void (*store_taken_fn)(void *ud, int rc, const struct cp_err *err);
+
+/**
+ * store_snaps_take() - snapshot @dir, a copy of @hash's workspace the
+ * caller made (a sandbox's workspace read out of it), now: no debounce,
+ * and no retry of its own. @done once it was written or found unchanged
+ * (rc 0), or failed (rc and @err, borrowed for the call; logged and
+ * counted as for store_snaps_touch); @dir is the caller's again from then
+ * on. Never from inside this call.
+ */
+int store_snaps_take(struct store_snaps *s, const char *hash, const char *dir,
+                     store_taken_fn done, void *ud, struct cp_err *err);
+
 /* @rc 0: restored (@ms, the time it took) or nothing to restore (@ms -1);
  * else CP_E_SANDBOX_UNAVAILABLE with the reason in @err. */
 typedef void (*store_restore_fn)(void *ud, int rc, const struct cp_err *err, int64_t ms);

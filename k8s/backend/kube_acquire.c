@@ -16,7 +16,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 #include "k8s/backend/kube_int.h"
+#include "k8s/backend/kube_snap.h"
 #include "base/assert.h"
 #include "base/log.h"
 #include "base/state.h"
@@ -32,6 +35,7 @@ static void acquire(struct kube_conv *c);
 static void stop_steps(struct kube_conv *c);
 static void patch_annotations(struct kube_conv *c, json_t *patch /* steals */);
 static void watch_pod(struct kube_conv *c, const char *name, const char *rv);
+static void own_restore(struct kube_conv *c, const json_t *pod);
 
 static const char *const conv_state_names[] = {
 	[KUBE_CONV_IDLE] = "idle", [KUBE_CONV_ACQUIRING] = "acquiring", [KUBE_CONV_READY] = "ready",
@@ -117,28 +121,65 @@ void kube_now_rfc3339(char out[32])
 	rfc3339_at(time(NULL), out);
 }
 
+/* The conversation's snapshot folder: the local backend's name for its
+ * workspace (32 hex of SHA-256 of the key), so a conversation keeps its
+ * files across backends too. */
+static void snap_hash_of(const char *key, char out[33])
+{
+	unsigned char md[32];
+	unsigned int n = 0;
+	out[0] = '\0';
+	if (!EVP_Digest(key, strlen(key), md, &n, EVP_sha256(), NULL))
+		return;
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* The key names its conversation here from now on (a conversation first
+ * seen by the reaper through an alias has the claimed pod's name). */
+static int keyed(struct kube_conv *c, const char *key, struct cp_err *err)
+{
+	if (c->keyed)
+		return 0;
+	if (k8s_pod_name(c->k->ns, key, c->name, err))
+		return -1;
+	snap_hash_of(key, c->snap_hash);
+	c->keyed = 1;
+	return 0;
+}
+
 struct kube_conv *kube_conv_get(struct kube *k, const char *key, struct cp_err *err)
 {
-	char label[41];
-	if (k8s_conversation_label(k->ns, key, label, err))
+	char label[41], alias_pod[K8S_POD_NAME_MAX];
+	int alias = kube_snap_alias_parse(k, key, label, alias_pod, sizeof alias_pod) == 0;
+	if (!alias && k8s_conversation_label(k->ns, key, label, err))
 		return NULL;
 	for (struct kube_conv *c = k->convs; c; c = c->next)
 		if (strcmp(c->label, label) == 0)
-			return c;
+			return alias || keyed(c, key, err) == 0 ? c : NULL;
 	struct kube_conv *c = calloc(1, sizeof *c);
 	if (!c) {
 		cp_err_set(err, CP_E_NOMEM, "out of memory");
 		return NULL;
 	}
 	c->k = k;
+	c->restore_ms = -1;
 	memcpy(c->label, label, sizeof label);
-	if (k8s_pod_name(k->ns, key, c->name, err)) {
+	if (alias) {
+		snprintf(c->name, sizeof c->name, "%s", alias_pod);
+	} else if (keyed(c, key, err)) {
 		free(c);
 		return NULL;
 	}
 	c->next = k->convs;
 	k->convs = c;
 	return c;
+}
+
+const char *kube_pod_annotation(const json_t *pod, const char *key)
+{
+	return json_string_value(json_object_get(
+		json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
 }
 
 /* Ends every waiter with the sandbox's reason. */
@@ -198,6 +239,16 @@ static void ready(struct kube_conv *c, const json_t *pod)
 	conv_set_state(c, KUBE_CONV_READY);
 	c->attempts = 0;
 	cp_log(CP_LOG_DEBUG, "kube.ready", "pod", json_string(c->pod), NULL);
+	const char *uid = pod_uid(pod);
+	if (c->k->snaps && uid && c->restore_uid[0] && strcmp(uid, c->restore_uid) == 0 &&
+	    kube_pod_annotation(pod, KUBE_ANNOT_RESTORE)) {
+		/* Ours, new: its workspace first; the waiters wait (kube_restored). */
+		c->restoring = 1;
+		kube_snap_restore(c);
+		return;
+	}
+	c->restore_uid[0] = '\0';
+	kube_snap_not_ours(c);
 	struct codepod_proc *w = c->waiters;
 	c->waiters = NULL;
 	while (w) {
@@ -260,6 +311,34 @@ static void delete_pod(struct kube *k, const json_t *pod, int again)
 	}
 }
 
+/* The pod's workspace is being restored by the replica that made or
+ * claimed it (KUBE_ANNOT_RESTORE): nothing may run in it before that. */
+static int restore_elsewhere(const struct kube_conv *c, const json_t *pod)
+{
+	const char *uid = pod_uid(pod);
+	return kube_pod_annotation(pod, KUBE_ANNOT_RESTORE) &&
+	       !(uid && c->restore_uid[0] && strcmp(uid, c->restore_uid) == 0);
+}
+
+/* Wait for that restore to end (the annotation goes: a watch event); one
+ * older than KUBE_RESTORE_STALE_S lost its replica: the pod is deleted
+ * and the conversation gets a new one, restored by this replica. */
+static int waited_restore(struct kube_conv *c, const json_t *pod)
+{
+	time_t since = 0, now = time(NULL);
+	const char *t = kube_pod_annotation(pod, KUBE_ANNOT_RESTORE);
+	if (t && k8s_rfc3339_parse(t, &since) == 0 && now - since > KUBE_RESTORE_STALE_S) {
+		cp_log(CP_LOG_WARN, "kube.restore_abandoned", "pod", json_string(pod_name(pod)),
+		       "since", json_string(t), NULL);
+		delete_pod(c->k, pod, 0);
+		return 0;
+	}
+	cp_log(CP_LOG_DEBUG, "kube.restore_wait", "pod", json_string(pod_name(pod)), NULL);
+	if (!c->watch)
+		watch_pod(c, pod_name(pod), pod_rv(pod));
+	return 1;
+}
+
 /* Acts on one pod's verdict; returns 1 when the conversation moved on. */
 static int judge(struct kube_conv *c, const json_t *pod)
 {
@@ -276,6 +355,8 @@ static int judge(struct kube_conv *c, const json_t *pod)
 	k8s_pod_classify(pod, &st);
 	switch (st.verdict) {
 	case K8S_POD_READY:
+		if (restore_elsewhere(c, pod))
+			return waited_restore(c, pod);
 		c->dead_uid[0] = '\0';
 		ready(c, pod);
 		return 1;
@@ -424,7 +505,17 @@ static void on_created(void *arg, json_t *obj, const struct k8s_status *st,
 	}
 	c->k->stats.created++;
 	cp_log(CP_LOG_INFO, "kube.created", "pod", json_string(c->name), NULL);
+	own_restore(c, obj);
 	judge(c, obj);
+}
+
+/* A pod this replica made or claimed carries KUBE_ANNOT_RESTORE: its
+ * workspace is restored here before anything else runs in it. */
+static void own_restore(struct kube_conv *c, const json_t *pod)
+{
+	const char *uid = pod_uid(pod);
+	if (c->k->snaps && uid && kube_pod_annotation(pod, KUBE_ANNOT_RESTORE))
+		snprintf(c->restore_uid, sizeof c->restore_uid, "%s", uid);
 }
 
 static void create(struct kube_conv *c)
@@ -433,6 +524,21 @@ static void create(struct kube_conv *c)
 	kube_now_rfc3339(now);
 	json_t *pod = k8s_pod_from_template(c->k->tmpl, c->name, c->k->ns, c->label,
 	                                    c->k->tmpl_hash, now);
+	if (pod && c->k->snaps && c->snap_hash[0]) {
+		json_t *meta = json_object_get(pod, "metadata");
+		json_t *an = json_object_get(meta, "annotations");
+		if (!an)
+			json_object_set_new(meta, "annotations", an = json_object());
+		json_object_set_new(an, KUBE_ANNOT_SNAPSHOT, json_string(c->snap_hash));
+		json_object_set_new(an, KUBE_ANNOT_RESTORE, json_string(now));
+	}
+	if (pod) {
+		json_t *meta = json_object_get(pod, "metadata");
+		json_t *an = json_object_get(meta, "annotations");
+		if (!an)
+			json_object_set_new(meta, "annotations", an = json_object());
+		json_object_set_new(an, KUBE_ANNOT_REPLICA_START, json_string(c->k->started));
+	}
 	struct step *s = step_new(c);
 	struct k8s_rest_cb cb = { on_created, s };
 	struct cp_err err;
@@ -453,6 +559,7 @@ void kube_acquire_claimed(struct kube_conv *c, const json_t *pod)
 	}
 	c->k->stats.claimed++;
 	cp_log(CP_LOG_INFO, "kube.claimed", "pod", json_string(pod_name(pod)), NULL);
+	own_restore(c, pod);
 	judge(c, pod);
 }
 
@@ -487,6 +594,7 @@ static void on_listed(void *arg, json_t *obj, const struct k8s_status *st,
 			return;
 		}
 	}
+	kube_snap_prefetch(c); /* a new pod: its workspace's download overlaps its start */
 	if (c->k->warm_pool > 0)
 		kube_pool_claim(c);
 	else
@@ -512,7 +620,7 @@ static void acquire(struct kube_conv *c)
 
 void kube_conv_want(struct kube_conv *c)
 {
-	if (c->state == KUBE_CONV_IDLE) {
+	if (c->state == KUBE_CONV_IDLE && !c->deleting) {
 		c->attempts = 0;
 		acquire(c);
 	}
@@ -548,6 +656,7 @@ void kube_conv_stale(struct kube_conv *c)
 	kube_conv_release(c);
 	free(c->pod);
 	c->pod = NULL;
+	c->restoring = 0; /* its restore ends as nothing (kube_restored) */
 	if (c->state != KUBE_CONV_IDLE)
 		conv_set_state(c, KUBE_CONV_IDLE);
 	/* Last: executions waiting for the pod's supervisor now wait for the
@@ -661,4 +770,69 @@ static void patch_annotations(struct kube_conv *c, json_t *patch)
 	if (patch && k8s_pod_patch(c->k->api, c->k->ns, c->pod, patch, NULL, NULL, cb, NULL, NULL) == 0)
 		c->k->pending++;
 	json_decref(patch);
+}
+
+/* ---- snapshots (kube_snap.h) ---- */
+
+int kube_conv_adopt(struct kube_conv *c, const char *pod)
+{
+	char *p = strdup(pod);
+	if (c->state != KUBE_CONV_IDLE || !p) {
+		free(p);
+		return -1;
+	}
+	conv_set_state(c, KUBE_CONV_ACQUIRING);
+	free(c->pod);
+	c->pod = p;
+	c->busy_marked = 0;
+	conv_set_state(c, KUBE_CONV_READY);
+	return 0;
+}
+
+void kube_restored(struct kube_conv *c, const char *uid, int rc, const char *detail, int64_t ms)
+{
+	if (!c->restoring || strcmp(uid, c->restore_uid) != 0)
+		return; /* the pod went meanwhile: its waiters moved on */
+	c->restoring = 0;
+	c->restore_uid[0] = '\0';
+	if (rc) {
+		/* Never an empty workspace: the waiters end naming why, and the
+		 * pod (perhaps half written) goes; the next acquisition restores
+		 * into a new one. */
+		json_t *pod = json_pack("{s:{s:s,s:s}}", "metadata", "name", c->pod ? c->pod : c->name,
+		                        "uid", uid);
+		if (pod)
+			delete_pod(c->k, pod, 0);
+		json_decref(pod);
+		struct codepod_proc *w = c->waiters;
+		c->waiters = NULL;
+		kube_conv_stale(c);
+		while (w) {
+			struct codepod_proc *next = w->next_wait;
+			w->next_wait = NULL;
+			kube_proc_unavailable(w, detail ? detail : "restoring the workspace failed");
+			w = next;
+		}
+		return;
+	}
+	c->restore_ms = ms;
+	json_t *patch = json_pack("{s:{s:{s:n}}}", "metadata", "annotations", KUBE_ANNOT_RESTORE);
+	patch_annotations(c, patch);
+	/* The first execution (the list's last) says how long it took. */
+	struct codepod_proc *first = c->waiters;
+	while (first && first->next_wait)
+		first = first->next_wait;
+	if (first && ms >= 0) {
+		first->restored = 1;
+		first->restore_ms = (uint64_t)ms;
+		c->restore_ms = -1;
+	}
+	struct codepod_proc *w = c->waiters;
+	c->waiters = NULL;
+	while (w) {
+		struct codepod_proc *next = w->next_wait;
+		w->next_wait = NULL;
+		kube_proc_pod_ready(w);
+		w = next;
+	}
 }

@@ -10,6 +10,7 @@
 
 #include "runner/codepod.h"
 #include "k8s/backend/kube_int.h"
+#include "k8s/backend/kube_snap.h"
 #include "base/assert.h"
 #include "base/log.h"
 #include "base/state.h"
@@ -72,6 +73,7 @@ static void proc_free(struct codepod_proc *p)
 	free(p->oom_pod);
 	free(p);
 	k->procs--;
+	kube_snap_poke(k); /* a drain of snapshots waits for the executions' ends */
 	kube_maybe_free(k);
 }
 
@@ -94,6 +96,10 @@ void kube_proc_report(struct codepod_proc *p)
 		return;
 	proc_set_state(p, KUBE_PROC_DONE);
 	uv_timer_stop(&p->timer);
+	if (p->restored) { /* the first after a restore (kube_snap.h) */
+		p->exit.usage.restored = 1;
+		p->exit.usage.restore_ms = p->restore_ms;
+	}
 	p->cbs->exited(p->ud, &p->exit);
 	maybe_release(p);
 }
@@ -141,7 +147,8 @@ static void on_err(void *ud, const char *buf, size_t len)
  * make a pod again and replay what was written. */
 static int try_again(struct codepod_proc *p, const struct k8s_exec_exit *x)
 {
-	if (p->killed || p->got_output || p->retried || !x->ex.unavailable)
+	/* (a snapshot's own operation reads or writes this pod or none) */
+	if (p->killed || p->got_output || p->retried || !x->ex.unavailable || p->maint)
 		return 0;
 	p->retried = 1;
 	kube_conv_stale(p->conv);
@@ -156,6 +163,8 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 {
 	struct codepod_proc *p = ud;
 	p->ex = NULL;
+	if (p->counted)
+		kube_snap_changed(p->conv); /* the workspace may have changed */
 	if (p->counted && p->conv->running > 0 && --p->conv->running == 0)
 		kube_touch_done(p->conv);
 	p->counted = 0;
@@ -187,6 +196,15 @@ static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
 /* The pod is in use while an execution runs in it (standby runners aside). */
 static void count_running(struct codepod_proc *p)
 {
+	if (p->maint)
+		return; /* a snapshot's read or a restore's write: not a use */
+	if (p->restored && p->cbs->usage) { /* said now: the outcome may come before the exit */
+		struct codepod_usage u;
+		memset(&u, 0, sizeof u);
+		u.restored = 1;
+		u.restore_ms = p->restore_ms;
+		p->cbs->usage(p->ud, &u);
+	}
 	p->counted = 1;
 	p->conv->running++;
 	kube_touch(p->conv);
@@ -343,6 +361,11 @@ void kube_supervisor_drop(struct kube_conv *c)
 	struct codepod_proc *w = take_super_waiters(c);
 	for (struct codepod_proc *next; w; w = next) {
 		next = w->next_wait;
+		if (w->maint) { /* never an acquisition of its own */
+			proc_set_state(w, KUBE_PROC_WAIT_POD);
+			kube_proc_unavailable(w, "the pod went");
+			continue;
+		}
 		proc_set_state(w, KUBE_PROC_WAIT_POD);
 		w->next_wait = c->waiters;
 		c->waiters = w;
@@ -358,12 +381,14 @@ static void chan_exited(void *ud, const struct codepod_proc_exit *ex)
 	/* still the conversation's pod (not one that replaced it meanwhile) */
 	int same_pod = p->sup && p->conv->pod && strcmp(p->conv->pod, kube_super_pod(p->sup)) == 0;
 	p->sup = NULL;
+	if (p->counted)
+		kube_snap_changed(p->conv); /* the workspace may have changed */
 	if (p->counted && p->conv->running > 0 && --p->conv->running == 0)
 		kube_touch_done(p->conv);
 	p->counted = 0;
 	if (ex->lost && !p->killed && !p->standby)
 		p->conv->super_lost_work = 1;
-	if (ex->lost && !p->killed && !p->fed && !p->retried && !p->standby) {
+	if (ex->lost && !p->killed && !p->fed && !p->retried && !p->standby && !p->maint) {
 		/* The supervisor went before the runner was given anything: nothing
 		 * of the program ran; start it over: on a direct exec (the
 		 * supervisor failed here), or in the conversation's next pod. Once
@@ -674,8 +699,10 @@ static int kube_spawn(struct codepod_backend *b, const struct codepod_spawn_req 
 	if (!c)
 		return err ? err->code : CP_E_INTERNAL;
 	/* A runner started ahead needs the pod already there: it must neither
-	 * start an acquisition nor keep a failing one alive. */
-	if (req->standby && c->state != KUBE_CONV_READY)
+	 * start an acquisition nor keep a failing one alive (nor start in a
+	 * pod being restored, nor for a snapshot's own operation). */
+	if (req->standby && (c->state != KUBE_CONV_READY || c->restoring || c->deleting ||
+	                     kube_snap_is_alias(k, req->conversation)))
 		return cp_err_set(err, CP_E_STATE, "the conversation has no pod now");
 	struct codepod_proc *p = calloc(1, sizeof *p);
 	if (!p)
@@ -689,7 +716,13 @@ static int kube_spawn(struct codepod_backend *b, const struct codepod_spawn_req 
 	p->exec_id = strdup(req->exec_id ? req->exec_id : "");
 	snprintf(p->tag, sizeof p->tag, "%s", req->tag ? req->tag : "");
 	p->standby = req->standby;
+	p->maint = kube_snap_is_own_exec(k, req->exec_id);
 	p->memory_mb = req->memory_mb;
+	if (!p->maint && !p->standby && c->restore_ms >= 0) {
+		p->restored = 1; /* the first after a restore no waiter took */
+		p->restore_ms = (uint64_t)c->restore_ms;
+		c->restore_ms = -1;
+	}
 	p->input_len = req->input_len;
 	/* The input goes out as the first bytes written (kept with them for a
 	 * replay on a fresh pod). */
@@ -707,8 +740,14 @@ static int kube_spawn(struct codepod_backend *b, const struct codepod_spawn_req 
 	p->timer.data = p;
 	k->procs++;
 	*out = p;
-	if (c->state == KUBE_CONV_READY) {
+	if (p->maint && (c->state != KUBE_CONV_READY || !c->pod)) {
+		/* The snapshot's read or the restore's write: this pod or none. */
+		kube_proc_unavailable(p, "the conversation has no pod here");
+	} else if (c->state == KUBE_CONV_READY && (p->maint || (!c->restoring && !c->deleting))) {
 		start_exec(p);
+	} else if (c->state == KUBE_CONV_READY) { /* its restore or delete first */
+		p->next_wait = c->waiters;
+		c->waiters = p;
 	} else { /* a new handle is KUBE_PROC_WAIT_POD */
 		p->next_wait = c->waiters;
 		c->waiters = p;
@@ -804,7 +843,9 @@ static size_t kube_stats(const struct codepod_backend *b, struct codepod_backend
 	static const char repl[] = "codepod_pod_replacements_total";
 	static const char repl_help[] = "Pods deleted to make way for another, by reason: "
 	                                "bad_state (failed, terminated or never able to start), "
-	                                "drift (a warm pod of another template, unused).";
+	                                "drift (a warm pod of another template, unused; with "
+	                                "--template-drift-idle a conversation's pod of an older "
+	                                "replica's template, idle, snapshotted first).";
 	static const char sup[] = "codepod_supervisors_total";
 	static const char sup_help[] = "Pod supervisors started, and those that failed "
 	                               "(their pod falls back to one exec per script).";
@@ -825,13 +866,35 @@ static size_t kube_stats(const struct codepod_backend *b, struct codepod_backend
 	};
 	size_t n = sizeof all / sizeof all[0] < max ? sizeof all / sizeof all[0] : max;
 	memcpy(out, all, n * sizeof all[0]);
+	const struct kube *k = (const struct kube *)(const void *)b;
+	if (!k->snaps)
+		return n;
+	struct store_snaps_stats ss;
+	kube_snap_stats(k, &ss);
+	static const char snaps_help[] = "Workspace snapshots written to the store, and the "
+	                                 "ones skipped because nothing had changed.";
+	static const char fail_help[] = "Snapshots that failed (logged as snapshot.failed with "
+	                                "the store's or the pod's answer); they are tried again.";
+	static const char rest_help[] = "Workspaces restored from a snapshot, and restores that "
+	                                "failed (the acquisition ended SANDBOX_UNAVAILABLE).";
+	const struct codepod_backend_stat more[] = {
+		{ "codepod_snapshots_total", snaps_help, "result=\"written\"", ss.snapshots },
+		{ "codepod_snapshots_total", snaps_help, "result=\"unchanged\"", ss.skipped },
+		{ "codepod_snapshot_failures_total", fail_help, "store=\"s3\"", ss.failures },
+		{ "codepod_snapshot_restores_total", rest_help, "result=\"restored\"", ss.restores },
+		{ "codepod_snapshot_restores_total", rest_help, "result=\"failed\"",
+		  ss.restore_failures },
+	};
+	for (size_t i = 0; i < sizeof more / sizeof more[0] && n < max; i++)
+		out[n++] = more[i];
 	return n;
 }
 
 static const struct codepod_backend_ops kube_ops = {
 	.spawn = kube_spawn, .write = kube_write, .kill = kube_kill,
 	.note_pid = kube_note_pid, .adopt = kube_adopt, .sample = kube_sample, .stats = kube_stats,
-	.default_runner = kube_default_runner, .destroy = kube_destroy,
+	.default_runner = kube_default_runner, .delete_conversation = kube_delete_conversation,
+	.destroy = kube_destroy,
 };
 
 int kube_backend_new(const struct kube_backend_config *cfg, struct codepod_backend **out,
@@ -847,11 +910,15 @@ int kube_backend_new(const struct kube_backend_config *cfg, struct codepod_backe
 	k->loop = cfg->loop;
 	k->warm_pool = cfg->warm_pool;
 	k->idle_ttl_s = cfg->idle_ttl_s;
+	k->drift_idle_s = cfg->drift_idle_s;
+	snprintf(k->started, sizeof k->started, "%lld", (long long)time(NULL));
 	k->tick_s = cfg->tick_s ? cfg->tick_s : 15;
 	/* Pods in use are touched every tick; the tick must come well inside the
 	 * idle TTL, or another replica could take a busy pod for an idle one. */
 	if (k->idle_ttl_s && k->tick_s > k->idle_ttl_s / 4)
 		k->tick_s = k->idle_ttl_s / 4 ? k->idle_ttl_s / 4 : 1;
+	if (k->drift_idle_s && k->tick_s > k->drift_idle_s / 4)
+		k->tick_s = k->drift_idle_s / 4 ? k->drift_idle_s / 4 : 1;
 	k->ns = strdup(cfg->ns ? cfg->ns : (cfg->cfg->ns ? cfg->cfg->ns : "default"));
 	k->tmpl = cfg->tmpl ? json_deep_copy(cfg->tmpl) : k8s_template_default();
 	int rc = 0;

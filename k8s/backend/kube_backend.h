@@ -40,6 +40,8 @@ struct kube_backend_config {
 	const json_t *tmpl;         /* NULL: k8s_template_default() */
 	unsigned warm_pool;         /* ready unclaimed pods to keep; 0: none */
 	unsigned idle_ttl_s;        /* reap conversation pods idle longer; 0: never */
+	unsigned drift_idle_s;      /* replace a pod of another template idle longer,
+	                               with a snapshot store (kube_snap.h); 0: never */
 	unsigned tick_s;            /* pool and reaper period; 0: 15 s */
 	int no_supervisor;          /* 1: one exec per script (kube_super.h) */
 };
@@ -58,6 +60,7 @@ struct kube_backend_options {
 	const char *pod_template;
 	unsigned warm_pool;
 	unsigned idle_ttl_s;
+	unsigned drift_idle_s;
 	int no_supervisor;
 };
 int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options *o,
@@ -67,8 +70,10 @@ int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options
  * served_own/served_other: conversation pods made ready for use here, made
  * from this replica's template or another's (an upgrade in progress);
  * replaced: pods judged broken while acquiring, reaped_bad: by the reaper;
- * drained: warm pods of another template deleted once unused (a template
- * difference alone never deletes a conversation's pod). */
+ * drained: warm pods of another template deleted once unused, and with
+ * --template-drift-idle conversation pods of an older replica's template,
+ * idle that long, snapshotted first (a template difference alone never
+ * deletes a pod whose files would not carry over). */
 struct kube_backend_stats {
 	unsigned long found, claimed, created, replaced, reaped, warm_created;
 	unsigned long supervisors_started, supervisor_fallbacks;

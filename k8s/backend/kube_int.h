@@ -23,6 +23,23 @@
 #include "k8s/api/rest.h"
 #include "k8s/api/watch.h"
 
+/* Snapshots (kube_snap.h): the pod's snapshot folder (a hash of the
+ * conversation key, as the local backend's), and, while its workspace has
+ * not been restored yet, when the replica that made or claimed it began. */
+#define KUBE_ANNOT_SNAPSHOT "codepod.dev/snapshot"
+#define KUBE_ANNOT_RESTORE "codepod.dev/restore-pending"
+/* When the replica that made (or claimed) a pod started: --template-drift-idle
+ * replaces only pods of another template made by a replica older than
+ * itself, so the replicas of an upgrade never take turns replacing each
+ * other's pods (the newest release's template wins). */
+#define KUBE_ANNOT_REPLICA_START "codepod.dev/replica-start"
+/* A restore annotation older than this: its replica died mid-restore; the
+ * pod is deleted and the conversation restored into a new one. */
+#define KUBE_RESTORE_STALE_S 600
+
+struct kube_snaps;
+struct kube_snap_conv;
+
 /* The killer exec's program (k8s/backend/killer.js, built), for boot.js. */
 extern const unsigned char kube_killer_js[];
 extern const unsigned long kube_killer_js_len;
@@ -65,6 +82,15 @@ struct kube_conv {
 	int super_lost_work;           /* its stream ended under an execution */
 	struct codepod_proc *super_waiters; /* executions waiting for it to be ready */
 	struct kube_standby *standby;      /* a warm pod's runner, inherited (kube_warm.c) */
+	/* snapshots (kube_snap.c) */
+	char snap_hash[33];            /* its snapshot folder ("": unknown here) */
+	int keyed;                     /* its key was seen (name and hash from it) */
+	char restore_uid[64];          /* the pod this replica made or claimed: restored
+	                                * before anything but our own file operations runs */
+	int restoring;                 /* READY, but waiters wait for the restore */
+	int64_t restore_ms;            /* the restore's time, for the next execution (-1: none) */
+	int deleting;                  /* delete_conversation in progress: waiters wait */
+	struct kube_snap_conv *snap;   /* the coordinator's (NULL: none yet) */
 };
 
 struct kube {
@@ -81,6 +107,12 @@ struct kube {
 	uv_timer_t clear_timer;        /* in-use marks due to be cleared (kube_acquire.c) */
 	int handles_open;              /* tick, warm_timer and clear_timer, until closed */
 	unsigned warm_pool, idle_ttl_s, tick_s;
+	unsigned drift_idle_s;         /* --template-drift-idle (0: off) */
+	char started[24];              /* this replica's start, seconds since the epoch:
+	                                * KUBE_ANNOT_REPLICA_START of the pods it makes */
+	char drift_kept[16][64];       /* pods of another template kept (no store),
+	                                * reported once each: a ring of uids */
+	unsigned drift_kept_next;
 	int supervise;                 /* run executions through a supervisor */
 	char **runner_argv;            /* the engine's default runner (its
 	                                  default_runner op), NULL until told: */
@@ -95,6 +127,8 @@ struct kube {
 	                                  not ended yet */
 	unsigned procs;                /* process handles not freed yet */
 	int closing;                   /* destroy was asked: free when all is quiet */
+	struct kube_snaps *snaps;      /* --snapshot-url (kube_snap.h), or NULL */
+	char own_prefix[48];           /* the coordinator's ids and aliases start so */
 };
 
 /*
@@ -155,8 +189,25 @@ struct codepod_proc {
 	unsigned long memory_mb;       /* of the spawn request */
 	size_t input_len;              /* its input: the first bytes of sent */
 	int counted;                   /* counted in conv->running */
+	int maint;                     /* the snapshot coordinator's file operation */
+	int restored;                  /* the first after a restore: usage says so */
+	uint64_t restore_ms;
 	struct codepod_proc_exit exit;
 };
+
+/* kube_acquire.c: the restore kube_snap_restore() began for pod @uid ended */
+void kube_restored(struct kube_conv *c, const char *uid, int rc, const char *detail, int64_t ms);
+/* kube_acquire.c: the reaper snapshots @pod of an idle conversation: it
+ * becomes the conversation's pod here if it has none (0), else -1. */
+int kube_conv_adopt(struct kube_conv *c, const char *pod);
+/* kube_pool.c: delete an idle pod (resourceVersion precondition) */
+void kube_pool_reap_idle(struct kube *k, const json_t *pod, int drift);
+const char *kube_pod_annotation(const json_t *pod, const char *key);
+
+/* kube_delete.c: the backend's delete_conversation */
+int kube_delete_conversation(struct codepod_backend *b, const char *conversation,
+                             void (*done)(void *ud, int rc, const struct cp_err *err), void *ud,
+                             struct cp_err *err);
 
 /* kube_backend.c: frees the backend once closing and quiet */
 void kube_maybe_free(struct kube *k);

@@ -21,6 +21,7 @@
 
 #include "k8s/api/execcred.h"
 #include "k8s/backend/kube_int.h"
+#include "k8s/backend/kube_snap.h"
 #include "base/log.h"
 
 /* ---- REST calls the backend counts until answered ---- */
@@ -114,6 +115,9 @@ static void create_warm(struct kube *k, const char *why)
 	char now[32];
 	kube_now_rfc3339(now);
 	json_t *pod = k8s_pod_from_template(k->tmpl, name, k->ns, NULL, k->tmpl_hash, now);
+	json_t *an = json_object_get(json_object_get(pod, "metadata"), "annotations");
+	if (an)
+		json_object_set_new(an, KUBE_ANNOT_REPLICA_START, json_string(k->started));
 	struct call *x = call_new(k);
 	struct k8s_rest_cb cb = { on_warm_created, x };
 	cp_log(CP_LOG_INFO, "kube.warm_create", "pod", json_string(name), "why", json_string(why), NULL);
@@ -244,6 +248,14 @@ static void try_claim(struct call *x)
 		json_t *patch = json_pack("{s:{s:{s:n,s:s},s:{s:s}}}", "metadata", "labels",
 		                          K8S_LABEL_WARM, K8S_LABEL_CONVERSATION, c->label,
 		                          "annotations", K8S_ANNOT_LAST_USED, now);
+		/* With snapshots: whose it is, and restored here before use. */
+		json_t *an = json_object_get(json_object_get(patch, "metadata"), "annotations");
+		if (an)
+			json_object_set_new(an, KUBE_ANNOT_REPLICA_START, json_string(c->k->started));
+		if (an && c->k->snaps && c->snap_hash[0]) {
+			json_object_set_new(an, KUBE_ANNOT_SNAPSHOT, json_string(c->snap_hash));
+			json_object_set_new(an, KUBE_ANNOT_RESTORE, json_string(now));
+		}
 		struct k8s_rest_cb cb = { on_claim_patched, x };
 		int rc = k8s_pod_patch(c->k->api, c->k->ns, meta_str(pod, "name"), patch,
 		                       meta_str(pod, "resourceVersion"), NULL, cb, NULL, NULL);
@@ -355,6 +367,54 @@ static int idle_past_ttl(const struct kube *k, const json_t *pod, time_t now)
 	return now - t > (time_t)k->idle_ttl_s;
 }
 
+/* --template-drift-idle: a conversation's pod of another template, made by
+ * a replica that started before this one (an older release's), unused for
+ * that long by every replica. */
+static int drifted(const struct kube *k, const json_t *pod, time_t now)
+{
+	if (!k->drift_idle_s)
+		return 0;
+	const char *tmpl = k8s_pod_template(pod);
+	if (tmpl && strcmp(tmpl, k->tmpl_hash) == 0)
+		return 0;
+	const char *by = kube_pod_annotation(pod, KUBE_ANNOT_REPLICA_START);
+	if (by && strtoll(by, NULL, 10) >= strtoll(k->started, NULL, 10))
+		return 0; /* a newer (or this) replica's: its template is the one to keep */
+	const json_t *annots = json_object_get(json_object_get(pod, "metadata"), "annotations");
+	const char *busy = json_string_value(json_object_get(annots, K8S_ANNOT_IN_USE_UNTIL));
+	time_t until = 0;
+	if (busy && k8s_rfc3339_parse(busy, &until) == 0 && until > now)
+		return 0;
+	const char *used = json_string_value(json_object_get(annots, K8S_ANNOT_LAST_USED));
+	time_t t = 0;
+	if (!used || k8s_rfc3339_parse(used, &t) != 0)
+		return 0;
+	return now - t > (time_t)k->drift_idle_s;
+}
+
+/* Its files carry over (a snapshot, then the delete, kube_snap.h), or it is
+ * kept and said once (info): a template change never loses a workspace. */
+static void replace_drifted(struct kube *k, const json_t *pod)
+{
+	if (kube_snap_before_reap(k, pod, 1))
+		return;
+	const char *uid = meta_str(pod, "uid");
+	for (unsigned i = 0; uid && i < sizeof k->drift_kept / sizeof k->drift_kept[0]; i++)
+		if (strcmp(k->drift_kept[i], uid) == 0)
+			return;
+	if (uid) {
+		snprintf(k->drift_kept[k->drift_kept_next], sizeof k->drift_kept[0], "%s", uid);
+		k->drift_kept_next = (k->drift_kept_next + 1) % (sizeof k->drift_kept / sizeof k->drift_kept[0]);
+	}
+	cp_log(CP_LOG_INFO, "kube.template_drift_kept", "pod", json_string(meta_str(pod, "name")),
+	       "template", k8s_pod_template(pod) ? json_string(k8s_pod_template(pod)) : json_null(),
+	       "own", json_string(k->tmpl_hash), "why",
+	       json_string(k->snaps ? "the pod was made without a snapshot store: its files would "
+	                              "not carry over"
+	                            : "no snapshot store (--snapshot-url): its files would not "
+	                              "carry over"), NULL);
+}
+
 static void reap_one(struct kube *k, const json_t *pod, time_t now)
 {
 	const char *name = meta_str(pod, "name");
@@ -381,9 +441,20 @@ static void reap_one(struct kube *k, const json_t *pod, time_t now)
 			delete_with(k, pod, 1, "drift", REAP_DRIFT);
 		return;
 	}
-	/* A conversation's pod, of whichever template: only disuse ends it. */
-	if (idle_past_ttl(k, pod, now))
-		delete_with(k, pod, 1, "idle", REAP_IDLE);
+	/* A conversation's pod, of whichever template: only disuse ends it;
+	 * with snapshots, its workspace is kept first (kube_snap.h). */
+	if (idle_past_ttl(k, pod, now)) {
+		if (!kube_snap_before_reap(k, pod, 0))
+			delete_with(k, pod, 1, "idle", REAP_IDLE);
+		return;
+	}
+	if (drifted(k, pod, now))
+		replace_drifted(k, pod);
+}
+
+void kube_pool_reap_idle(struct kube *k, const json_t *pod, int drift)
+{
+	delete_with(k, pod, 1, drift ? "drift" : "idle", drift ? REAP_DRIFT : REAP_IDLE);
 }
 
 static void on_reap_listed(void *arg, json_t *obj, const struct k8s_status *st,

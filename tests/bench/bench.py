@@ -16,6 +16,8 @@ The serve figures (tool-call round trip over the WebSocket of
 `serve --listen` vs `serve --stdio`; 500 executions over 10 sessions) come
 from bench_serve.py, section (e); the Kubernetes backend figures
 (cold pod, warm-pool pod, existing pod vs local) from bench_kube.py, (f);
+snapshots on Kubernetes (cold acquire restoring a 10 MiB workspace vs an
+empty one, on the fake with the Ceph test store) from bench_kube_snap.py, (k);
 files and commands (64 MiB through serve --listen vs curl to a Python
 http.server, 8 uploads at once, run("true") vs return 1) from
 bench_files.py, (i).
@@ -24,7 +26,7 @@ usage: bench.py [--quick] [--only=SECTION,...] OUT
        bench.py [--quick] --latency-only SECTIONS OUT
        --only: these sections alone, of startup calls concurrent exec serve
        serve-calls (its round trip alone) kube trace latency latency-a latency-load
-       latency-b latency-c latency-d resume files (the tool-bridge figures alone: `make bench
+       latency-b latency-c latency-d resume files kube-snap (the tool-bridge figures alone: `make bench
        BENCH_ARGS=--only=calls,serve-calls,latency-d`)
        --latency-only: section (g) alone, only SECTIONS of bench_latency.py
        (`make bench-latency BENCH_SECTIONS=a,b`, into build/bench-latency.txt)
@@ -259,6 +261,20 @@ def trace_lines(f):
     return L
 
 
+def kube_snap_lines(f):
+    """Section (k): snapshots on the Kubernetes backend, from bench_kube_snap.py."""
+    L = ["(k) snapshots on Kubernetes: the fake API server (default schedule) and the Ceph test",
+         "    store, `return 1` in a new pod, execute written -> result read, alternating:"]
+    if not f or not f.get("ratio"):
+        return L + ["    not measured"]
+    L.append("    empty conversation (store: no snapshot)     %7.1f ms" % f["empty"]["median_ms"])
+    L.append("    restoring %.1f MiB (%d runs)                 %7.1f ms  (usage.restoreMs median %d)"
+             % ((f.get("workspace_bytes") or 0) / 1048576.0, f["runs"], f["restore"]["median_ms"],
+                f["restore"]["restoreMs_median"]))
+    L.append("    ratio %.2fx (goal <= 1.30x: %s)" % (f["ratio"], verdict(f["ratio"] <= 1.3)))
+    return L
+
+
 def latency_lines(figs):
     """Section (g): the per-script latency figures (bench_latency.py, bench_codepod startup --prestart)."""
     f = figs.get("latency") or {}
@@ -427,6 +443,9 @@ def main():
             if wanted("trace"):
                 print("bench: tracing on vs off ...", file=sys.stderr, flush=True)
                 run_script("trace", "bench_trace.py", quick, figs, failed, notes)
+            if wanted("kube-snap"):
+                print("bench: (k) snapshots on Kubernetes ...", file=sys.stderr, flush=True)
+                run_script("kube_snap", "bench_kube_snap.py", quick, figs, failed, notes)
             calls = figs.get("calls", {}).get("calls_per_s")
             if calls:
                 os.environ["BENCH_BRIDGE_CALLS_PER_S"] = str(calls)
@@ -518,6 +537,8 @@ def main():
         L.extend(files_lines(figs.get("files")))
         L.append("")
         L.extend(trace_lines(figs.get("trace")))
+        L.append("")
+        L.extend(kube_snap_lines(figs.get("kube_snap")))
     for n in notes:
         L.append("note: " + n)
     if failed:

@@ -197,6 +197,30 @@ def test_deployment_probes_grace_security_and_labels():
 
 
 @needs_helm
+def test_snapshot_values_become_flags_a_state_folder_and_credentials():
+    ctr = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert not [a for a in ctr["args"] if a.startswith(("--snapshot", "--s3-", "--state-dir"))]
+    assert "envFrom" not in ctr
+    spec = one(render("--set", "snapshots.url=s3://bkt/pre", "--set",
+                      "snapshots.s3Endpoint=https://storage.googleapis.com", "--set",
+                      "snapshots.s3Region=auto", "--set", "snapshots.ttlSeconds=604800",
+                      "--set", "snapshots.credentialsSecret=s3-keys"),
+               "Deployment")["spec"]["template"]["spec"]
+    ctr = spec["containers"][0]
+    for a in ("--snapshot-url=s3://bkt/pre", "--state-dir=/var/lib/codepod",
+              "--s3-endpoint=https://storage.googleapis.com", "--s3-region=auto",
+              "--snapshot-ttl=604800"):
+        assert a in ctr["args"], ctr["args"]
+    assert ctr["envFrom"] == [{"secretRef": {"name": "s3-keys"}}]
+    assert {"name": "state", "mountPath": "/var/lib/codepod"} in ctr["volumeMounts"]
+    assert {"name": "state", "emptyDir": {"sizeLimit": "8Gi"}} in spec["volumes"]
+    assert "snapshots" in render_fails("--set", "snapshots.url=http://not-s3")
+    ctr = one(render("--set", "sandbox.templateDriftIdleSeconds=600"),
+              "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--template-drift-idle=600" in ctr["args"]
+
+
+@needs_helm
 def test_controller_networkpolicy_admits_only_the_backends():
     objs = render()
     np = one(objs, "NetworkPolicy", "-controller")
