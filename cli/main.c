@@ -3,6 +3,7 @@
  * `declarations TOOLS.json`, `--version`. Each subcommand's options are the
  * tables below (serve --listen's are in serve_cmd.c), read in one pass.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -56,6 +57,8 @@ struct opts {
 	const char *snapshot_url, *s3_endpoint, *s3_region, *s3_credentials_file;
 	const char *snapshot_key_file;
 	unsigned snapshot_ttl_s;
+	unsigned snapshot_delay_s;   /* --snapshot-delay */
+	uint64_t snapshot_max_bytes; /* --snapshot-max-bytes */
 	/* the engine (serve and run) */
 	const char *policy_defaults, *policy_ceiling; /* the deployment's */
 	unsigned prestart_max;    /* --prestart N */
@@ -179,13 +182,39 @@ static const struct cli_opt local_opts[] = {
 	CLI_END,
 };
 
+/* --snapshot-max-bytes: bytes, or with a K, M, G or T suffix (powers of 1024). */
+static int set_snapshot_max_bytes(void *base, const char *arg)
+{
+	struct opts *o = base;
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	unsigned shift = 0;
+	if (end && *end && !end[1]) {
+		const char *u = strchr("KMGT", *end);
+		shift = u ? 10u * (unsigned)(u - "KMGT" + 1) : 99u;
+		end++;
+	}
+	if (!*arg || *arg == '-' || errno || !end || *end || shift == 99u || v == 0 ||
+	    v > (1ull << 50) >> shift) {
+		fprintf(stderr, "codepod: --snapshot-max-bytes must be a number of bytes from 1 to "
+		        "1P, with an optional K, M, G or T suffix (such as 4G)\n");
+		return -1;
+	}
+	o->snapshot_max_bytes = (uint64_t)v << shift;
+	return 0;
+}
+
 static const struct cli_opt snapshot_opts[] = {
-	{ "snapshot-url", "s3://BUCKET/PREFIX", CLI_STR_AT(O, snapshot_url),
-	  .help = "keep each conversation's workspace in this S3 bucket: snapshotted after it "
-	          "changed, before its pod is reaped and at drain; restored when it (or its pod) is "
-	          "new" },
+	{ "snapshot-url", "s3://BUCKET/PREFIX|gs://BUCKET/PREFIX", CLI_STR_AT(O, snapshot_url),
+	  .help = "keep each conversation's workspace in this bucket: snapshotted after it "
+	          "changed, before its pod is reaped and at drain; restored when it (or its pod) "
+	          "is new; s3:// signs with AWS keys, gs:// is Google Cloud Storage with a token "
+	          "from the GCP metadata server (GKE Workload Identity; $GCE_METADATA_HOST "
+	          "overrides its host)" },
 	{ "s3-endpoint", "URL", CLI_STR_AT(O, s3_endpoint),
-	  .help = "the S3 store, for one other than AWS (MinIO, Ceph, GCS: https://storage.googleapis.com)" },
+	  .help = "the store, for one other than AWS (MinIO, Ceph, GCS with HMAC keys: "
+	          "https://storage.googleapis.com, which gs:// uses by default)" },
 	{ "s3-region", "REGION", CLI_STR_AT(O, s3_region),
 	  .help = "the store's region, signed into each request (default: us-east-1)" },
 	{ "s3-credentials-file", "FILE", CLI_STR_AT(O, s3_credentials_file), CLI_SECRET,
@@ -197,6 +226,13 @@ static const struct cli_opt snapshot_opts[] = {
 	{ "snapshot-ttl", "SECONDS", CLI_UINT_AT(O, snapshot_ttl_s, 0, 1000000000),
 	  .help = "snapshots last written longer ago are deleted; 0: kept until the "
 	          "conversation is deleted" },
+	{ "snapshot-delay", "SECONDS", CLI_UINT_AT(O, snapshot_delay_s, 1, 30),
+	  .help = "a changed workspace is snapshotted this long after the execution that "
+	          "changed it (later changes within it are in the same snapshot)" },
+	{ "snapshot-max-bytes", "BYTES", CLI_CALL, .call = set_snapshot_max_bytes,
+	  .help = "the workspace ceiling: a workspace whose files hold more is not "
+	          "snapshotted (warning snapshot.failed, \"workspace over the snapshot "
+	          "ceiling\"); K, M, G, T suffixes (default 4G)" },
 	CLI_END,
 };
 
@@ -271,6 +307,8 @@ static void opts_defaults(struct opts *o)
 	/* $CODEPOD_SUPERVISOR=0 is the default of --no-supervisor, the same way. */
 	const char *sup = getenv("CODEPOD_SUPERVISOR");
 	o->kube.no_supervisor = sup && strcmp(sup, "0") == 0;
+	o->snapshot_delay_s = STORE_SNAPS_DEFAULT_DELAY_S;
+	o->snapshot_max_bytes = STORE_SNAPS_DEFAULT_MAX_BYTES;
 }
 
 /* A group's fields: serve --listen's in its own struct, the others in opts. */
@@ -329,6 +367,8 @@ static int make_store(uv_loop_t *loop, const struct opts *o, const char *state,
 		.region = o->s3_region, .credentials_file = o->s3_credentials_file,
 		.spool_dir = state, .ttl_s = o->snapshot_ttl_s,
 		.key_file = o->snapshot_key_file,
+		.debounce_ms = o->snapshot_delay_s * 1000u,
+		.max_bytes = o->snapshot_max_bytes,
 	};
 	struct cp_err err;
 	mkdir(state, 0700);

@@ -11,20 +11,27 @@
 
 #include <openssl/evp.h>
 
+#include "store/gcp_token.h"
 #include "store/s3_creds.h"
 #include "store/s3_int.h"
 #include "store/s3_xml.h"
 
 #define STALL_S 30L           /* a store that sends nothing for this long is down */
 #define CONNECT_MS 10000L
+#define GCS_ENDPOINT "https://storage.googleapis.com"
 
 struct store_s3 {
 	struct cp_curl *curl;
 	char *bucket, *base, *region, *sigv4;
 	int virtual_host;          /* AWS: BUCKET.s3.REGION.amazonaws.com/KEY */
 	struct store_creds creds;
+	struct store_gcp_token *gcp; /* gcp_metadata: bearer tokens, else NULL */
 	struct store_req *reqs;    /* running */
+	struct store_req *waiting; /* for a token (gcp), in order */
+	int in_ready, dead;        /* freed while handing a token out */
 };
+
+static int launch(struct store_req *r, struct cp_err *err);
 
 int store_key_ok(const char *key)
 {
@@ -41,14 +48,16 @@ int store_key_ok(const char *key)
 	return 1;
 }
 
-static int bucket_ok(const char *b)
+/* S3's bucket names; GCS's may also hold '_' and, dotted, be up to 222 long. */
+static int bucket_ok(const char *b, int gcs)
 {
 	size_t n = b ? strlen(b) : 0;
-	if (n < 3 || n > 63)
+	if (n < 3 || n > (gcs ? 222u : 63u))
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		char c = b[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		      (gcs && c == '_')))
 			return 0;
 	}
 	return 1;
@@ -89,6 +98,8 @@ int store_query_escape(struct cp_buf *b, const char *v, struct cp_err *err)
 	return 0;
 }
 
+static void token_ready(void *ud, int rc, const struct cp_err *e);
+
 static char *dup_or(const char *s, const char *dflt)
 {
 	return strdup(s ? s : dflt);
@@ -98,9 +109,10 @@ int store_s3_new(struct cp_curl *curl, const struct store_s3_config *cfg,
                  struct store_s3 **out, struct cp_err *err)
 {
 	*out = NULL;
-	if (!bucket_ok(cfg->bucket))
-		return cp_err_set(err, CP_E_INVALID_REQUEST,
-		                  "bucket name must be 3 to 63 of [a-z0-9.-]");
+	if (!bucket_ok(cfg->bucket, cfg->gcp_metadata))
+		return cp_err_set(err, CP_E_INVALID_REQUEST, cfg->gcp_metadata
+		                  ? "bucket name must be 3 to 222 of [a-z0-9._-]"
+		                  : "bucket name must be 3 to 63 of [a-z0-9.-]");
 	const char *region = cfg->region ? cfg->region : "us-east-1";
 	if (!region_ok(region))
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "region must be of [a-z0-9-]");
@@ -112,21 +124,25 @@ int store_s3_new(struct cp_curl *curl, const struct store_s3_config *cfg,
 	if (!s)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	s->curl = curl;
-	int rc = store_creds_init(&s->creds, cfg->credentials_file, err);
+	int rc = cfg->gcp_metadata ? store_gcp_token_new(curl, cfg->loop, token_ready, s, &s->gcp, err)
+	                           : store_creds_init(&s->creds, cfg->credentials_file, err);
 	if (rc) {
 		free(s);
 		return rc;
 	}
 	char base[600];
-	if (cfg->endpoint) {
-		size_t n = strlen(cfg->endpoint);
-		while (n && cfg->endpoint[n - 1] == '/')
+	const char *endpoint = cfg->endpoint ? cfg->endpoint
+	                       : cfg->gcp_metadata ? GCS_ENDPOINT : NULL;
+	if (endpoint) {
+		size_t n = strlen(endpoint);
+		while (n && endpoint[n - 1] == '/')
 			n--;
 		if (n >= sizeof base - 80) {
+			store_gcp_token_free(s->gcp);
 			free(s);
 			return cp_err_set(err, CP_E_INVALID_REQUEST, "store endpoint too long");
 		}
-		snprintf(base, sizeof base, "%.*s", (int)n, cfg->endpoint);
+		snprintf(base, sizeof base, "%.*s", (int)n, endpoint);
 	} else {
 		snprintf(base, sizeof base, "https://%s.s3.%s.amazonaws.com", cfg->bucket, region);
 		s->virtual_host = 1;
@@ -145,15 +161,40 @@ int store_s3_new(struct cp_curl *curl, const struct store_s3_config *cfg,
 	return 0;
 }
 
+int store_s3_bearer(const struct store_s3 *s)
+{
+	return s->gcp != NULL;
+}
+
+int store_s3_hashes_payload(const struct store_s3 *s)
+{
+	return s->gcp == NULL && strncmp(s->base, "https://", 8) != 0;
+}
+
+unsigned long store_s3_token_fetches(const struct store_s3 *s)
+{
+	return s->gcp ? store_gcp_token_fetches(s->gcp) : 0;
+}
+
 void store_s3_free(struct store_s3 *s)
 {
 	if (!s)
 		return;
+	if (s->in_ready) { /* token_ready() frees it when it is done */
+		s->dead = 1;
+		return;
+	}
 	while (s->reqs) {
 		struct store_req *r = s->reqs;
 		cp_curl_cancel(s->curl, &r->x);
 		store_req_free(r);
 	}
+	while (s->waiting) {
+		struct store_req *r = s->waiting;
+		s->waiting = r->next;
+		store_req_free(r);
+	}
+	store_gcp_token_free(s->gcp);
 	free(s->bucket);
 	free(s->base);
 	free(s->region);
@@ -255,6 +296,21 @@ static size_t on_write(char *buf, size_t size, size_t n, void *ud)
 	size_t len = size * n;
 	long st = 0;
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &st);
+	if (r->sink && st >= 200 && st < 300) {
+		if (r->out_n + len > r->out_max) {
+			r->too_big = 1;
+			return 0;
+		}
+		int k = r->sink(r->sink_ud, buf, len);
+		if (k == STORE_SINK_PAUSE)
+			return CURL_WRITEFUNC_PAUSE;
+		if (k < 0) {
+			r->write_errno = EIO;
+			return 0;
+		}
+		r->out_n += len;
+		return len;
+	}
 	if (r->out_fd >= 0 && st >= 200 && st < 300) {
 		if (r->out_n + len > r->out_max) {
 			r->too_big = 1;
@@ -299,12 +355,64 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 	return len;
 }
 
+static void unlink_running(struct store_req *r)
+{
+	struct store_s3 *s = r->s;
+	if (!r->running)
+		return;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		s->reqs = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	r->prev = r->next = NULL;
+	r->running = 0;
+}
+
+/* Ends a request that got no answer (no token could be had): @done with
+ * @rc and @e, then freed. */
+static void end_unsent(struct store_req *r, int rc, const struct cp_err *e)
+{
+	struct store_result out = { .rc = rc ? rc : CP_E_INTERNAL, .mtime = -1, .err = e };
+	if (r->done)
+		r->done(r->ud, &out);
+	store_req_free(r);
+}
+
+/* As it was before it was sent: for sending it again. */
+static void req_reset(struct store_req *r)
+{
+	if (r->easy)
+		curl_easy_cleanup(r->easy);
+	r->easy = NULL;
+	curl_slist_free_all(r->hdrs);
+	r->hdrs = NULL;
+	cp_buf_reset(&r->body);
+	r->in_pos = 0;
+	r->out_n = 0;
+	r->too_big = r->write_errno = 0;
+	r->etag[0] = r->ebuf[0] = '\0';
+}
+
 static void finish(void *ud, CURLcode res)
 {
 	struct store_req *r = ud;
 	struct cp_err e = { 0 };
 	struct store_result out = { .rc = 0, .mtime = -1, .err = &e };
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &out.status);
+	/* A bearer token refused (revoked, or expired early): once more with
+	 * a new one. Nothing of a 401's body reached a file or a sink. */
+	if (r->s->gcp && res == CURLE_OK && out.status == 401 && !r->retried) {
+		r->retried = 1;
+		store_gcp_token_drop(r->s->gcp, r->token_gen);
+		unlink_running(r);
+		req_reset(r);
+		int rc = launch(r, &e);
+		if (rc)
+			end_unsent(r, rc, &e);
+		return;
+	}
 	const char *body = cp_buf_ptr(&r->body);
 	size_t blen = cp_buf_len(&r->body);
 	char code[128] = "";
@@ -338,14 +446,7 @@ static void finish(void *ud, CURLcode res)
 		out.mtime = (int64_t)ft;
 	}
 	/* Out of the running list before @done, which may free the client. */
-	struct store_s3 *s = r->s;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		s->reqs = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	r->running = 0;
+	unlink_running(r);
 	if (r->done)
 		r->done(r->ud, &out);
 	store_req_free(r);
@@ -369,22 +470,29 @@ static int add_header(struct store_req *r, struct cp_err *err, const char *fmt, 
 	return 0;
 }
 
-int store_req_start(struct store_req *r, store_done_fn done, void *ud, struct cp_err *err)
+/* Sent now: signed with the keys, or with @bearer (gcp). */
+static int send_now(struct store_req *r, const char *bearer, struct cp_err *err)
 {
 	struct store_s3 *s = r->s;
-	int rc = store_creds_fresh(&s->creds, err);
-	if (rc)
+	int rc = 0;
+	if (!bearer && (rc = store_creds_fresh(&s->creds, err)))
 		return rc;
 	CURL *e = curl_easy_init();
 	if (!e)
 		return cp_err_set(err, CP_E_NOMEM, "curl_easy_init failed");
 	r->easy = e;
 	int is_put = !strcmp(r->method, "PUT"), is_post = !strcmp(r->method, "POST");
-	/* libcurl 7.88 signs the hash of an empty body unless this is given. */
-	rc = add_header(r, err, "x-amz-content-sha256: %s",
-	                r->sha256[0] ? r->sha256 : "UNSIGNED-PAYLOAD");
-	if (!rc && s->creds.token[0])
-		rc = add_header(r, err, "x-amz-security-token: %s", s->creds.token);
+	if (bearer) {
+		/* GCS with OAuth: x-amz-* headers would ask for its S3 mode */
+		rc = add_header(r, err, "Authorization: Bearer %s", bearer);
+		r->token_gen = store_gcp_token_gen(s->gcp);
+	} else {
+		/* libcurl 7.88 signs the hash of an empty body unless this is given. */
+		rc = add_header(r, err, "x-amz-content-sha256: %s",
+		                r->sha256[0] ? r->sha256 : "UNSIGNED-PAYLOAD");
+		if (!rc && s->creds.token[0])
+			rc = add_header(r, err, "x-amz-security-token: %s", s->creds.token);
+	}
 	if (!rc && r->content_type)
 		rc = add_header(r, err, "Content-Type: %s", r->content_type);
 	if (rc)
@@ -393,9 +501,11 @@ int store_req_start(struct store_req *r, store_done_fn done, void *ud, struct cp
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->ebuf);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s->sigv4);
-	curl_easy_setopt(e, CURLOPT_USERNAME, s->creds.access);
-	curl_easy_setopt(e, CURLOPT_PASSWORD, s->creds.secret);
+	if (!bearer) {
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s->sigv4);
+		curl_easy_setopt(e, CURLOPT_USERNAME, s->creds.access);
+		curl_easy_setopt(e, CURLOPT_PASSWORD, s->creds.secret);
+	}
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
 	curl_easy_setopt(e, CURLOPT_USERAGENT, "codepod/0.1");
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -425,8 +535,6 @@ int store_req_start(struct store_req *r, store_done_fn done, void *ud, struct cp
 	} else if (strcmp(r->method, "GET") != 0) {
 		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
 	}
-	r->done = done;
-	r->ud = ud;
 	rc = cp_curl_add(s->curl, &r->x, e, finish, r, err);
 	if (rc)
 		return rc;
@@ -437,6 +545,66 @@ int store_req_start(struct store_req *r, store_done_fn done, void *ud, struct cp
 		s->reqs->prev = r;
 	s->reqs = r;
 	return 0;
+}
+
+/* Sent now, or (gcp, no fresh token) queued until a token comes. */
+static int launch(struct store_req *r, struct cp_err *err)
+{
+	struct store_s3 *s = r->s;
+	if (!s->gcp)
+		return send_now(r, NULL, err);
+	const char *tok = store_gcp_token_current(s->gcp);
+	if (tok)
+		return send_now(r, tok, err);
+	int rc = store_gcp_token_fetch(s->gcp, err);
+	if (rc)
+		return rc;
+	r->next = NULL;
+	struct store_req **tail = &s->waiting;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = r;
+	return 0;
+}
+
+/* A token fetch ended: the requests that waited for it go, or fail with
+ * its error. Those queued meanwhile wait for the next fetch. */
+static void token_ready(void *ud, int rc, const struct cp_err *e)
+{
+	struct store_s3 *s = ud;
+	struct store_req *list = s->waiting;
+	s->waiting = NULL;
+	s->in_ready = 1;
+	while (list && !s->dead) {
+		struct store_req *r = list;
+		list = r->next;
+		r->next = NULL;
+		struct cp_err e2 = { 0 };
+		const char *tok = rc ? NULL : store_gcp_token_current(s->gcp);
+		int rc2 = rc ? rc : !tok ? cp_err_set(&e2, CP_E_AUTH, "no fresh access token")
+		                         : send_now(r, tok, &e2);
+		if (rc2) {
+			req_reset(r);
+			end_unsent(r, rc2, rc ? e : &e2);
+		}
+	}
+	s->in_ready = 0;
+	while (list) { /* the client was freed meanwhile: dropped, no @done */
+		struct store_req *r = list;
+		list = r->next;
+		store_req_free(r);
+	}
+	if (s->dead) {
+		s->dead = 0;
+		store_s3_free(s);
+	}
+}
+
+int store_req_start(struct store_req *r, store_done_fn done, void *ud, struct cp_err *err)
+{
+	r->done = done;
+	r->ud = ud;
+	return launch(r, err);
 }
 
 /* -- the simple operations ----------------------------------------------- */
@@ -494,6 +662,26 @@ int store_s3_get_fd(struct store_s3 *s, const char *key, int fd, uint64_t max,
 	r->out_fd = fd;
 	r->out_max = max;
 	return start_or_free(r, done, ud, err);
+}
+
+int store_s3_get_sink(struct store_s3 *s, const char *key, uint64_t max, store_sink_fn sink,
+                      void *sink_ud, struct store_req **req, store_done_fn done, void *ud,
+                      struct cp_err *err)
+{
+	struct store_req *r = store_req_new(s, "GET", key, NULL, STORE_BODY_MAX, err);
+	if (!r)
+		return err ? err->code : CP_E_NOMEM;
+	r->sink = sink;
+	r->sink_ud = sink_ud;
+	r->out_max = max;
+	*req = r;
+	return start_or_free(r, done, ud, err);
+}
+
+void store_s3_resume(struct store_req *r)
+{
+	if (r && r->easy && r->running)
+		curl_easy_pause(r->easy, CURLPAUSE_CONT);
 }
 
 int store_s3_get_mem(struct store_s3 *s, const char *key, size_t max,

@@ -16,7 +16,8 @@
 
 struct store_req {
 	struct store_s3 *s;
-	struct store_req *prev, *next; /* in the client's running list */
+	struct store_req *prev, *next; /* in the client's running list, or its
+	                                  list of those waiting for a token */
 	struct cp_curl_xfer x;
 	CURL *easy;
 	struct curl_slist *hdrs;
@@ -32,11 +33,16 @@ struct store_req {
 	/* download sink: a file, else memory (body) */
 	int out_fd;
 	uint64_t out_max, out_n;
+	/* or a sink of the caller's (s3.h store_s3_get_sink) */
+	store_sink_fn sink;
+	void *sink_ud;
 	int too_big, write_errno;
 	struct cp_buf body;
 	char etag[128];
 	char ebuf[CURL_ERROR_SIZE];
 	int running;
+	int retried;           /* sent again after a 401 (bearer tokens) */
+	unsigned long token_gen; /* the bearer token it carries */
 	store_done_fn done;
 	void *ud;
 };
@@ -47,6 +53,8 @@ struct store_req *store_req_new(struct store_s3 *s, const char *method, const ch
                                 const char *query, size_t body_max, struct cp_err *err);
 int store_req_start(struct store_req *r, store_done_fn done, void *ud, struct cp_err *err);
 void store_req_free(struct store_req *r);
+/* 1 when requests carry a bearer token (GCS, gcp_metadata), not a signature. */
+int store_s3_bearer(const struct store_s3 *s);
 /* The hex SHA-256 of @len bytes at @p into @out (65 bytes). */
 int store_sha256_hex(const void *p, size_t len, char out[65], struct cp_err *err);
 /* Percent-encodes @v for a query value into @b (RFC 3986 unreserved kept). */

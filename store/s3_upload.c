@@ -247,8 +247,10 @@ int store_s3_put_file(struct store_s3 *s, const char *key, int fd, uint64_t len,
 		}
 		memcpy(u->sha, sha256, nparts * sizeof *u->sha);
 	}
-	/* `?uploads=`, not a bare `?uploads`: libcurl 7.88's signing needs the '='. */
-	struct store_req *r = store_req_new(s, "POST", key, "uploads=", STORE_BODY_MAX, err);
+	/* `?uploads=`, not a bare `?uploads`: libcurl 7.88's signing needs the
+	 * '='; unsigned (GCS, bearer), as GCS documents it. */
+	struct store_req *r = store_req_new(s, "POST", key, store_s3_bearer(s) ? "uploads" : "uploads=",
+	                                    STORE_BODY_MAX, err);
 	if (!r) {
 		up_free(u);
 		return err ? err->code : CP_E_NOMEM;

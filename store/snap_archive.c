@@ -22,7 +22,8 @@
 
 struct packer {
 	struct archive *a;           /* NULL: fingerprint only */
-	int fd;
+	store_sink_write_fn out;     /* where the archive goes */
+	void *out_ud;
 	EVP_MD_CTX *whole, *part, *fp;
 	uint64_t part_size, written, part_left;
 	char (*part_sha)[65];
@@ -43,6 +44,8 @@ static void hex(const unsigned char *md, char out[65])
 
 static int end_part(struct packer *p)
 {
+	if (!p->part_size) /* no part hashes asked for */
+		return 0;
 	unsigned char md[32];
 	if (!EVP_DigestFinal_ex(p->part, md, NULL))
 		return -1;
@@ -58,21 +61,14 @@ static int end_part(struct packer *p)
 /* What goes to the file: written, hashed whole and in parts. */
 static int emit(struct packer *p, struct archive *a, const char *b, size_t len)
 {
-	size_t done = 0;
-	while (done < len) {
-		ssize_t k = write(p->fd, b + done, len - done);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			if (a)
-				archive_set_error(a, errno ? errno : EIO, "archive write failed");
-			return -1;
-		}
-		done += (size_t)k;
+	if (p->out(p->out_ud, b, len)) {
+		if (a)
+			archive_set_error(a, errno ? errno : EIO, "archive write failed");
+		return -1;
 	}
 	EVP_DigestUpdate(p->whole, b, len);
 	size_t off = 0;
-	while (off < len) {
+	while (p->part_size && off < len) {
 		size_t n = len - off < p->part_left ? len - off : (size_t)p->part_left;
 		EVP_DigestUpdate(p->part, b + off, n);
 		off += n;
@@ -305,13 +301,34 @@ int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err)
 	return rc;
 }
 
-static int pack_any(const char *dir, int out_fd, uint64_t max_bytes, uint64_t part_size,
-                    const struct store_crypt *enc, int plain, struct store_pack *out,
-                    struct cp_err *err)
+static int fd_write(void *ud, const void *buf, size_t len)
+{
+	int fd = *(int *)ud;
+	const char *b = buf;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t k = write(fd, b + done, len - done);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			if (k == 0)
+				errno = EIO;
+			return -1;
+		}
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+/* @plain: a tar as it is (what a sandbox's archive_write takes), else
+ * pax + zstd, encrypted with @enc when given (a snapshot). */
+static int pack_any(const char *dir, store_sink_write_fn write_fn, void *ud,
+                    uint64_t max_bytes, uint64_t part_size, const struct store_crypt *enc,
+                    int plain, struct store_pack *out, struct cp_err *err)
 {
 	memset(out, 0, sizeof *out);
-	struct packer p = { .fd = out_fd, .err = err, .max_bytes = max_bytes,
-	                    .part_size = part_size ? part_size : UINT64_MAX };
+	struct packer p = { .out = write_fn, .out_ud = ud, .err = err, .max_bytes = max_bytes,
+	                    .part_size = part_size };
 	p.part_left = p.part_size;
 	p.whole = EVP_MD_CTX_new();
 	p.part = EVP_MD_CTX_new();
@@ -366,7 +383,7 @@ static int pack_any(const char *dir, int out_fd, uint64_t max_bytes, uint64_t pa
 	EVP_CIPHER_CTX_free(p.enc);
 	free(p.ebuf);
 	unsigned char md[32];
-	if (!rc && (p.part_left != p.part_size || p.nparts == 0) && end_part(&p))
+	if (!rc && p.part_size && (p.part_left != p.part_size || p.nparts == 0) && end_part(&p))
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 	if (!rc && EVP_DigestFinal_ex(p.whole, md, NULL))
 		hex(md, out->sha256);
@@ -390,17 +407,20 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
                        const struct store_crypt *enc, struct store_pack *out,
                        struct cp_err *err)
 {
-	return pack_any(dir, out_fd, max_bytes, part_size, enc, 0, out, err);
+	return pack_any(dir, fd_write, &out_fd, max_bytes, part_size ? part_size : UINT64_MAX, enc, 0,
+	                out, err);
+}
+
+int store_archive_pack_to(const char *dir, store_sink_write_fn write_fn, void *ud,
+                          uint64_t max_bytes, uint64_t part_size,
+                          const struct store_crypt *enc, struct store_pack *out,
+                          struct cp_err *err)
+{
+	return pack_any(dir, write_fn, ud, max_bytes, part_size, enc, 0, out, err);
 }
 
 int store_archive_pack_tar(const char *dir, int out_fd, uint64_t max_bytes,
                            struct store_pack *out, struct cp_err *err)
 {
-	int rc = pack_any(dir, out_fd, max_bytes, 0, NULL, 1, out, err);
-	if (!rc) {
-		free(out->part_sha);
-		out->part_sha = NULL;
-		out->nparts = 0;
-	}
-	return rc;
+	return pack_any(dir, fd_write, &out_fd, max_bytes, 0, NULL, 1, out, err);
 }

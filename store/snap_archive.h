@@ -27,6 +27,7 @@
 #ifndef STORE_SNAP_ARCHIVE_H
 #define STORE_SNAP_ARCHIVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -75,6 +76,19 @@ int store_archive_pack(const char *dir, int out_fd, uint64_t max_bytes, uint64_t
 int store_archive_pack_tar(const char *dir, int out_fd, uint64_t max_bytes,
                            struct store_pack *out, struct cp_err *err);
 
+/* Where an archive's bytes go: 0, or -1 with errno (the packing stops). */
+typedef int (*store_sink_write_fn)(void *ud, const void *buf, size_t len);
+
+/**
+ * store_archive_pack_to() - the same, the archive handed to @write_fn as
+ * it is made (a snapshot streamed to the store: snap_upload.h);
+ * @part_size 0: no part hashes (@out's part_sha NULL, nparts 0).
+ */
+int store_archive_pack_to(const char *dir, store_sink_write_fn write_fn, void *ud,
+                          uint64_t max_bytes, uint64_t part_size,
+                          const struct store_crypt *enc, struct store_pack *out,
+                          struct cp_err *err);
+
 /** store_archive_fingerprint() - the fingerprint alone (no archive). */
 int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err);
 
@@ -95,5 +109,19 @@ int store_archive_fingerprint(const char *dir, char out[65], struct cp_err *err)
 int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const char *sha256,
                          const struct store_crypt *dec, uint64_t size, uint64_t *files,
                          struct cp_err *err);
+
+/* An archive's bytes as they come (snap_download.h): their count with
+ * *@buf pointing at them, 0 at the end, -1 when they cannot be had. */
+typedef ssize_t (*store_source_fn)(void *ud, const void **buf);
+
+/**
+ * store_archive_unpack_from() - the same, the archive read from @src while
+ * it arrives; @size (the manifest's) is checked once all is read: a
+ * truncated or longer archive is CP_E_PARSE ("N bytes, its manifest says
+ * M"). The caller keeps @dir only on 0.
+ */
+int store_archive_unpack_from(store_source_fn src, void *ud, const char *dir, uid_t uid,
+                              gid_t gid, const char *sha256, const struct store_crypt *dec,
+                              uint64_t size, uint64_t *files, struct cp_err *err);
 
 #endif

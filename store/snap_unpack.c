@@ -210,13 +210,16 @@ static int one_entry(struct archive *a, struct archive_entry *e, int root, uid_t
 /* The archive read once: hashed as libarchive reads it, so the check
  * against the manifest costs no pass of its own. */
 struct hashed_in {
-	int fd;
+	int fd;                /* the archive's file, or -1: */
+	store_source_fn src;   /* its bytes as they come */
+	void *src_ud;
 	char *buf;
 	EVP_MD_CTX *md;
 	uint64_t n;
 	EVP_CIPHER_CTX *dec;   /* NULL: plain */
 	uint64_t size;         /* the file's length: the tag is its last 16 bytes */
 	unsigned char *pbuf;   /* plaintext given to libarchive */
+	size_t pcap;
 	unsigned char tag[16];
 	int tag_n, authentic;
 };
@@ -225,27 +228,47 @@ static la_ssize_t hashed_read(struct archive *a, void *ud, const void **out)
 {
 	struct hashed_in *h = ud;
 	ssize_t k;
-	do
-		k = read(h->fd, h->buf, CHUNK);
-	while (k < 0 && errno == EINTR);
-	if (k < 0) {
-		archive_set_error(a, errno, "read failed");
-		return -1;
+	const unsigned char *data = (const unsigned char *)h->buf;
+	if (h->src) {
+		const void *p = NULL;
+		k = h->src(h->src_ud, &p);
+		if (k < 0) {
+			archive_set_error(a, EIO, "the archive's download failed");
+			return -1;
+		}
+		data = p;
+	} else {
+		do
+			k = read(h->fd, h->buf, CHUNK);
+		while (k < 0 && errno == EINTR);
+		if (k < 0) {
+			archive_set_error(a, errno, "read failed");
+			return -1;
+		}
 	}
-	EVP_DigestUpdate(h->md, h->buf, (size_t)k);
+	if (k)
+		EVP_DigestUpdate(h->md, data, (size_t)k);
 	uint64_t at = h->n;
 	h->n += (uint64_t)k;
 	if (!h->dec) {
-		*out = h->buf;
+		*out = data;
 		return k;
 	}
 	/* [at, at+k): ciphertext up to size-16, the tag after. */
 	uint64_t ct_end = h->size >= 16 ? h->size - 16 : 0;
 	size_t ct = at >= ct_end ? 0 : (size_t)((uint64_t)k < ct_end - at ? (uint64_t)k : ct_end - at);
 	for (size_t i = ct; i < (size_t)k && h->tag_n < 16; i++)
-		h->tag[h->tag_n++] = (unsigned char)h->buf[i];
+		h->tag[h->tag_n++] = data[i];
 	int outl = 0;
-	if (ct && !EVP_DecryptUpdate(h->dec, h->pbuf, &outl, (unsigned char *)h->buf, (int)ct)) {
+	if (ct + 32 > h->pcap) { /* a download's pieces can be larger than ours */
+		unsigned char *g = cp_array_grow(h->pbuf, &h->pcap, ct + 32, 1, NULL);
+		if (!g) {
+			archive_set_error(a, ENOMEM, "out of memory");
+			return -1;
+		}
+		h->pbuf = g;
+	}
+	if (ct && !EVP_DecryptUpdate(h->dec, h->pbuf, &outl, data, (int)ct)) {
 		archive_set_error(a, EIO, "decryption failed");
 		return -1;
 	}
@@ -262,9 +285,27 @@ static la_ssize_t hashed_read(struct archive *a, void *ud, const void **out)
 	return outl;
 }
 
+static int unpack(int fd, store_source_fn src, void *src_ud, const char *dir, uid_t uid,
+                  gid_t gid, const char *sha256, const struct store_crypt *dec, uint64_t size,
+                  uint64_t *files, struct cp_err *err);
+
 int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const char *sha256,
                          const struct store_crypt *dec, uint64_t size, uint64_t *files,
                          struct cp_err *err)
+{
+	return unpack(fd, NULL, NULL, dir, uid, gid, sha256, dec, size, files, err);
+}
+
+int store_archive_unpack_from(store_source_fn src, void *ud, const char *dir, uid_t uid,
+                              gid_t gid, const char *sha256, const struct store_crypt *dec,
+                              uint64_t size, uint64_t *files, struct cp_err *err)
+{
+	return unpack(-1, src, ud, dir, uid, gid, sha256, dec, size, files, err);
+}
+
+static int unpack(int fd, store_source_fn src, void *src_ud, const char *dir, uid_t uid,
+                  gid_t gid, const char *sha256, const struct store_crypt *dec, uint64_t size,
+                  uint64_t *files, struct cp_err *err)
 {
 	*files = 0;
 	int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -272,7 +313,8 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const ch
 		return cp_err_errno(err, CP_E_IO, errno, "snapshot: restore folder");
 	struct archive *a = archive_read_new();
 	char *buf = malloc(CHUNK);
-	struct hashed_in in = { .fd = fd, .buf = malloc(CHUNK), .md = EVP_MD_CTX_new(), .size = size };
+	struct hashed_in in = { .fd = fd, .src = src, .src_ud = src_ud, .buf = malloc(CHUNK),
+	                        .md = EVP_MD_CTX_new(), .size = size };
 	struct dir_fix *fixes = NULL;
 	size_t nfix = 0, capfix = 0;
 	int rc = 0;
@@ -281,6 +323,7 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const ch
 	if (!rc && dec) {
 		in.dec = EVP_CIPHER_CTX_new();
 		in.pbuf = malloc(CHUNK + 32);
+		in.pcap = CHUNK + 32;
 		int ol = 0;
 		if (!in.dec || !in.pbuf ||
 		    !EVP_DecryptInit_ex(in.dec, EVP_aes_256_gcm(), NULL, dec->key->key, dec->iv) ||
@@ -288,7 +331,7 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const ch
 		                       (int)strlen(dec->aad)))
 			rc = cp_err_set(err, CP_E_INTERNAL, "snapshot decryption could not start");
 	}
-	if (!rc && lseek(fd, 0, SEEK_SET) < 0)
+	if (!rc && fd >= 0 && lseek(fd, 0, SEEK_SET) < 0)
 		rc = cp_err_errno(err, CP_E_IO, errno, "snapshot archive");
 	if (!rc && (archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
 	            archive_read_support_format_tar(a) != ARCHIVE_OK ||
@@ -334,6 +377,11 @@ int store_archive_unpack(int fd, const char *dir, uid_t uid, gid_t gid, const ch
 			rc = cp_err_set(err, CP_E_PARSE,
 			                "snapshot archive does not match its manifest's SHA-256");
 	}
+	/* A truncated or longer archive is told as that (the size is checked
+	 * once everything was read: the archive may still be arriving). */
+	if (in.n != size && (!rc || rc == CP_E_PARSE || rc == CP_E_DENIED))
+		rc = cp_err_set(err, CP_E_PARSE, "snapshot archive is %llu bytes, its manifest says %llu",
+		                (unsigned long long)in.n, (unsigned long long)size);
 	/* Deepest first, so a folder's own time is not moved by its children. */
 	for (size_t i = nfix; i-- > 0;) {
 		if (!rc) {

@@ -20,14 +20,21 @@
 #include "base/log.h"
 #include "store/s3.h"
 #include "store/snap_archive.h"
+#include "store/snap_download.h"
 #include "store/snap_keys.h"
 #include "store/snap_manifest.h"
+#include "store/snap_upload.h"
 
-/* One PUT up to this, multipart above: parts go one at a time, so fewer,
- * bigger ones keep the link busy (S3 allows 5 GiB a part). */
-#define PART_BYTES (128u << 20)
-#define DEFAULT_DEBOUNCE_MS 2000u
-#define DEFAULT_MAX_BYTES (4ull << 30)
+/* Streaming (snap_upload.h, snap_download.h): parts waiting or in flight
+ * per snapshot, bytes waiting per restore; snapshots packing at once (each
+ * holds a thread of libuv's pool of four while it uploads: two are left
+ * for restores and the rest). */
+#define UP_WINDOW 3u
+#define DOWN_CAP (8u << 20)
+#define PACKING_MAX 2u
+#define PACKING_WAIT_MS 250u
+#define DEFAULT_DEBOUNCE_MS (STORE_SNAPS_DEFAULT_DELAY_S * 1000u)
+#define DEFAULT_MAX_BYTES STORE_SNAPS_DEFAULT_MAX_BYTES
 #define RETRY_MIN_MS 2000u
 #define RETRY_MAX_MS 60000u
 
@@ -67,6 +74,7 @@ struct conv {
 	unsigned char iv[12];    /* of its encryption, new for each */
 	struct cp_err work_err;
 	struct store_pack pack;
+	struct store_upload *up; /* the archive on its way, while packing */
 	char new_key[1100];
 	/* the restore running */
 	int restoring;
@@ -77,6 +85,7 @@ struct conv {
 	uint64_t t0;
 	struct store_manifest m;
 	int rfd;
+	struct store_download *dl; /* the archive while it is unpacked */
 	uv_work_t rwork;
 	int rrc;
 	struct cp_err rerr;
@@ -95,6 +104,7 @@ struct store_snaps {
 	struct store_snaps_stats st;
 	struct store_keys keys;  /* --snapshot-key-file; n 0: none */
 	unsigned deletes_running;
+	unsigned packing;        /* snapshots on the thread pool (PACKING_MAX) */
 	uv_timer_t ttl_timer;
 	int ttl_listing;
 	int closing, freed;
@@ -115,11 +125,19 @@ int store_snaps_new(const struct store_snaps_config *cfg, struct store_snaps **o
 {
 	*out = NULL;
 	const char *u = cfg->url;
-	if (!u || strncmp(u, "s3://", 5) != 0)
-		return cp_err_set(err, CP_E_INVALID_REQUEST, "--snapshot-url must be s3://BUCKET/PREFIX");
+	/* gs://: Google Cloud Storage with a token from the metadata server */
+	int gcs = u && strncmp(u, "gs://", 5) == 0;
+	if (!u || (!gcs && strncmp(u, "s3://", 5) != 0))
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "--snapshot-url must be s3://BUCKET/PREFIX or gs://BUCKET/PREFIX");
+	if (gcs && cfg->credentials_file)
+		return cp_err_set(err, CP_E_INVALID_REQUEST,
+		                  "gs:// takes its token from the GCP metadata server: for GCS with "
+		                  "HMAC keys use s3://BUCKET/PREFIX with --s3-endpoint "
+		                  "https://storage.googleapis.com");
 	u += 5;
 	const char *slash = strchr(u, '/');
-	char bucket[128];
+	char bucket[256];
 	size_t bl = slash ? (size_t)(slash - u) : strlen(u);
 	if (bl == 0 || bl >= sizeof bucket)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "--snapshot-url: no bucket");
@@ -162,7 +180,8 @@ int store_snaps_new(const struct store_snaps_config *cfg, struct store_snaps **o
 		return rc;
 	}
 	rc = cp_curl_new(s->loop, &s->curl, err);
-	struct store_s3_config sc = { bucket, cfg->endpoint, cfg->region, cfg->credentials_file };
+	struct store_s3_config sc = { bucket, cfg->endpoint, cfg->region, cfg->credentials_file,
+	                              gcs, s->loop };
 	if (!rc)
 		rc = store_s3_new(s->curl, &sc, &s->s3, err);
 	if (rc) {
@@ -319,10 +338,11 @@ static void snapshot_failed(struct conv *c, const char *step, const struct cp_er
 	/* A store_snaps_take() is told, and its caller decides what next. */
 	int taken = c->run_takers != NULL;
 	takers_end(c, e && e->code ? e->code : CP_E_IO, e);
-	/* Again later, unless we are draining: then the failure is the end. */
+	/* Again later, unless we are draining: then the failure is the end; a
+	 * workspace over the ceiling is tried again after its next change. */
 	if (c->takers) {
 		start_snapshot(c);
-	} else if (!s->closing && c->ws && !taken) {
+	} else if (!s->closing && c->ws && !taken && !(e && e->code == CP_E_TOO_BIG)) {
 		c->pending = 1;
 		c->retry_ms = c->retry_ms ? c->retry_ms * 2 : RETRY_MIN_MS;
 		if (c->retry_ms > RETRY_MAX_MS)
@@ -381,9 +401,18 @@ static void manifest_put(void *ud, const struct store_result *r)
 	finish_snapshot(c);
 }
 
+/* The archive's upload ended (snap_upload.h): it is in the store, or the
+ * packing or the upload failed (the upload was aborted). */
 static void archive_put(void *ud, const struct store_result *r)
 {
 	struct conv *c = ud;
+	c->up = NULL;
+	if (c->work_epoch != c->epoch) { /* deleted meanwhile: nothing is kept */
+		drop_key(c->s, c->new_key);
+		c->s->st.skipped++;
+		finish_snapshot(c);
+		return;
+	}
 	if (r->rc) {
 		snapshot_failed(c, "archive", r->err);
 		return;
@@ -434,43 +463,45 @@ static void snapshot_work(uv_work_t *w)
 	}
 	struct store_crypt enc = { .key = c->s->keys.n ? &c->s->keys.k[0] : NULL, .aad = c->new_key };
 	memcpy(enc.iv, c->iv, sizeof enc.iv);
-	c->work_rc = store_archive_pack(c->ws, c->fd, c->s->max_bytes, PART_BYTES,
-	                                enc.key ? &enc : NULL, &c->pack, &c->work_err);
+	/* Packed straight into the upload: parts go while the rest is packed. */
+	c->work_rc = store_archive_pack_to(c->ws, store_upload_write, c->up, c->s->max_bytes, 0,
+	                                   enc.key ? &enc : NULL, &c->pack, &c->work_err);
+	if (!c->work_rc && store_upload_flush(c->up))
+		c->work_rc = cp_err_set(&c->work_err, CP_E_INTERNAL, "snapshot upload stopped");
+}
+
+/* Draining: snapshots that waited for a place on the thread pool. */
+static void start_waiting(struct store_snaps *s)
+{
+	for (struct conv *c = s->convs; c && s->packing < PACKING_MAX; c = c->next)
+		if (c->pending && !c->busy)
+			start_snapshot(c);
 }
 
 static void snapshot_after(uv_work_t *w, int status)
 {
 	struct conv *c = w->data;
 	struct store_snaps *s = c->s;
-	if (status || c->work_rc) {
-		snapshot_failed(c, "archive", &c->work_err);
-		return;
-	}
-	if (c->skipped || c->work_epoch != c->epoch) {
+	s->packing--;
+	if (s->closing)
+		start_waiting(s);
+	if (status && !c->work_rc)
+		c->work_rc = cp_err_set(&c->work_err, CP_E_INTERNAL, "snapshot work cancelled");
+	if (!c->work_rc && c->skipped) { /* nothing was written */
+		store_upload_drop(c->up);
+		c->up = NULL;
 		s->st.skipped++;
 		cp_log(CP_LOG_DEBUG, "snapshot.unchanged", "conversation", json_string(c->hash), NULL);
 		finish_snapshot(c);
 		return;
 	}
-	struct cp_err e = { 0 };
-	cp_log(CP_LOG_DEBUG, "snapshot.upload", "conversation", json_string(c->hash),
-	       "bytes", json_integer((json_int_t)c->pack.size),
-	       "packMs", json_integer((json_int_t)(uv_now(s->loop) - c->t_start)), NULL);
-	if (store_s3_put_file(s->s3, c->new_key, c->fd, c->pack.size, PART_BYTES,
-	                      (const char (*)[65])c->pack.part_sha, archive_put, c, &e))
-		snapshot_failed(c, "archive", &e);
-}
-
-/* The archive is spooled to an unnamed file: a crash leaves nothing. */
-static int spool_file(struct store_snaps *s, struct cp_err *err)
-{
-	char path[4200];
-	snprintf(path, sizeof path, "%s/.snapshot-XXXXXX", s->spool);
-	int fd = mkostemp(path, O_CLOEXEC);
-	if (fd < 0)
-		return cp_err_errno(err, CP_E_IO, errno, "snapshot spool file");
-	unlink(path);
-	return fd;
+	if (!c->work_rc)
+		cp_log(CP_LOG_DEBUG, "snapshot.upload", "conversation", json_string(c->hash),
+		       "bytes", json_integer((json_int_t)c->pack.size),
+		       "packMs", json_integer((json_int_t)(uv_now(s->loop) - c->t_start)), NULL);
+	/* archive_put() follows once the last parts are in (or the upload was
+	 * aborted, on a failure) */
+	store_upload_finish(c->up, c->work_rc, &c->work_err);
 }
 
 static void start_snapshot(struct conv *c)
@@ -480,6 +511,11 @@ static void start_snapshot(struct conv *c)
 		c->pending = 0;
 	if (c->busy || !c->pending)
 		return;
+	if (s->packing >= PACKING_MAX) { /* later: a place frees up */
+		if (!s->closing)
+			uv_timer_start(&c->timer, on_timer, PACKING_WAIT_MS, 0);
+		return;
+	}
 	uv_timer_stop(&c->timer);
 	c->pending = 0;
 	c->busy = 1;
@@ -502,16 +538,20 @@ static void start_snapshot(struct conv *c)
 	         (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
 	         rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	struct cp_err e = { 0 };
-	c->fd = spool_file(s, &e);
-	if (c->fd < 0) {
-		snapshot_failed(c, "spool", &e);
+	if (store_upload_new(s->loop, s->s3, c->new_key, store_upload_part_size(s->max_bytes),
+	                     UP_WINDOW, archive_put, c, &c->up, &e)) {
+		snapshot_failed(c, "upload", &e);
 		return;
 	}
 	c->work.data = c;
 	if (uv_queue_work(s->loop, &c->work, snapshot_work, snapshot_after)) {
+		store_upload_drop(c->up);
+		c->up = NULL;
 		cp_err_set(&e, CP_E_INTERNAL, "cannot queue the snapshot work");
 		snapshot_failed(c, "queue", &e);
+		return;
 	}
+	s->packing++;
 }
 
 /* -- restore -------------------------------------------------------------- */
@@ -554,23 +594,20 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 	return remove(path) && errno != ENOENT ? -1 : 0;
 }
 
+/* Unpacks while the archive downloads (snap_download.h), into a folder of
+ * its own that becomes the workspace only once the size and SHA-256 of
+ * the whole archive matched its manifest. */
 static void restore_work(uv_work_t *w)
 {
 	struct conv *c = w->data;
 	cp_err_clear(&c->rerr);
-	/* The size now (one fstat); the hash while unpacking, into a folder
-	 * that becomes the workspace only when everything matched. */
-	struct stat st;
-	if (fstat(c->rfd, &st) || (uint64_t)st.st_size != c->m.size) {
-		c->rrc = cp_err_set(&c->rerr, CP_E_PARSE,
-		                    "snapshot archive is %llu bytes, its manifest says %llu",
-		                    (unsigned long long)st.st_size, (unsigned long long)c->m.size);
-		return;
-	}
+	const void *rest;
 	char tmp[4200];
 	snprintf(tmp, sizeof tmp, "%s.restore-XXXXXX", c->rws);
 	if (!mkdtemp(tmp)) {
 		c->rrc = cp_err_errno(&c->rerr, CP_E_IO, errno, "restore folder");
+		while (store_download_read(c->dl, &rest) > 0) /* the download's end */
+			;
 		return;
 	}
 	uint64_t files = 0;
@@ -578,8 +615,11 @@ static void restore_work(uv_work_t *w)
 	memcpy(dec.iv, c->m.iv, sizeof dec.iv);
 	if (c->m.key_id[0])
 		dec.key = store_keys_find(&c->s->keys, c->m.key_id);
-	c->rrc = store_archive_unpack(c->rfd, tmp, c->uid, c->gid, c->m.sha256,
-	                              dec.key ? &dec : NULL, c->m.size, &files, &c->rerr);
+	c->rrc = store_archive_unpack_from(store_download_read, c->dl, tmp, c->uid, c->gid,
+	                                   c->m.sha256, dec.key ? &dec : NULL, c->m.size, &files,
+	                                   &c->rerr);
+	while (store_download_read(c->dl, &rest) > 0) /* the download's end, whatever came */
+		;
 	if (!c->rrc && files != c->m.files)
 		c->rrc = cp_err_set(&c->rerr, CP_E_PARSE, "snapshot archive holds %llu entries, "
 		                    "its manifest says %llu", (unsigned long long)files,
@@ -594,9 +634,22 @@ static void restore_work(uv_work_t *w)
 		nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+static void archive_failed(struct conv *c, int rc, const struct cp_err *err);
+
 static void restore_after(uv_work_t *w, int status)
 {
 	struct conv *c = w->data;
+	struct cp_err ge = { 0 };
+	uint64_t got = 0;
+	int grc = store_download_result(c->dl, &ge, &got);
+	store_download_free(c->dl);
+	c->dl = NULL;
+	if (grc) { /* the download's failure says why first */
+		archive_failed(c, grc, &ge);
+		return;
+	}
+	cp_log(CP_LOG_DEBUG, "snapshot.downloaded", "conversation", json_string(c->hash),
+	       "bytes", json_integer((json_int_t)got), NULL);
 	if (status || c->rrc) {
 		restore_fail(c, "the conversation's snapshot does not verify", &c->rerr);
 		return;
@@ -610,33 +663,21 @@ static void restore_after(uv_work_t *w, int status)
 	restore_end(c, 0, NULL, ms);
 }
 
-static void archive_got(void *ud, const struct store_result *r)
+/* The archive's download failed: why, as the store said it. */
+static void archive_failed(struct conv *c, int rc, const struct cp_err *err)
 {
-	struct conv *c = ud;
-	if (r->rc == CP_E_NOT_FOUND) {
-		restore_fail(c, "the snapshot's archive is missing from the store", r->err);
+	if (rc == CP_E_NOT_FOUND) {
+		restore_fail(c, "the snapshot's archive is missing from the store", err);
 		return;
 	}
-	if (r->rc == CP_E_TOO_BIG) {
+	if (rc == CP_E_TOO_BIG) {
 		struct cp_err e = { 0 };
 		cp_err_set(&e, CP_E_PARSE, "archive longer than its manifest says");
 		restore_fail(c, "the conversation's snapshot does not verify", &e);
 		return;
 	}
-	if (r->rc) {
-		restore_fail(c, r->rc == CP_E_AUTH ? "the snapshot store refused the restore"
-		                                   : "the snapshot store is unreachable", r->err);
-		return;
-	}
-	cp_log(CP_LOG_DEBUG, "snapshot.downloaded", "conversation", json_string(c->hash),
-	       "bytes", json_integer((json_int_t)r->size),
-	       "ms", json_integer((json_int_t)(uv_now(c->s->loop) - c->t0)), NULL);
-	c->rwork.data = c;
-	if (uv_queue_work(c->s->loop, &c->rwork, restore_work, restore_after)) {
-		struct cp_err e = { 0 };
-		cp_err_set(&e, CP_E_INTERNAL, "cannot queue the restore");
-		restore_fail(c, "restore", &e);
-	}
+	restore_fail(c, rc == CP_E_AUTH ? "the snapshot store refused the restore"
+	                                : "the snapshot store is unreachable", err);
 }
 
 static void manifest_got(void *ud, const struct store_result *r)
@@ -667,10 +708,18 @@ static void manifest_got(void *ud, const struct store_result *r)
 		restore_fail(c, "the conversation's snapshot cannot be decrypted", &e);
 		return;
 	}
-	c->rfd = spool_file(c->s, &e);
-	if (c->rfd < 0 || store_s3_get_fd(c->s->s3, c->m.archive, c->rfd, c->m.size, archive_got,
-	                                  c, &e))
+	if (store_download_new(c->s->loop, c->s->s3, c->m.archive, c->m.size, DOWN_CAP, &c->dl,
+	                       &e)) {
 		restore_fail(c, "restore", &e);
+		return;
+	}
+	c->rwork.data = c;
+	if (uv_queue_work(c->s->loop, &c->rwork, restore_work, restore_after)) {
+		store_download_free(c->dl); /* ends with its GET */
+		c->dl = NULL;
+		cp_err_set(&e, CP_E_INTERNAL, "cannot queue the restore");
+		restore_fail(c, "restore", &e);
+	}
 }
 
 int store_snaps_restore(struct store_snaps *s, const char *hash, const char *ws, uid_t uid,

@@ -15,7 +15,10 @@
  * Work off the loop: fingerprinting, packing, verifying and unpacking run
  * on libuv's thread pool (uv_queue_work: a few bounded tasks, never a
  * thread per execution); the transfers run on the loop through the S3
- * client. An execution never waits for a snapshot.
+ * client, streamed: the archive's parts upload while it is packed
+ * (snap_upload.h) and a restore unpacks while it downloads
+ * (snap_download.h), through bounded pipes in memory, no spool file. An
+ * execution never waits for a snapshot.
  *
  * Ownership: store_snaps_new() returns a new object freed by
  * store_snaps_close(), which first finishes what is running and takes the
@@ -36,13 +39,19 @@
 
 struct store_snaps;
 
+#define STORE_SNAPS_DEFAULT_DELAY_S 2u              /* --snapshot-delay */
+#define STORE_SNAPS_DEFAULT_MAX_BYTES (4ull << 30)  /* --snapshot-max-bytes */
+
 struct store_snaps_config {
 	uv_loop_t *loop;
-	const char *url;              /* "s3://BUCKET/PREFIX" (PREFIX may be empty) */
+	const char *url;              /* "s3://BUCKET/PREFIX" (PREFIX may be empty), or
+	                                 "gs://BUCKET/PREFIX": GCS, a token from the
+	                                 GCP metadata server (store/gcp_token.h) */
 	const char *endpoint;         /* --s3-endpoint, or NULL: AWS */
 	const char *region;           /* --s3-region, or NULL */
 	const char *credentials_file; /* --s3-credentials-file, or NULL: AWS_* */
-	const char *spool_dir;        /* where archives are written on their way */
+	const char *spool_dir;        /* a folder of codepod's (unused since
+	                                 snapshots stream; kept for callers) */
 	unsigned ttl_s;               /* --snapshot-ttl; 0: kept until deleted */
 	unsigned debounce_ms;         /* after a change, until the snapshot (0: 2000) */
 	uint64_t max_bytes;           /* workspace ceiling (0: 4 GiB) */

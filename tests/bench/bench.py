@@ -20,13 +20,14 @@ snapshots on Kubernetes (cold acquire restoring a 10 MiB workspace vs an
 empty one, on the fake with the Ceph test store) from bench_kube_snap.py, (k);
 files and commands (64 MiB through serve --listen vs curl to a Python
 http.server, 8 uploads at once, run("true") vs return 1) from
-bench_files.py, (i).
+bench_files.py, (i); snapshots to a one-node Ceph RGW vs curl PUT/GET of
+the same archive from tests/store/bench_snapshots.py, (l).
 
 usage: bench.py [--quick] [--only=SECTION,...] OUT
        bench.py [--quick] --latency-only SECTIONS OUT
        --only: these sections alone, of startup calls concurrent exec serve
        serve-calls (its round trip alone) kube trace latency latency-a latency-load
-       latency-b latency-c latency-d resume files kube-snap (the tool-bridge figures alone: `make bench
+       latency-b latency-c latency-d resume files kube-snap snapshots (the tool-bridge figures alone: `make bench
        BENCH_ARGS=--only=calls,serve-calls,latency-d`)
        --latency-only: section (g) alone, only SECTIONS of bench_latency.py
        (`make bench-latency BENCH_SECTIONS=a,b`, into build/bench-latency.txt)
@@ -275,6 +276,24 @@ def kube_snap_lines(f):
     return L
 
 
+def snapshot_lines(f):
+    """Section (l): snapshots and restores vs curl, from tests/store/bench_snapshots.py."""
+    L = ["(l) snapshots: a workspace of %s MiB in %s files to a one-node Ceph RGW on loopback"
+         % (f.get("mib", 100) if f else 100, f.get("files", 1000) if f else 1000),
+         "    (tests/store/ceph.py) vs curl PUT/GET of the same archive to the same store,",
+         "    median of the rounds (curl's time / codepod's, per round)"]
+    if not f:
+        return L + ["    not measured"]
+    mb = f["archive_bytes"] / 1e6
+    for k, what, verb in (("snapshot", "snapshot (pack + upload, streamed)", "PUT"),
+                          ("restore", "restore (download + unpack, streamed, verified)", "GET")):
+        L.append("    %s %.2f s vs curl %s %.2f s (%.0f MB): ratio %.2f (goal >= 0.50: %s);"
+                 " rounds %s" % (what, f[k + "_s"], verb, f[k + "_curl_s"], mb, f[k + "_ratio"],
+                                 verdict(f[k + "_ratio"] >= 0.5),
+                                 " ".join("%.2f" % (x["curl_s"] / x["s"]) for x in f[k])))
+    return L
+
+
 def latency_lines(figs):
     """Section (g): the per-script latency figures (bench_latency.py, bench_codepod startup --prestart)."""
     f = figs.get("latency") or {}
@@ -446,6 +465,11 @@ def main():
             if wanted("kube-snap"):
                 print("bench: (k) snapshots on Kubernetes ...", file=sys.stderr, flush=True)
                 run_script("kube_snap", "bench_kube_snap.py", quick, figs, failed, notes)
+            if wanted("snapshots"):
+                print("bench: (l) snapshots vs curl against a one-node Ceph ...", file=sys.stderr,
+                      flush=True)
+                run_script("snapshots", os.path.join("..", "store", "bench_snapshots.py"), quick,
+                           figs, failed, notes, ["--json"])
             calls = figs.get("calls", {}).get("calls_per_s")
             if calls:
                 os.environ["BENCH_BRIDGE_CALLS_PER_S"] = str(calls)
@@ -539,6 +563,7 @@ def main():
         L.extend(trace_lines(figs.get("trace")))
         L.append("")
         L.extend(kube_snap_lines(figs.get("kube_snap")))
+        L.extend(snapshot_lines(figs.get("snapshots")))
     for n in notes:
         L.append("note: " + n)
     if failed:

@@ -62,6 +62,13 @@ def test_values_match_the_schema(example):
     {"gkeSandbox": "yes"},
     {"unknownKey": 1},
     {"image": {"pullPolicy": "Sometimes"}},
+    {"snapshots": {"url": "http://bucket/prefix"}},
+    {"snapshots": {"url": "s3://Bad_Bucket/p"}},
+    {"snapshots": {"delaySeconds": 0}},
+    {"snapshots": {"delaySeconds": 31}},
+    {"snapshots": {"maxBytes": "4 GiB"}},
+    {"snapshots": {"credentials": {"mode": "volume"}}},
+    {"snapshots": {"gcpServiceAccount": "not-an-email"}},
 ])
 def test_schema_refuses_bad_values(bad):
     with pytest.raises(jsonschema.ValidationError):
@@ -197,24 +204,9 @@ def test_deployment_probes_grace_security_and_labels():
 
 
 @needs_helm
-def test_snapshot_values_become_flags_a_state_folder_and_credentials():
+def test_the_template_drift_value_becomes_its_flag():
     ctr = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    assert not [a for a in ctr["args"] if a.startswith(("--snapshot", "--s3-", "--state-dir"))]
-    assert "envFrom" not in ctr
-    spec = one(render("--set", "snapshots.url=s3://bkt/pre", "--set",
-                      "snapshots.s3Endpoint=https://storage.googleapis.com", "--set",
-                      "snapshots.s3Region=auto", "--set", "snapshots.ttlSeconds=604800",
-                      "--set", "snapshots.credentialsSecret=s3-keys"),
-               "Deployment")["spec"]["template"]["spec"]
-    ctr = spec["containers"][0]
-    for a in ("--snapshot-url=s3://bkt/pre", "--state-dir=/var/lib/codepod",
-              "--s3-endpoint=https://storage.googleapis.com", "--s3-region=auto",
-              "--snapshot-ttl=604800"):
-        assert a in ctr["args"], ctr["args"]
-    assert ctr["envFrom"] == [{"secretRef": {"name": "s3-keys"}}]
-    assert {"name": "state", "mountPath": "/var/lib/codepod"} in ctr["volumeMounts"]
-    assert {"name": "state", "emptyDir": {"sizeLimit": "8Gi"}} in spec["volumes"]
-    assert "snapshots" in render_fails("--set", "snapshots.url=http://not-s3")
+    assert not [a for a in ctr["args"] if a.startswith("--template-drift-idle")]
     ctr = one(render("--set", "sandbox.templateDriftIdleSeconds=600"),
               "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert "--template-drift-idle=600" in ctr["args"]
@@ -272,3 +264,156 @@ def test_rendered_objects_fit_the_api_models(example):
         check_against_model(o, MODELS[o["kind"]], f"{o['kind']}/{o['metadata']['name']}")
     check_against_model(rendered_pod(objs), "V1Pod", "sandbox-pod")
     check_against_model(yaml.safe_load(POD_FILE.read_text()), "V1Pod", "files/sandbox-pod.yaml")
+
+
+# ------------------------------------------------------- snapshots
+
+def _controller(objs):
+    spec = one(objs, "Deployment")["spec"]["template"]["spec"]
+    return spec, spec["containers"][0]
+
+
+def _snapshot_args(ctr):
+    return [a for a in ctr["args"] if a.startswith(("--snapshot-", "--s3-", "--state-dir"))]
+
+
+HMAC = ["--set", "snapshots.url=s3://codepod-snaps/prod",
+        "--set", "snapshots.endpoint=https://storage.googleapis.com",
+        "--set", "snapshots.region=us-central1",
+        "--set", "snapshots.credentials.existingSecret=codepod-hmac",
+        "--set", "snapshots.ttlSeconds=2592000"]
+WORKLOAD_IDENTITY = ["--set", "snapshots.url=gs://codepod-snaps/prod",
+                     "--set", "snapshots.gcpServiceAccount=codepod@proj.iam.gserviceaccount.com"]
+
+
+@needs_helm
+def test_snapshots_are_off_by_default():
+    objs = render()
+    spec, ctr = _controller(objs)
+    assert _snapshot_args(ctr) == []
+    assert "env" not in ctr
+    assert {v["name"] for v in spec["volumes"]} == {"sandbox-pod", "token", "tmp"}
+    assert "annotations" not in one(objs, "ServiceAccount")["metadata"]
+
+
+@needs_helm
+def test_snapshots_with_static_hmac_keys_from_a_mounted_secret():
+    objs = render(*HMAC)
+    spec, ctr = _controller(objs)
+    assert _snapshot_args(ctr) == [
+        "--snapshot-url=s3://codepod-snaps/prod",
+        "--state-dir=/var/lib/codepod",
+        "--s3-endpoint=https://storage.googleapis.com",
+        "--s3-region=us-central1",
+        "--s3-credentials-file=/var/run/codepod/s3/credentials",
+        "--snapshot-ttl=2592000", "--snapshot-delay=2", "--snapshot-max-bytes=4G"]
+    # The whole Secret as a folder (no subPath), so a rotated key reaches the
+    # file codepod reads again; nothing in the environment.
+    (m,) = [m for m in ctr["volumeMounts"] if m["mountPath"] == "/var/run/codepod/s3"]
+    assert m["readOnly"] is True and "subPath" not in m
+    (v,) = [v for v in spec["volumes"] if v["name"] == m["name"]]
+    assert v["secret"] == {"secretName": "codepod-hmac", "defaultMode": 0o440}
+    assert "env" not in ctr
+    # The state folder: an emptyDir of snapshots.spoolSizeLimit.
+    (m,) = [m for m in ctr["volumeMounts"] if m["mountPath"] == "/var/lib/codepod"]
+    (v,) = [v for v in spec["volumes"] if v["name"] == m["name"]]
+    assert v["emptyDir"] == {"sizeLimit": "8Gi"}
+    assert "annotations" not in one(objs, "ServiceAccount")["metadata"]
+
+
+@needs_helm
+def test_snapshots_with_keys_in_the_environment():
+    objs = render(*HMAC, "--set", "snapshots.credentials.mode=env",
+                  "--set", "snapshots.credentials.sessionTokenKey=token")
+    spec, ctr = _controller(objs)
+    assert not [a for a in ctr["args"] if a.startswith("--s3-credentials-file")]
+    assert not [v for v in spec["volumes"] if v["name"] == "s3-credentials"]
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in ctr["env"]}
+    assert env == {"AWS_ACCESS_KEY_ID": {"name": "codepod-hmac", "key": "AWS_ACCESS_KEY_ID"},
+                   "AWS_SECRET_ACCESS_KEY": {"name": "codepod-hmac", "key": "AWS_SECRET_ACCESS_KEY"},
+                   "AWS_SESSION_TOKEN": {"name": "codepod-hmac", "key": "token"}}
+
+
+@needs_helm
+def test_snapshots_with_workload_identity_need_no_keys():
+    objs = render(*WORKLOAD_IDENTITY, "--set", "snapshots.delaySeconds=5",
+                  "--set", "snapshots.maxBytes=512M")
+    spec, ctr = _controller(objs)
+    assert _snapshot_args(ctr) == ["--snapshot-url=gs://codepod-snaps/prod",
+                                   "--state-dir=/var/lib/codepod", "--snapshot-ttl=0",
+                                   "--snapshot-delay=5", "--snapshot-max-bytes=512M"]
+    sa = one(objs, "ServiceAccount")
+    assert sa["metadata"]["annotations"] == {
+        "iam.gke.io/gcp-service-account": "codepod@proj.iam.gserviceaccount.com"}
+    assert spec["serviceAccountName"] == sa["metadata"]["name"]
+    assert "env" not in ctr
+    assert {v["name"] for v in spec["volumes"]} == {"sandbox-pod", "token", "tmp", "state"}
+    # Other annotations are kept beside it.
+    objs = render(*WORKLOAD_IDENTITY, "--set", "serviceAccount.annotations.team=x")
+    assert one(objs, "ServiceAccount")["metadata"]["annotations"] == {
+        "team": "x", "iam.gke.io/gcp-service-account": "codepod@proj.iam.gserviceaccount.com"}
+
+
+@needs_helm
+def test_snapshot_encryption_key_from_a_secret():
+    objs = render(*WORKLOAD_IDENTITY, "--set", "snapshots.encryption.existingSecret=snapkeys")
+    spec, ctr = _controller(objs)
+    assert "--snapshot-key-file=/var/run/codepod/snapshot-keys/keys" in ctr["args"]
+    (m,) = [m for m in ctr["volumeMounts"] if m["mountPath"] == "/var/run/codepod/snapshot-keys"]
+    (v,) = [v for v in spec["volumes"] if v["name"] == m["name"]]
+    assert v["secret"]["secretName"] == "snapkeys" and m["readOnly"] is True
+
+
+@needs_helm
+def test_snapshot_configurations_that_cannot_work_fail_the_render():
+    err = render_fails("--set", "snapshots.url=gs://b-1/p",
+                       "--set", "snapshots.credentials.existingSecret=k")
+    assert "gs:// takes its token from the GKE metadata server" in err
+    err = render_fails("--set", "snapshots.url=s3://b-1/p")
+    assert "snapshots.credentials.existingSecret" in err
+
+
+@needs_helm
+@pytest.mark.parametrize("conf", ["hmac", "workload-identity"])
+def test_snapshot_objects_fit_the_api_models(conf):
+    objs = render(*(HMAC if conf == "hmac" else WORKLOAD_IDENTITY),
+                  "--set", "snapshots.encryption.existingSecret=snapkeys")
+    for o in objs:
+        check_against_model(o, MODELS[o["kind"]], f"{o['kind']}/{o['metadata']['name']}")
+
+
+@needs_helm
+@pytest.mark.parametrize("conf", ["hmac", "workload-identity"])
+def test_codepod_takes_the_rendered_snapshot_args(conf, tmp_path):
+    """The snapshot flags as the chart renders them, given to the codepod
+    binary (local backend, files at local paths): it starts and stops
+    cleanly with them, so every name and value is one codepod takes."""
+    import os
+    import socket
+    bin_ = os.environ.get("CODEPOD_BIN", str(REPO / "build" / "codepod"))
+    if not os.access(bin_, os.X_OK):
+        pytest.skip("no codepod binary (make)")
+    objs = render(*(HMAC if conf == "hmac" else WORKLOAD_IDENTITY),
+                  "--set", "snapshots.encryption.existingSecret=snapkeys")
+    _, ctr = _controller(objs)
+    creds = tmp_path / "credentials"
+    creds.write_text("[default]\naws_access_key_id = GOOGTEST\naws_secret_access_key = c2VjcmV0\n")
+    keys = tmp_path / "keys"
+    keys.write_text("k1 " + "ab" * 32 + "\n")
+    swap = {"/var/run/codepod/s3/credentials": str(creds),
+            "/var/run/codepod/snapshot-keys/keys": str(keys)}
+    args = []
+    for a in _snapshot_args(ctr):
+        k, _, v = a.partition("=")
+        if k != "--state-dir":
+            args.append("%s=%s" % (k, swap.get(v, v)))
+    with socket.socket() as s:  # nothing is fetched: no execution runs
+        s.bind(("127.0.0.1", 0))
+        host = "127.0.0.1:%d" % s.getsockname()[1]
+    env = dict(os.environ, GCE_METADATA_HOST=host)
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        env.pop(k, None)
+    r = subprocess.run([bin_, "serve", "--stdio", "--backend=local", "--no-isolation",
+                        "--state-dir", str(tmp_path / "state"), *args],
+                       input="", capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]

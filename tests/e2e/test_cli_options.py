@@ -63,7 +63,7 @@ def sample(arg, tmp_path):
         return []
     if "|" in arg:
         return [arg.split("|")[0]]
-    values = {"N": "1", "S": "1", "SECONDS": "1", "JSON": "{}", "DIR": str(tmp_path),
+    values = {"N": "1", "S": "1", "SECONDS": "1", "BYTES": "1G", "JSON": "{}", "DIR": str(tmp_path),
               "PATH": NO_NODE, "HOST:PORT": "127.0.0.1:0", "TOOLS.json": NO_TOOLS,
               "FIRST-LAST": "3000000000-3000000002", "FILES": str(tmp_path / "kubeconfig"),
               "URL": "http://127.0.0.1:9"}

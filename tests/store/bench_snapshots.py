@@ -1,10 +1,25 @@
-"""Snapshot and restore throughput against the test store, next to curl's
-PUT and GET of the same archive to the same store (the issue's goal: each
-at least half of curl's). Prints the figures; asserts nothing.
+"""Snapshot and restore throughput against the test store (a one-node Ceph
+RGW, ceph.py), next to curl's PUT and GET of the same archive to the same
+store: the issue's goal is each at least half of curl's. Figures only,
+nothing asserted. `make bench` runs it as section (l).
 
-    CODEPOD_BIN=build/codepod /usr/bin/python3 tests/store/bench_snapshots.py [MIB] [FILES]
+A workspace of MIB MiB in FILES files (random bytes: the archive is about
+as large) is snapshotted ROUNDS times (one file touched between rounds, so
+each round packs and uploads the whole workspace again), each round
+followed by a curl PUT of the same archive; then restored ROUNDS times into
+new state folders (another machine each time), each followed by a curl GET.
+Snapshot time: from the snapshot's start to its manifest written (pack +
+upload, streamed, + manifest); restore time: `usage.restoreMs` (manifest,
+download + unpack streamed, verification, rename into place). The ratio is
+curl's time over codepod's, per round; the median is reported.
+
+    CODEPOD_BIN=build/codepod /usr/bin/python3 tests/store/bench_snapshots.py \
+        [--quick] [--json] [MIB [FILES [ROUNDS]]]
 """
+import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -13,6 +28,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ceph  # noqa: E402
 import snaphelp  # noqa: E402
+
+WRITE = """const fs = require('fs'), crypto = require('crypto');
+const each = Math.floor(MIB * 1048576 / FILES);
+for (let i = 0; i < FILES; i++) {
+  fs.mkdirSync('d' + (i % 20), {recursive: true});
+  fs.writeFileSync('d' + (i % 20) + '/f' + i, crypto.randomBytes(each));
+}
+return 1"""
 
 
 def curl(store, method, url, path):
@@ -30,48 +53,76 @@ def curl(store, method, url, path):
     return time.monotonic() - t
 
 
-def main():
-    mib = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    files = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
-    store = ceph.Ceph.start(memstore_bytes=(mib * 6 + 512) << 20)
+def measure(mib, files, rounds):
+    store = ceph.Ceph.start(memstore_bytes=(mib * (rounds + 6) + 512) << 20)
+    d = tempfile.mkdtemp(prefix="bench-snap-")
+    out = {"mib": mib, "files": files, "rounds": rounds, "snapshot": [], "restore": []}
     try:
         prefix = snaphelp.new_prefix()
-        d = tempfile.mkdtemp(prefix="bench-")
-        s = snaphelp.session(store, d + "/a", prefix)
-        js = """const fs = require('fs'), crypto = require('crypto');
-        const each = Math.floor(MIB * 1048576 / FILES);
-        for (let i = 0; i < FILES; i++) {
-          fs.mkdirSync('d' + (i % 20), {recursive: true});
-          fs.writeFileSync('d' + (i % 20) + '/f' + i, crypto.randomBytes(each));
-        }
-        return 1""".replace("MIB", str(mib)).replace("FILES", str(files))
-        assert s.run(js, conversation="bench", timeout=600)["status"] == "succeeded"
-        done = snaphelp.wait_event(s, "snapshot.done", timeout=600)
-        up = snaphelp.wait_event(s, "snapshot.upload", timeout=600)
-        s.close(timeout=600)
-        m = snaphelp.manifest(store, prefix, "bench")
-        b = snaphelp.session(store, d + "/b", prefix)
-        r = b.run("return 1", conversation="bench", timeout=600)
-        b.close(timeout=600)
-        restore_ms = r["usage"]["restoreMs"]
-        dl = snaphelp.wait_event(b, "snapshot.downloaded")
         arch = os.path.join(d, "archive")
+        s = snaphelp.session(store, d + "/a", prefix)
+        try:
+            js = WRITE.replace("MIB", str(mib)).replace("FILES", str(files))
+            assert s.run(js, conversation="bench", timeout=600)["status"] == "succeeded"
+            for i in range(rounds):
+                if i:
+                    assert s.run("require('fs').writeFileSync('touched', '%d'); return 1" % i,
+                                 conversation="bench", timeout=600)["status"] == "succeeded"
+                done = snaphelp.wait_event(s, "snapshot.done", timeout=600, after=i)
+                m = snaphelp.manifest(store, prefix, "bench")
+                url = "%s/%s/%s" % (store.endpoint, store.bucket, m["archive"])
+                curl(store, "GET", url, arch)  # the archive, for curl's PUT
+                put = curl(store, "PUT", url + "-curl", arch)
+                store.request("DELETE", "/%s/%s-curl" % (store.bucket, m["archive"]))
+                out["snapshot"].append({"s": done["ms"] / 1000, "curl_s": put,
+                                        "bytes": m["size"]})
+        finally:
+            s.close(timeout=600)
+        m = snaphelp.manifest(store, prefix, "bench")
         url = "%s/%s/%s" % (store.endpoint, store.bucket, m["archive"])
-        curl_get = min(curl(store, "GET", url, arch) for _ in range(2))
-        url2 = "%s/%s/%s-curl" % (store.endpoint, store.bucket, m["archive"])
-        curl_put = min(curl(store, "PUT", url2, arch) for _ in range(2))
-        mb = m["size"] / 1e6
-        snap_s, rest_s = done["ms"] / 1000, restore_ms / 1000
-        print("workspace: %d MiB in %d files; archive %.1f MB" % (mib, files, mb))
-        print("snapshot (pack + upload): %.2f s, %.1f MB/s; curl PUT %.2f s, %.1f MB/s; "
-              "ratio %.2f" % (snap_s, mb / snap_s, curl_put, mb / curl_put, curl_put / snap_s))
-        print("  of which fingerprint + pack + hash: %.2f s" % (up["packMs"] / 1000))
-        print("restore (download + verify + unpack): %.2f s, %.1f MB/s; curl GET %.2f s, "
-              "%.1f MB/s; ratio %.2f" % (rest_s, mb / rest_s, curl_get, mb / curl_get,
-                                         curl_get / rest_s))
-        print("  of which manifest + download: %.2f s" % (dl["ms"] / 1000))
+        for i in range(rounds):
+            b = snaphelp.session(store, "%s/r%d" % (d, i), prefix)
+            try:
+                r = b.run("return 1", conversation="bench", timeout=600)
+                assert r["status"] == "succeeded", r
+            finally:
+                b.close(timeout=600)
+            get = curl(store, "GET", url, arch)
+            out["restore"].append({"s": r["usage"]["restoreMs"] / 1000, "curl_s": get,
+                                   "bytes": m["size"]})
+            shutil.rmtree("%s/r%d" % (d, i), ignore_errors=True)
     finally:
         store.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    for k in ("snapshot", "restore"):
+        rs = out[k]
+        out[k + "_ratio"] = statistics.median(x["curl_s"] / x["s"] for x in rs)
+        out[k + "_s"] = statistics.median(x["s"] for x in rs)
+        out[k + "_curl_s"] = statistics.median(x["curl_s"] for x in rs)
+    out["archive_bytes"] = out["snapshot"][-1]["bytes"]
+    return out
+
+
+def main():
+    argv = sys.argv[1:]
+    quick = "--quick" in argv
+    as_json = "--json" in argv
+    nums = [int(a) for a in argv if not a.startswith("--")]
+    mib = nums[0] if nums else 100
+    files = nums[1] if len(nums) > 1 else 1000
+    rounds = nums[2] if len(nums) > 2 else (2 if quick else 5)
+    f = measure(mib, files, rounds)
+    if as_json:
+        print(json.dumps(f))
+        return
+    mb = f["archive_bytes"] / 1e6
+    print("workspace: %d MiB in %d files; archive %.1f MB; %d rounds, medians" % (
+        mib, files, mb, rounds))
+    for k, what, verb in (("snapshot", "snapshot (pack + upload)", "PUT"),
+                          ("restore", "restore (download + unpack + verify)", "GET")):
+        print("%s: %.2f s, %.1f MB/s; curl %s %.2f s, %.1f MB/s; ratio %.2f (rounds: %s)" % (
+            what, f[k + "_s"], mb / f[k + "_s"], verb, f[k + "_curl_s"], mb / f[k + "_curl_s"],
+            f[k + "_ratio"], " ".join("%.2f" % (x["curl_s"] / x["s"]) for x in f[k])))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
  * s3_tool.c - the S3 client (store/s3.h) from the command line, for
  * tests/store: one operation per run, its result as one JSON line on
  * stdout. The store comes from the environment: S3_BUCKET, S3_ENDPOINT,
- * S3_REGION, S3_CREDENTIALS_FILE (else the AWS_* variables).
+ * S3_REGION, S3_CREDENTIALS_FILE (else the AWS_* variables); S3_AUTH=gcp
+ * takes bearer tokens from the GCP metadata server instead (GCE_METADATA_HOST),
+ * and a last line {"op":"token","fetches":N} says how many were fetched.
  *
  *   s3_tool put KEY FILE [PART_BYTES [unsigned]]   (multipart above PART_BYTES)
  *   s3_tool get KEY FILE | head KEY | delete KEY | list PREFIX
@@ -100,6 +102,8 @@ int main(int argc, char **argv)
 	struct store_s3_config cfg = {
 		.bucket = getenv("S3_BUCKET"), .endpoint = getenv("S3_ENDPOINT"),
 		.region = getenv("S3_REGION"), .credentials_file = getenv("S3_CREDENTIALS_FILE"),
+		.gcp_metadata = getenv("S3_AUTH") && !strcmp(getenv("S3_AUTH"), "gcp"),
+		.loop = loop,
 	};
 	if (cp_curl_new(loop, &curl, &err) || store_s3_new(curl, &cfg, &s, &err)) {
 		printf("{\"op\":\"new\",\"rc\":%d,\"msg\":\"%s\"}\n", err.code, err.msg);
@@ -161,6 +165,8 @@ int main(int argc, char **argv)
 	run(loop);
 	if (fd >= 0)
 		close(fd);
+	if (cfg.gcp_metadata)
+		printf("{\"op\":\"token\",\"fetches\":%lu}\n", store_s3_token_fetches(s));
 	store_s3_free(s);
 	int closed = 0;
 	cp_curl_close(curl, NULL, NULL);

@@ -6,6 +6,7 @@ import subprocess
 
 CP_E_NOT_FOUND = -25
 CP_E_AUTH = -27
+CP_E_HTTP = -28
 CP_E_RETRY = -32
 
 
