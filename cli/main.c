@@ -260,6 +260,11 @@ static const struct cli_opt kube_opts[] = {
 	          "makes it the default)" },
 	{ "supervisor", NULL, CLI_SET_AT(O, kube.no_supervisor, 0),
 	  .help = "one exec per pod: a supervisor starts its programs" },
+	{ "no-pod-helper", NULL, CLI_SET_AT(O, kube.no_pod_helper, 1),
+	  .help = "the supervisor starts runners without the pod helper (no syscall filter, "
+	          "subreaper or Landlock domain: see SECURITY.md)" },
+	{ "pod-helper", NULL, CLI_SET_AT(O, kube.no_pod_helper, 0),
+	  .help = "each runner's parent is the pod helper (the default)" },
 	CLI_END,
 };
 #undef O

@@ -38,6 +38,9 @@ PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
       openssl shellcheck prometheus yamllint python3-jsonschema python3-pip
       libseccomp-dev util-linux
       python3-build python3-setuptools python3-wheel python3-venv dpkg-dev man-db)
+# The pod helper is built static for each architecture a pod may run on
+# (k8s/pod_helper/pod_helper.c): the other one's compiler and C library.
+PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 # The snapshot tests' S3 store (tests/store/ceph.py: a one-node Ceph with its
 # RADOS Gateway), the archive library of snapshots, and boto3 to read back.
 PKGS+=(ceph-mon ceph-osd radosgw libarchive-dev python3-boto3)

@@ -123,7 +123,7 @@ declare -A may_include=(
 	[runner]="base runner"
 	[runner/local]="base store runner runner/local"
 	[k8s/api]="base k8s/api"
-	[k8s/backend]="base store runner k8s/api k8s/backend"
+	[k8s/backend]="base store runner runner/local k8s/api k8s/backend"
 	[broker]="base runner broker"
 	[cli]="base store runner runner/local k8s/api k8s/backend broker cli"
 )

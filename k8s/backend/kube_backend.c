@@ -144,11 +144,11 @@ static void on_err(void *ud, const char *buf, size_t len)
 }
 
 /* The pod vanished under a cached conversation before anything ran: find or
- * make a pod again and replay what was written. */
-static int try_again(struct codepod_proc *p, const struct k8s_exec_exit *x)
+ * make a pod again and replay what was written (once). */
+static int again(struct codepod_proc *p)
 {
 	/* (a snapshot's own operation reads or writes this pod or none) */
-	if (p->killed || p->got_output || p->retried || !x->ex.unavailable || p->maint)
+	if (p->killed || p->got_output || p->retried || p->maint)
 		return 0;
 	p->retried = 1;
 	kube_conv_stale(p->conv);
@@ -157,6 +157,11 @@ static int try_again(struct codepod_proc *p, const struct k8s_exec_exit *x)
 	p->conv->waiters = p;
 	kube_conv_want(p->conv);
 	return 1;
+}
+
+static int try_again(struct codepod_proc *p, const struct k8s_exec_exit *x)
+{
+	return x->ex.unavailable && again(p);
 }
 
 static void on_exited(void *ud, const struct k8s_exec_exit *x)
@@ -255,9 +260,28 @@ static struct codepod_proc *take_super_waiters(struct kube_conv *c)
 }
 
 /* The supervisor failed in this pod: one exec per script from now on, said
- * in the log and the metrics; the executions waiting for it go direct. */
+ * in the log and the metrics; the executions waiting for it go direct.
+ * Under the pod helper a direct exec would run a runner without it (no
+ * filter, no subreaper, no Landlock domain): the executions waiting fail
+ * instead, and the next one starts another supervisor. */
 static void super_fallback(struct kube_conv *c, const char *why)
 {
+	if (c->k->pod_helper) {
+		cp_log(CP_LOG_WARN, "kube.supervisor_lost", "pod", json_string(c->pod),
+		       "detail", json_string(why), "message",
+		       json_string("no runner starts without the pod helper: the next execution "
+		                   "starts another supervisor"), NULL);
+		char detail[200];
+		snprintf(detail, sizeof detail, "the pod's supervisor failed: %.150s", why);
+		/* The pod may be gone: look again, once per execution. */
+		kube_conv_stale(c);
+		for (struct codepod_proc *w = take_super_waiters(c), *next; w; w = next) {
+			next = w->next_wait;
+			if (!again(w))
+				kube_proc_unavailable(w, detail);
+		}
+		return;
+	}
 	if (!c->super_off) {
 		c->super_off = 1;
 		c->k->stats.supervisor_fallbacks++;
@@ -287,7 +311,12 @@ static void super_open(struct codepod_proc *p)
 	if (kube_super_open(c->super, (const char *const *)p->argv, p->tag, &chan_cbs, p, &p->chan,
 	                &err)) {
 		super_fallback(c, err.msg);
-		start_direct(p);
+		if (p->k->pod_helper) {
+			if (!again(p))
+				kube_proc_unavailable(p, err.msg);
+		}
+		else
+			start_direct(p);
 		return;
 	}
 	p->sup = c->super;
@@ -426,7 +455,7 @@ static void start_exec_now(struct codepod_proc *p)
 	if (p->k->supervise && !c->super_off) {
 		if (!c->super) {
 			struct cp_err err;
-			if (kube_super_new(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER, &super_cbs, c,
+			if (kube_super_new(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER, p->k->pod_helper, &super_cbs, c,
 			               &c->super, &err)) {
 				c->super = NULL;
 				super_fallback(c, err.msg);
@@ -907,6 +936,7 @@ int kube_backend_new(const struct kube_backend_config *cfg, struct codepod_backe
 	k->base.name = "kubernetes";
 	k->base.shared_sandbox = 1;
 	k->supervise = !cfg->no_supervisor;
+	k->pod_helper = !cfg->no_pod_helper;
 	k->loop = cfg->loop;
 	k->warm_pool = cfg->warm_pool;
 	k->idle_ttl_s = cfg->idle_ttl_s;

@@ -44,6 +44,7 @@ struct kube_backend_config {
 	                               with a snapshot store (kube_snap.h); 0: never */
 	unsigned tick_s;            /* pool and reaper period; 0: 15 s */
 	int no_supervisor;          /* 1: one exec per script (kube_super.h) */
+	int no_pod_helper;          /* 1: runners without the pod helper (kube_super.h) */
 };
 
 int kube_backend_new(const struct kube_backend_config *c, struct codepod_backend **out,
@@ -62,6 +63,7 @@ struct kube_backend_options {
 	unsigned idle_ttl_s;
 	unsigned drift_idle_s;
 	int no_supervisor;
+	int no_pod_helper;
 };
 int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options *o,
                              struct codepod_backend **out, struct cp_err *err);

@@ -114,6 +114,7 @@ struct kube {
 	                                * reported once each: a ring of uids */
 	unsigned drift_kept_next;
 	int supervise;                 /* run executions through a supervisor */
+	int pod_helper;                /* its runners under the pod helper */
 	char **runner_argv;            /* the engine's default runner (its
 	                                  default_runner op), NULL until told: */
 	char *runner_input;            /* what a warm pod's standby runner is */

@@ -61,7 +61,8 @@ int kube_backend_from_options(uv_loop_t *loop, const struct kube_backend_options
 	struct kube_backend_config bc = { .loop = loop, .cfg = &cfg, .ns = o->ns, .tmpl = tmpl,
 	                                 .warm_pool = o->warm_pool, .idle_ttl_s = o->idle_ttl_s,
 	                                 .drift_idle_s = o->drift_idle_s,
-	                                 .no_supervisor = o->no_supervisor };
+	                                 .no_supervisor = o->no_supervisor,
+	                                 .no_pod_helper = o->no_pod_helper };
 	rc = kube_backend_new(&bc, out, err);
 	if (!rc)
 		cp_log(CP_LOG_INFO, "kube.start", "config", json_string(from),

@@ -3,6 +3,7 @@
  * kube_super.h).
  */
 #include <jansson.h>
+#include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,13 @@
 #include "k8s/backend/kube_super.h"
 #include "base/log.h"
 #include "k8s/backend/super_frame.h"
+#include "runner/local/syscall_filter.h"
+
+/* The pod helper's images (build/gen/pod_helper_img.c, Makefile): gzipped,
+ * and the SHA-256 of each as it is executed. */
+extern const unsigned char kube_pod_helper_x86_64_gz[], kube_pod_helper_aarch64_gz[];
+extern const unsigned long kube_pod_helper_x86_64_gz_len, kube_pod_helper_aarch64_gz_len;
+extern const char kube_pod_helper_x86_64_sha256[], kube_pod_helper_aarch64_sha256[];
 
 struct kchan {
 	struct kchan *next;
@@ -26,6 +34,7 @@ struct kube_super {
 	void *ud;
 	char *pod;
 	int ready, dead, closed;
+	int helper; /* its runners under the pod helper (a P frame after its hello) */
 	uint32_t next_chan;
 	struct kchan *chans;
 	struct kube_sframe_parser parser; /* the frame being read */
@@ -139,9 +148,12 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
 		else
 			usage_of(v, &out->usage);
 	} else if (kind == KUBE_SFRAME_HELLO) {
-		if (json_is_object(v))
+		if (json_is_object(v)) {
 			out->act = KUBE_CTL_READY;
-		else
+			const char *a = json_string_value(json_object_get(v, "arch"));
+			if (a && strlen(a) < sizeof out->arch && strspn(a, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(a))
+				memcpy(out->arch, a, strlen(a) + 1);
+		} else
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed ready frame");
 	} else if (kind == KUBE_SFRAME_EXIT) {
 		out->act = KUBE_CTL_EXITED;
@@ -167,6 +179,80 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
 	return rc;
 }
 
+/* The P frame for a supervisor on @arch (Node's process.arch): the helper
+ * image's SHA-256 in hex, the runner's filter for that architecture (the
+ * local sandbox's rules, runner/local/syscall_filter.h) as its length
+ * (uint32 BE) and bytes, then the gzipped image. Built once per
+ * architecture and kept; NULL with @why set for an architecture codepod
+ * has no helper for. */
+static const unsigned char *helper_payload(const char *arch, size_t *len, const char **why)
+{
+	static unsigned char *made[2];
+	static size_t made_len[2];
+	int i = !strcmp(arch, "x64") ? 0 : !strcmp(arch, "arm64") ? 1 : -1;
+	if (i < 0) {
+		*why = "codepod has no pod helper for this architecture";
+		return NULL;
+	}
+	if (made[i]) {
+		*len = made_len[i];
+		return made[i];
+	}
+	const unsigned char *img = i ? kube_pod_helper_aarch64_gz : kube_pod_helper_x86_64_gz;
+	size_t img_len = i ? kube_pod_helper_aarch64_gz_len : kube_pod_helper_x86_64_gz_len;
+	const char *sha = i ? kube_pod_helper_aarch64_sha256 : kube_pod_helper_x86_64_sha256;
+	unsigned char *bpf = NULL;
+	size_t bpf_len = 0;
+	struct cp_err err;
+	if (local_seccomp_bpf_arch(i ? SCMP_ARCH_AARCH64 : SCMP_ARCH_X86_64, &bpf, &bpf_len, &err)) {
+		*why = "the runner's syscall filter could not be built";
+		return NULL;
+	}
+	size_t n = 64 + 4 + bpf_len + img_len;
+	unsigned char *b = malloc(n);
+	if (!b || strlen(sha) != 64) {
+		free(b);
+		free(bpf);
+		*why = "out of memory";
+		return NULL;
+	}
+	memcpy(b, sha, 64);
+	b[64] = (unsigned char)(bpf_len >> 24);
+	b[65] = (unsigned char)(bpf_len >> 16);
+	b[66] = (unsigned char)(bpf_len >> 8);
+	b[67] = (unsigned char)bpf_len;
+	memcpy(b + 68, bpf, bpf_len);
+	memcpy(b + 68 + bpf_len, img, img_len);
+	free(bpf);
+	made[i] = b;
+	made_len[i] = n;
+	*len = n;
+	return b;
+}
+
+static int send_frame(struct kube_super *s, char kind, uint32_t chan, const char *buf, size_t len,
+                      struct cp_err *err);
+
+/* After the hello: the pod helper for the supervisor's architecture, or
+ * "!" and why there is none (the supervisor then refuses every start: a
+ * runner is never started without it when it was asked for). */
+static void send_helper(struct kube_super *s, const char *arch)
+{
+	const char *why = NULL;
+	size_t len = 0;
+	const unsigned char *p = helper_payload(arch, &len, &why);
+	char msg[128];
+	if (!p) {
+		int n = snprintf(msg, sizeof msg, "!%s (%.16s)", why, arch[0] ? arch : "unknown");
+		p = (const unsigned char *)msg;
+		len = (size_t)n;
+		cp_log(CP_LOG_WARN, "kube.pod_helper", "pod", json_string(s->pod), "detail",
+		       json_string(msg + 1), NULL);
+	}
+	struct cp_err err;
+	send_frame(s, KUBE_SFRAME_HELPER, 0, (const char *)p, len, &err);
+}
+
 static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t len)
 {
 	struct kube_super *s = ud;
@@ -180,6 +266,8 @@ static int on_ctl(void *ud, char kind, uint32_t chan, const char *buf, size_t le
 	switch (c.act) {
 	case KUBE_CTL_READY:
 		s->ready = 1;
+		if (s->helper)
+			send_helper(s, c.arch);
 		cp_log(CP_LOG_DEBUG, "kube.supervisor_ready", "pod", json_string(s->pod), NULL);
 		s->cbs.ready(s->ud, s);
 		break;
@@ -269,7 +357,7 @@ static void on_exited(void *ud, const struct k8s_exec_exit *x)
 static const struct k8s_exec_cbs exec_cbs = { on_out, on_err, NULL, on_exited };
 
 int kube_super_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
-               const char *container, const struct kube_super_cbs *cbs, void *ud,
+               const char *container, int helper, const struct kube_super_cbs *cbs, void *ud,
                struct kube_super **out, struct cp_err *err)
 {
 	struct kube_super *s = calloc(1, sizeof *s);
@@ -283,6 +371,7 @@ int kube_super_new(struct k8s_exec_client *execs, const char *ns, const char *po
 	}
 	s->cbs = *cbs;
 	s->ud = ud;
+	s->helper = helper;
 	s->next_chan = 1;
 	kube_sframe_init(&s->parser);
 	/* --single-threaded-gc: the supervisor's heap is a few MB, and a minor GC

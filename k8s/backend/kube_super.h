@@ -16,13 +16,20 @@
  * stream: every channel on it is reported lost, and the conversation falls
  * back to one exec per script for the life of that pod (the caller's policy).
  *
- * What a program in the pod can still do, as without a supervisor: processes
- * of one pod share a user, so a program can signal the supervisor (its stream
- * ends: the pod's executions are lost, the pod falls back) or open its pipes
- * through /proc (garbage ends the stream the same way; well-formed frames
- * could reach the runners of concurrent executions of the same conversation,
- * as a direct write into their own pipes could before). Its harm stays inside
- * its own conversation's pod; other conversations are other pods.
+ * The pod helper (k8s/pod_helper/pod_helper.c): with @helper, codepod sends
+ * frame P after the hello (the helper's image for the supervisor's "arch",
+ * its SHA-256, and the runner's syscall filter, runner/local/syscall_filter.h,
+ * compiled for that architecture) and the supervisor starts every runner as
+ * the helper's child: a subreaper that kills and reaps every process of the
+ * execution before D, a Landlock domain per runner, the filter (SECURITY.md,
+ * "The Kubernetes backend"). Without it (or without Landlock on the node),
+ * what a program in the pod can do, as without a supervisor: processes of one
+ * pod share a user, so a program can signal the supervisor (its stream ends:
+ * the pod's executions are lost, the pod falls back) or open its pipes and
+ * memory through /proc (garbage ends the stream the same way; well-formed
+ * frames could reach the runners of concurrent executions of the same
+ * conversation). Its harm stays inside its own conversation's pod; other
+ * conversations are other pods.
  *
  * Loop context: the loop thread only. Callbacks never run from inside a call
  * into this module, except that kube_super_close() may be followed by them on
@@ -56,9 +63,10 @@ struct kube_super_cbs {
 };
 
 /* Start the supervisor in @pod (namespace @ns, container @container, may be
- * NULL) over @execs. Returns 0 or the error of k8s_exec_start (no callback). */
+ * NULL) over @execs; @helper: its runners start under the pod helper
+ * (k8s/pod_helper/pod_helper.c, sent after its hello, see below). Returns 0 or the error of k8s_exec_start (no callback). */
 int kube_super_new(struct k8s_exec_client *execs, const char *ns, const char *pod,
-               const char *container, const struct kube_super_cbs *cbs, void *ud,
+               const char *container, int helper, const struct kube_super_cbs *cbs, void *ud,
                struct kube_super **out, struct cp_err *err);
 
 /* 1 once ready() came and the stream still stands. */
@@ -128,6 +136,7 @@ struct kube_ctl {
 	enum kube_ctl_act act;
 	struct codepod_proc_exit exit; /* KUBE_CTL_EXITED: how; detail is valid UTF-8 */
 	struct codepod_usage usage;    /* KUBE_CTL_KILLED, KUBE_CTL_USAGE: the figures */
+	char arch[16];                 /* KUBE_CTL_READY: its "arch" (Node's process.arch), or "" */
 };
 
 /* @kind, @chan and the @len bytes of @buf as the frame decoder gave them;

@@ -162,7 +162,7 @@ void kube_warm_listed(struct kube *k, const json_t *items)
 			waiting = 1;
 		} else if (s.verdict == K8S_POD_READY) {
 			struct cp_err err;
-			if (kube_super_new(k->execs, k->ns, name, K8S_CONTAINER, &warm_super_cbs, w, &w->super,
+			if (kube_super_new(k->execs, k->ns, name, K8S_CONTAINER, k->pod_helper, &warm_super_cbs, w, &w->super,
 			               &err) == 0) {
 				k->pending++;
 				k->stats.supervisors_started++;

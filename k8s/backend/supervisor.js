@@ -14,7 +14,12 @@
 //                           K kill {"tag":"<32 hex>"} (process tree, tagged
 //                           processes, orphans started after the runner)
 //                           U read the usage now (empty)
-//   supervisor -> codepod:  H ready {"v":1,"pid":N} (channel 0)
+//                           P the pod helper (channel 0, once, right after
+//                           the hello when codepod runs runners under it):
+//                           64 hex (the image's SHA-256), the filter's
+//                           length (uint32 BE), the filter, the gzipped
+//                           image; or "!" and why there is none
+//   supervisor -> codepod:  H ready {"v":1,"pid":N,"arch":"x64"} (channel 0)
 //                           O stdout bytes   E stderr bytes
 //                           X exited {"code":N|null,"signal":N|0,USAGE}, last
 //                           for its channel   F could not start {"error":"..."}
@@ -35,6 +40,7 @@
   const { spawn } = require('node:child_process');
   const fs = require('node:fs');
   const os = require('node:os');
+  const path = require('node:path');
 
   const MAX_IN = 64 << 20; // a frame from codepod larger than this: protocol error
   const DRAIN_MS = 2000;   // after a runner exits, how long its pipes may stay open
@@ -84,11 +90,71 @@
   // supervisor or another channel's runner.
   function others(root) {
     const o = new Set();
-    for (const c of chans.values()) if (c.pid && c.pid !== root) o.add(c.pid);
+    for (const c of chans.values()) {
+      // @root's own execution: its helper and its runner are both its own
+      if (c.pid === root || c.hpid === root) continue;
+      if (c.pid) o.add(c.pid);
+      if (c.hpid) o.add(c.hpid);
+    }
     return o;
   }
   function killAll(root, tag, t0) {
     return killScan(root, tag, t0, others(root));
+  }
+
+  // ---- the pod helper (k8s/pod_helper/pod_helper.c says what it is) -------
+  // helper: { fd, filter } once the P frame set it up; helperErr: why not,
+  // when codepod sent one that could not be used (every start then fails:
+  // a runner never starts without the helper codepod asked for).
+  let helper = null;
+  let helperErr = '';
+  function setHelper(body) {
+    if (body.length && body[0] === 0x21) { helperErr = body.toString('utf8', 1, 200); return; }
+    let dir = '', file = '';
+    try {
+      const want = body.toString('latin1', 0, 64);
+      const flen = body.readUInt32BE(64);
+      const filter = Buffer.from(body.subarray(68, 68 + flen));
+      const image = require('node:zlib').gunzipSync(body.subarray(68 + flen));
+      // Written once into a folder of its own, opened, removed: what runs
+      // is that descriptor's file, which nobody can open by a name again.
+      dir = fs.mkdtempSync(path.join(os.tmpdir(), 'codepod-helper-'));
+      file = path.join(dir, 'h');
+      fs.writeFileSync(file, image, { mode: 0o500, flag: 'wx' });
+      const fd = fs.openSync(file, 'r');
+      const h = require('node:crypto').createHash('sha256');
+      const b = Buffer.allocUnsafe(65536);
+      for (let off = 0; ;) {
+        const n = fs.readSync(fd, b, 0, b.length, off);
+        if (n <= 0) break;
+        h.update(b.subarray(0, n));
+        off += n;
+      }
+      if (h.digest('hex') !== want) { fs.closeSync(fd); throw new Error('its image does not match its SHA-256'); }
+      helper = { fd, filter };
+    } catch (e) {
+      helperErr = 'the pod helper could not be set up: ' + String(e && e.message).slice(0, 150);
+    } finally {
+      if (file) { try { fs.unlinkSync(file); } catch (e) { } }
+      if (dir) { try { fs.rmdirSync(dir); } catch (e) { } }
+    }
+  }
+
+  // The helper's control socket: "r PID LANDLOCK" (the runner runs),
+  // "e ERRNO" (it could not be started), "d CPUUS MAXRSSKB" (every process
+  // of the execution is gone, reaped; what they used).
+  function onHelperLine(chan, c, line) {
+    const f = line.split(' ');
+    if (f[0] === 'r' && !c.pid) {
+      c.pid = +f[1] || 0;
+      c.start = c.pid ? startOf(c.pid) : 0;
+    } else if (f[0] === 'e') {
+      c.helperFail = 'the pod helper could not start the runner (errno ' + (+f[1] || 0) + ')';
+    } else if (f[0] === 'd' && !c.helperDone) {
+      c.helperDone = true;
+      if (c.scan.head) noteUsed(c, { ticks: Math.round((+f[1] || 0) / TICK_US), hwmKb: +f[2] || 0 });
+      if (c.killed) killed(chan, c);
+    }
   }
 
   // ---- usage (runner/sandbox.h, struct codepod_usage) ----------------------
@@ -155,21 +221,54 @@
       frame(SFRAME_FAIL, chan, JSON.stringify({ error: 'bad start request' }));
       return;
     }
+    if (helperErr) {
+      frame(SFRAME_FAIL, chan, JSON.stringify({ error: helperErr }));
+      return;
+    }
     let child;
     try {
-      // Its own process group, so its tree can be killed as one.
-      child = spawn(process.execPath, msg.argv.slice(1).map(String),
-                    { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: process.env });
+      // Its own process group, so its tree can be killed as one; under the
+      // helper, exec'd from the descriptor setHelper() checked (fd 3 of the
+      // child), its control socket on fd 4.
+      child = helper
+        ? spawn('/proc/self/fd/3', [process.execPath].concat(msg.argv.slice(1).map(String)),
+                { argv0: 'codepod-helper', stdio: ['pipe', 'pipe', 'pipe', helper.fd, 'pipe'],
+                  detached: true, env: process.env })
+        : spawn(process.execPath, msg.argv.slice(1).map(String),
+                { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: process.env });
     } catch (e) {
       frame(SFRAME_FAIL, chan, JSON.stringify({ error: String(e && e.message) }));
       return;
     }
     const tag = typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag) ? msg.tag : '';
-    const c = { child, pid: child.pid || 0, start: 0, code: null, signal: 0, open: 2, tag,
-                reported: false, timer: null, exited: false, killed: false, used: null,
-                scan: newScan() };
+    // pid: the runner's (under the helper: once it says so); hpid: the helper's.
+    const c = { child, pid: helper ? 0 : child.pid || 0, hpid: helper ? child.pid || 0 : 0, start: 0,
+                code: null, signal: 0, open: 2, tag, reported: false, timer: null, exited: false,
+                killed: false, used: null, scan: newScan(), ctl: null, helperDone: false,
+                helperFail: '', dSent: false };
     chans.set(chan, c);
     c.start = c.pid ? startOf(c.pid) : 0;
+    if (helper && child.stdio[4]) {
+      c.ctl = child.stdio[4];
+      const len = Buffer.allocUnsafe(4);
+      len.writeUInt32BE(helper.filter.length, 0);
+      c.ctl.write(Buffer.concat([len, helper.filter]));
+      let text = '';
+      c.ctl.on('data', (b) => {
+        text += b.toString('latin1');
+        if (text.length > 4096) text = text.slice(-4096);
+        for (let i; (i = text.indexOf('\n')) >= 0;) {
+          const line = text.slice(0, i);
+          text = text.slice(i + 1);
+          onHelperLine(chan, c, line);
+        }
+      });
+      c.ctl.on('error', () => {});
+      c.ctl.on('close', () => {
+        c.ctlEnded = true;
+        if (c.pendingExit) onExit(c.pendingExit[0], c.pendingExit[1]);
+      });
+    }
     child.on('error', (e) => {
       if (!c.pid) {
         chans.delete(chan);
@@ -186,6 +285,12 @@
     child.stderr.on('error', () => {});
     if (outBlocked) pause(c, true);
     child.on('exit', (code, sig) => {
+      // Under the helper, its control socket is read to its end first: its
+      // "r" and "d" lines come before its exit.
+      if (c.ctl && !c.ctlEnded) c.pendingExit = [code, sig];
+      else onExit(code, sig);
+    });
+    function onExit(code, sig) {
       c.exited = true;
       c.code = code;
       c.signal = sig ? (os.constants.signals[sig] || 9) : 0;
@@ -198,11 +303,29 @@
       let mine = now - reaped;
       reaped = now;
       for (const o of chans.values()) {
-        if (o !== c && o.pid && !o.exited && !fs.existsSync('/proc/' + o.pid)) mine = 0;
+        const op = o.hpid || o.pid;
+        if (o !== c && op && !o.exited && !fs.existsSync('/proc/' + op)) mine = 0;
       }
+      if (c.hpid && !c.helperDone) {
+        // The helper is gone without its "d" (it could not start the
+        // runner, or was killed): the scan takes what it left.
+        const left = killAll(c.pid || c.hpid, c.tag || '', c.start);
+        if (c.scan.head) noteUsed(c, { ticks: mine + left.ticks, hwmKb: left.hwmKb });
+        if (c.killed) killed(chan, c);
+        if (!c.pid) {
+          // never started: say why, as a spawn failure would
+          chans.delete(chan);
+          clearTimeout(c.timer);
+          c.reported = true;
+          frame(SFRAME_FAIL, chan, JSON.stringify({ error: c.helperFail || 'the pod helper ended before the runner started' }));
+          return;
+        }
+      } else if (c.hpid) {
+        // the helper took every process of it and said what they used
+        if (c.scan.head) noteUsed(c, { ticks: mine, hwmKb: 0 });
+      } else if (!c.killed) {
       // leftovers of a program that ended by itself (after a K, nothing of
       // it can have started anything since: every process got SIGKILL)
-      if (!c.killed) {
         const left = killAll(c.pid, c.tag || '', c.start);
         if (c.scan.head) noteUsed(c, { ticks: mine + left.ticks, hwmKb: left.hwmKb });
       } else if (c.scan.head) {
@@ -210,7 +333,7 @@
       }
       if (c.open === 0) report(chan);
       else c.timer = setTimeout(() => report(chan), DRAIN_MS);
-    });
+    }
   }
 
   // The runner's end, seen here: codepod kills an execution when the
@@ -232,8 +355,23 @@
   // still follows).
   function killNow(chan, c) {
     if (c.killed) return;
-    noteUsed(c, killAll(c.pid, c.tag || '', c.start));
     c.killed = true;
+    if (c.hpid && !c.exited) {
+      // The helper kills every process of it; its "d" says when none can
+      // run again, and what they used, read before each was signalled (it
+      // then reaps them all before it exits).
+      try { process.kill(c.hpid, 'SIGCONT'); } catch (e) { }
+      if (c.ctl && !c.ctl.destroyed) c.ctl.write('k');
+      else { try { process.kill(c.hpid, 'SIGKILL'); } catch (e) { } }
+      if (c.helperDone) killed(chan, c);
+      return;
+    }
+    noteUsed(c, killAll(c.pid, c.tag || '', c.start));
+    killed(chan, c);
+  }
+  function killed(chan, c) {
+    if (c.dSent) return;
+    c.dSent = true;
     if (drainErr(chan, c)) frame(SFRAME_DONE, chan, '{' + usageJson(c) + '}');
   }
 
@@ -243,6 +381,8 @@
       let msg = null;
       try { msg = JSON.parse(body.toString('utf8')); } catch (e) { msg = {}; }
       start(chan, msg || {});
+    } else if (kind === SFRAME_HELPER) {
+      if (chan === 0 && !helper && !helperErr) setHelper(body);
     } else if (kind === SFRAME_INPUT) {
       if (c && c.scan.inPhase < 3) watchIn(c.scan, body);
       if (c && !c.exited && c.child.stdin.writable) c.child.stdin.write(body);
@@ -254,7 +394,7 @@
       killNow(chan, c);
     } else if (kind === SFRAME_USAGE) {
       if (!c || c.killed || c.exited) return; // D or X carries the figures
-      noteUsed(c, usageScan(c.pid, c.start, others(c.pid)));
+      if (c.pid || c.hpid) noteUsed(c, usageScan(c.hpid || c.pid, c.start, others(c.hpid || c.pid)));
       frame(SFRAME_READING, chan, '{' + usageJson(c) + '}');
     } else {
       shutdown(3);
@@ -278,12 +418,15 @@
   }
 
   function shutdown(code) {
-    for (const c of chans.values()) killAll(c.pid, c.tag || '', c.start);
+    // A helper kills its execution when its control socket closes, as it
+    // does when this process exits; a scan here would kill the helper first
+    // and hand its orphans to the pod's PID 1.
+    for (const c of chans.values()) if (!c.hpid) killAll(c.pid, c.tag || '', c.start);
     process.exit(code);
   }
 
   process.stdout.on('error', () => shutdown(0));
-  frame(SFRAME_HELLO, 0, JSON.stringify({ v: 1, pid: process.pid }));
+  frame(SFRAME_HELLO, 0, JSON.stringify({ v: 1, pid: process.pid, arch: process.arch }));
   if (leftover && leftover.length) feed(leftover);
   process.stdin.on('data', feed);
   process.stdin.on('end', () => shutdown(0));

@@ -1,7 +1,9 @@
 /*
  * syscall_filter.h - the seccomp filter every local-backend program runs under,
  * built once with libseccomp and handed to bubblewrap (--seccomp FD) as
- * compiled BPF.
+ * compiled BPF; on the Kubernetes backend the same rules, compiled for the
+ * pod's architecture, reach the pod helper (k8s/backend/kube_super.h), which
+ * installs them in every runner.
  *
  * The filter allows by default and refuses, with EPERM, what a container
  * runtime's default profile refuses to an unprivileged container (Docker's

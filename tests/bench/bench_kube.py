@@ -15,7 +15,9 @@ backend (`serve --stdio`, bwrap isolation as by default):
   later  a later execution in an existing conversation (pod found, exec only)
 
 Goals: warm claim >= 10x faster than cold create (on the same fake schedule);
-later <= 1.3x local. Medians of RUNS each. codepod runs with --log-level
+later <= 1.3x local; a later execution with the pod helper within 10% of
+the same without it (helper_vs_no_helper, with and without the pre-started
+runner). Medians of RUNS each. codepod runs with --log-level
 debug; its kube.created / kube.claimed / kube.ready / kube.exec lines are
 timed against the moment the execute was written (both CLOCK_REALTIME, ms),
 so the acquisition (create+ready vs claim) is given apart from the exec.
@@ -236,6 +238,39 @@ def bench(codepod, tmp, runs):
         figs["local"] = summary(loc)
         figs["cold"] = summary(cold)
         figs["later"] = summary(later)
+
+        # The pod helper (k8s/pod_helper/pod_helper.c, each runner's parent)
+        # against the same codepod with --no-pod-helper: later executions in
+        # one conversation each, alternating, with the pre-started runner
+        # (the default) and without it (--prestart 0: the runner's start,
+        # where the helper costs its exec and fork, is then on the path).
+        print("bench: (f) later executions with and without the pod helper ...",
+              file=sys.stderr, flush=True)
+        for tag, extra in (("", []), ("_noprestart", ["--prestart", "0"])):
+            on = Stdio(codepod, os.path.join(tmp, "helper" + tag), kargs + extra)
+            off = Stdio(codepod, os.path.join(tmp, "nohelper" + tag),
+                        kargs + extra + ["--no-pod-helper"])
+            hon, hoff = [], []
+            try:
+                c_on = "helper%s-%s" % (tag, os.urandom(4).hex())
+                c_off = "nohelper%s-%s" % (tag, os.urandom(4).hex())
+                for _ in range(3):  # pods made, supervisors up, caches warm
+                    on.run(c_on, "later")
+                    off.run(c_off, "later")
+                for i in range(2 * runs):
+                    if i % 2:
+                        hon.append(on.run(c_on, "later"))
+                        hoff.append(off.run(c_off, "later"))
+                    else:
+                        hoff.append(off.run(c_off, "later"))
+                        hon.append(on.run(c_on, "later"))
+            finally:
+                on.close()
+                off.close()
+            figs["later_helper" + tag] = summary(hon)
+            figs["later_no_helper" + tag] = summary(hoff)
+            figs["helper_vs_no_helper" + tag] = (figs["later_helper" + tag]["median_ms"] /
+                                                 figs["later_no_helper" + tag]["median_ms"])
 
         # warm pool: a separate codepod with --warm-pool; the pool full before each run
         print("bench: (f) warm-pool executions ...", file=sys.stderr, flush=True)

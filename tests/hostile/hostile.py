@@ -61,18 +61,20 @@ class Hostile:
     (its state dir: under /tmp when the checkout is) and one under /var/tmp
     (`host`, for the host files a program must not reach or write)."""
 
-    def __init__(self, mode, args=(), home=None, state=None, wrap=()):
+    def __init__(self, mode, args=(), home=None, state=None, wrap=(), template="chart"):
         """args: more codepod options (e.g. --sandbox-user); home: codepod's
         $HOME, state: its state folder (folders of the test's choosing, not
         there yet for state); wrap: a command codepod is started under (as
-        root; the unprivileged mode's setpriv comes after it)."""
+        root; the unprivileged mode's setpriv comes after it); template: in
+        pod mode, "chart" (the chart's pod template) or "builtin" (codepod's
+        own)."""
         self.mode = mode
         self.dir = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
         state = Path(state) if state is not None else self.dir / "state"
         self.state = state
         args, env, wrap = list(args), os.environ.copy(), tuple(wrap)
-        if mode == "pod":
+        if mode == "pod" and template == "chart":
             args += ["--pod-template", str(POD_TEMPLATE)]
         if mode == "unprivileged" and IS_ROOT:
             if not _runnable_by(UNPRIV_UID):

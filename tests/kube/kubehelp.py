@@ -156,8 +156,8 @@ def log(s, n=60):
     return b"".join(lines).decode(errors="replace")
 
 
-def log_events(s):
-    return s.log_events()
+def log_events(s, event=None):
+    return s.log_events(event)
 
 
 def result_of(s, eid, timeout):

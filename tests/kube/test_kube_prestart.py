@@ -11,8 +11,10 @@ from harness import assert_ok, tool_decl
 from kubehelp import describe, new_conv, result_of, wait_until
 
 # The runner processes of the pod beside this program's own (pid/start
-# time; its ancestors are the pod's supervisor; a runner is the boot with a
-# heap ceiling, which the killer exec's boot has not), and this program's own,
+# time; its ancestors are the pod helper and the pod's supervisor; a runner
+# is the boot with a heap ceiling, which the killer exec's boot has not; one
+# with SIGKILL pending is an ended execution's, being torn down), and this
+# program's own,
 # looked at before or after a tool call: a waiting runner would be among them.
 RUNNERS = r"""
 const fs = require('node:fs');
@@ -27,7 +29,13 @@ for (const d of fs.readdirSync('/proc')) {
   if (!/^\d+$/.test(d) || mine.has(+d)) continue;
   try {
     const argv = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
-    if (argv.some((a) => a.startsWith('--max-old-space-size=')) && argv.some((a) => a.includes('codepod runner bootstrap')))
+    // (not the pod helper, whose argv holds its runner's; not a process
+    // with SIGKILL pending: one of an execution that ended, being torn down)
+    const st = fs.readFileSync(`/proc/${d}/status`, 'utf8');
+    const pend = (k) => BigInt('0x' + ((st.match(new RegExp('\\n' + k + ':\\s*([0-9a-f]+)')) || [])[1] || '0'));
+    const dying = ((pend('SigPnd') | pend('ShdPnd')) & 0x100n) !== 0n;
+    if (argv[0] !== 'codepod-helper' && !dying &&
+        argv.some((a) => a.startsWith('--max-old-space-size=')) && argv.some((a) => a.includes('codepod runner bootstrap')))
       runners.push(id(d));
   } catch { }
 }

@@ -35,7 +35,8 @@ def wait_event(s, name, count=1, timeout=60):
 
 def supervisor_host_pids(pod):
     """Host PIDs of node processes of the pod whose parent is not a node
-    process: the supervisor (runners are its children)."""
+    process or the pod helper: the supervisor (runners are its children, or
+    the helper's, k8s/pod_helper/pod_helper.c)."""
     out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -50,6 +51,9 @@ def supervisor_host_pids(pod):
             ppid = int(st[st.rindex(")") + 2:].split()[1])
             with open(f"/proc/{ppid}/comm") as f:
                 pcomm = f.read().strip()
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                if f.read().startswith(b"codepod-helper\0"):
+                    continue
         except (OSError, ValueError):
             continue
         if comm == "node" and pcomm != "node" and f"FAKEKUBE_POD={pod}".encode() in env:
@@ -123,17 +127,52 @@ def test_a_process_forking_while_the_execution_ends_leaves_nothing(fake, codepod
     check_gone(mark, s)
 
 
-def fallback_then_ok(s, conv):
-    wait_event(s, "kube.supervisor_fallback")
+def fallback_then_ok(s, conv, helper=False):
+    """Without the pod helper the pod falls back to one exec per script;
+    with it, no runner starts without the helper: the next execution starts
+    another supervisor (and its runner's parent is a helper again)."""
+    wait_event(s, "kube.supervisor_lost" if helper else "kube.supervisor_fallback")
+    res = assert_ok(result_of(s, s.execute(
+        "let s = '';\n"
+        "try { s = require('node:fs').readFileSync('/proc/' + process.ppid + '/cmdline', 'latin1'); } catch { }\n"
+        "return [require('node:os').hostname(), s.split('\\0')[0]];",
+        conversation=conv, tools=[]), 120))
+    assert res["result"][0] == pod_name(conv)
+    if helper:
+        assert res["result"][1] == "codepod-helper", res["result"]
+        assert events(s, "kube.supervisor_fallback") == []
+        assert len(events(s, "kube.supervisor_ready")) >= 2
+
+
+def test_the_program_cannot_kill_its_helper_or_the_supervisor(fake, codepods):
+    """The runner's parent is the pod helper (k8s/pod_helper/pod_helper.c),
+    whose own filter refuses every signal to it, to the supervisor and to -1:
+    a helper killed would hand the execution's orphans to the pod's PID 1."""
+    s = codepods("--supervisor", "--prestart", "0")
+    conv = new_conv("nokill")
+    assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
+    wait_event(s, "kube.supervisor_ready")
+    js = ("const fs = require('node:fs');\n"
+          "const stat = fs.readFileSync('/proc/' + process.ppid + '/stat', 'latin1');\n"
+          "const sup = +stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1];\n"
+          "const out = [];\n"
+          "for (const [pid, sig] of [[process.ppid, 'SIGKILL'], [process.ppid, 'SIGSTOP'], [-process.ppid, 'SIGKILL'],\n"
+          "                          [sup, 'SIGKILL'], [sup, 'SIGTERM'], [-1, 'SIGKILL']]) {\n"
+          "  try { process.kill(pid, sig); out.push('sent'); } catch (e) { out.push(e.code); }\n"
+          "}\n"
+          "return out;")
+    res = assert_ok(result_of(s, s.execute(js, conversation=conv, tools=[]), 60))
+    assert res["result"] == ["EPERM"] * 6, describe(res, s)
     res = assert_ok(result_of(s, s.execute("return require('node:os').hostname()",
-                                           conversation=conv, tools=[]), 120))
+                                           conversation=conv, tools=[]), 60))
     assert res["result"] == pod_name(conv)
+    assert not log_events(s, "kube.supervisor_fallback"), describe(res, s)
 
 
 def test_supervisor_killed_by_the_program(fake, codepods):
     # no waiting runner: one started before the supervisor was up would have
-    # come through a direct exec
-    s = codepods("--supervisor", "--prestart", "0")
+    # come through a direct exec; without the pod helper, which refuses it
+    s = codepods("--supervisor", "--prestart", "0", "--no-pod-helper")
     conv = new_conv("suicide")
     assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
     # until the supervisor is up, executions take a direct exec (ppid 0)
@@ -148,8 +187,9 @@ def test_supervisor_killed_by_the_program(fake, codepods):
     fallback_then_ok(s, conv)
 
 
-def test_supervisor_killed_from_outside_mid_execution(fake, codepods):
-    s = codepods("--supervisor")
+@pytest.mark.parametrize("helper", [True, False], ids=["helper", "no-helper"])
+def test_supervisor_killed_from_outside_mid_execution(fake, codepods, helper):
+    s = codepods("--supervisor", *([] if helper else ["--no-pod-helper"]))
     conv = new_conv("outside")
     pod = pod_name(conv)
     assert_ok(result_of(s, s.execute("return 1", conversation=conv, tools=[]), 120))
@@ -161,11 +201,12 @@ def test_supervisor_killed_from_outside_mid_execution(fake, codepods):
     res = result_of(s, eid, 60)
     # a tool call was in flight: its fate, and so the program's, is unknown
     assert res["status"] == "failed" and res["error"]["code"] == "OUTCOME_UNKNOWN", describe(res, s)
-    fallback_then_ok(s, conv)
+    fallback_then_ok(s, conv, helper)
 
 
-def test_stream_drop_with_several_executions_in_flight(fake, codepods):
-    s = codepods("--supervisor")
+@pytest.mark.parametrize("helper", [True, False], ids=["helper", "no-helper"])
+def test_stream_drop_with_several_executions_in_flight(fake, codepods, helper):
+    s = codepods("--supervisor", *([] if helper else ["--no-pod-helper"]))
     conv = new_conv("sdrop")
     # The first exec of the pod is its supervisor's: drop it mid-run.
     fake.fault({"type": "exec_drop", "after_ms": 4000, "path": f"/pods/{pod_name(conv)}/exec"})
@@ -181,7 +222,7 @@ def test_stream_drop_with_several_executions_in_flight(fake, codepods):
         assert "lost" in res["error"]["message"]
     res = result_of(s, calls, 60)
     assert res["status"] == "failed" and res["error"]["code"] == "OUTCOME_UNKNOWN", describe(res, s)
-    fallback_then_ok(s, conv)
+    fallback_then_ok(s, conv, helper)
 
 
 def test_no_supervisor_means_one_exec_per_script(fake, codepods):
