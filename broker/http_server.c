@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <openssl/crypto.h>
 
@@ -19,6 +20,8 @@
 #include "broker/ws_mask.h"
 
 #define FINISH_GRACE_MS 3000
+/* How long the rest of a refused body may take to arrive before the close. */
+#define LINGER_S 5
 
 static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                          void *in, size_t len);
@@ -258,6 +261,14 @@ static int on_http_writeable(struct lws *wsi, struct broker_http_pss *pss)
 	free(pss->resp);
 	pss->resp = NULL;
 	pss->responding = 0;
+	if (close_after && pss->linger) {
+		/* A close with the body still coming would reset the connection
+		 * and the answer with it: the answer goes (and our end is shut),
+		 * the body is read to its end (dropped), then the close. */
+		shutdown(lws_get_socket_fd(wsi), SHUT_WR);
+		lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, LINGER_S);
+		return 0;
+	}
 	if (close_after)
 		return -1;
 	if (lws_http_transaction_completed(wsi))
@@ -547,6 +558,8 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	case LWS_CALLBACK_HTTP_BODY:
 		return on_body(srv, wsi, pss, in, len);
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		if (pss->linger && !pss->responding)
+			return -1; /* answered, and the rest of the body is read: close */
 		lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
 		if (pss->freq)
 			broker_http_files_body_done(pss);

@@ -87,8 +87,14 @@ static void answer(struct file_req *r, unsigned status, const json_t *body)
 {
 	if (r->answered)
 		return;
-	if (r->wsi && r->op == OP_PUT && !r->body_done)
-		r->pss->close_after = 1; /* answered before its body was read: it cannot be skipped */
+	if (r->wsi && r->op == OP_PUT && !r->body_done) {
+		/* answered before its body was read: the rest is read and dropped */
+		r->pss->close_after = r->pss->linger = 1;
+		if (r->paused) {
+			r->paused = 0;
+			lws_rx_flow_control(r->wsi, 1);
+		}
+	}
 	if (r->wsi) {
 		if (status == 204)
 			broker_http_respond_take(r->wsi, r->pss, 204, "application/json", NULL, 0);

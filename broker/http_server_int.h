@@ -89,6 +89,10 @@ struct broker_http_pss {
 	int hdr_sent, responding, close_after, post;
 	struct cp_buf body;          /* a POST body being read (zeroed until a POST) */
 	int body_over;
+	int linger;                  /* answered before its body was read: after the
+	                              * answer, the rest of the body is read and
+	                              * dropped (a few seconds at most) before the
+	                              * close, so the answer is not lost to a reset */
 	struct exec_req *req;        /* POST /v1/executions running */
 	struct file_req *freq;       /* a file route or command running (http_server_files.c) */
 	char *post_uri;              /* POST .../commands: its URI, for after the body */

@@ -52,6 +52,8 @@ struct opts {
 	const char *sandbox_uids;
 	int no_isolation;
 	int no_memory_bound;
+	int no_disk_bound;
+	unsigned workspace_idle_s;
 	unsigned max_sandbox_pids;
 	/* snapshots (store/snapshots.h) */
 	const char *snapshot_url, *s3_endpoint, *s3_region, *s3_credentials_file;
@@ -174,6 +176,12 @@ static const struct cli_opt local_opts[] = {
 	  .help = "as root, every program as this one user instead" },
 	{ "no-memory-bound", NULL, CLI_SET_AT(O, no_memory_bound, 1),
 	  .help = "run even where no cgroup can bound the sandboxes' memory and processes" },
+	{ "no-disk-bound", NULL, CLI_SET_AT(O, no_disk_bound, 1),
+	  .help = "run even where no image can bound the workspaces' disk (maxWorkspaceBytes, "
+	          "maxWorkspaceFiles: needs root, loop devices and e2fsprogs)" },
+	{ "workspace-idle-s", "S", CLI_UINT_AT(O, workspace_idle_s, 1, 86400),
+	  .help = "a bounded workspace unused S seconds is unmounted until its next use "
+	          "(default 300)" },
 	{ "max-sandbox-pids", "N", CLI_UINT_AT(O, max_sandbox_pids, 1, 4194304),
 	  .help = "processes of all sandboxes together (default: three quarters of kernel.pid_max)" },
 	{ "no-isolation", NULL, CLI_SET_AT(O, no_isolation, 1),
@@ -457,6 +465,7 @@ static struct codepod_backend *make_backend(uv_loop_t *loop, const struct opts *
 		.loop = loop, .state_dir = state, .node = node, .isolate = isolate,
 		.sandbox_user = o->sandbox_user, .sandbox_uids = o->sandbox_uids, .hide = hide,
 		.no_memory_bound = o->no_memory_bound, .max_sandbox_pids = o->max_sandbox_pids,
+		.no_disk_bound = o->no_disk_bound, .workspace_idle_s = o->workspace_idle_s,
 		.snaps = snaps,
 	};
 	struct codepod_backend *b = NULL;

@@ -637,6 +637,14 @@ static void on_exited(void *ud, const struct codepod_proc_exit *ex)
 		else if (ex->oom && ex->detail[0]) /* also when the stream went with the container */
 			codepod_exec_finish(e, CP_E_PROCESS_EXITED,
 			               "The runner process ran out of memory and was killed: %s.", ex->detail);
+		else if (ex->disk_full && e->fop)
+			codepod_exec_finish(e, CP_E_FILE_TOO_LARGE,
+			               "The workspace is full (its size ceiling): %s; nothing was replaced.",
+			               ex->detail);
+		else if (ex->disk_full)
+			codepod_exec_finish(e, CP_E_PROCESS_EXITED,
+			               "The execution was stopped: %s. A file past the bound would get the "
+			               "pod evicted, and its workspace with it.", ex->detail);
 		else if (ex->lost)
 			codepod_exec_finish(e, codepod_calls_any_in_flight(e) ? CP_E_OUTCOME_UNKNOWN : CP_E_PROCESS_EXITED,
 			               "The connection to the runner process was lost: %s", ex->detail);
@@ -800,11 +808,11 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 {
 	struct codepod_backend *b = e->cp->cfg.backend;
 	unsigned long mb = (unsigned long)e->pol.max_memory_mb;
+	struct codepod_runner_spec spec = { e->conversation, e->id, mb, e->tag, 0,
+	                                    e->pol.max_workspace_bytes, e->pol.max_workspace_files };
 	/* A runner already waiting serves this execution (and only this one);
 	 * its tag is the one the hello must carry. */
-	if (!codepod_prestart_take(e->cp->prestart, e->conversation, mb, e->id, &proc_cbs, e,
-	                      &e->proc, e->tag)) {
-		struct codepod_runner_spec spec = { e->conversation, e->id, mb, e->tag, 0 };
+	if (!codepod_prestart_take(e->cp->prestart, &spec, e->id, &proc_cbs, e, &e->proc, e->tag)) {
 		int rc = codepod_runner_spawn(b, &spec, &proc_cbs, e, &e->proc, err);
 		if (rc)
 			return rc;
@@ -813,7 +821,7 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 	}
 	e->prestart_noted = 1;
 	e->trace.t_acquired_ms = codepod_exec_now_ms();
-	codepod_prestart_exec_started(e->cp->prestart, e->conversation, mb);
+	codepod_prestart_exec_started(e->cp->prestart, &spec);
 	json_t *hello = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
 	                          "k", "hello", "nonce", e->nonce, "tag", e->tag,
 	                          "src", e->src, e->src_len,
@@ -824,9 +832,13 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 	if (hello && e->cmd)
 		json_object_set(hello, "cmd", e->cmd);
 	if (hello && e->fop) {
+		json_t *lim = json_object_get(hello, "lim");
 		json_object_set(hello, "fop", e->fop);
-		json_object_set_new(json_object_get(hello, "lim"), "maxFileBytes",
-		                    json_integer((json_int_t)e->pol.max_file_bytes));
+		json_object_set_new(lim, "maxFileBytes", json_integer((json_int_t)e->pol.max_file_bytes));
+		/* no kernel says ENOSPC there: the runner holds a write to the bound */
+		if (b->ws_unbounded)
+			json_object_set_new(lim, "maxWorkspaceBytes",
+			                    json_integer((json_int_t)e->pol.max_workspace_bytes));
 	}
 	codepod_exec_send(e, hello);
 	return 0;

@@ -2,12 +2,14 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <strings.h>
 
 struct field {
 	const char *name;
 	size_t offset;
 	int may_be_none; /* 0 in the struct means no limit (CODEPOD_POLICY_NONE) */
-	int not_digested; /* a limit of file operations: not part of a program's digest */
+	int not_digested; /* a limit of file operations or of the conversation's
+	                   * workspace: not part of a program's digest */
 };
 
 #define F(json, member) { json, offsetof(struct codepod_policy, member), 0, 0 }
@@ -25,6 +27,8 @@ static const struct field fields[] = {
 	F("maxMemoryMb", max_memory_mb),
 	F_NONE("maxCpuMs", max_cpu_ms),
 	F_FILES("maxFileBytes", max_file_bytes),
+	F_FILES("maxWorkspaceBytes", max_workspace_bytes),
+	F_FILES("maxWorkspaceFiles", max_workspace_files),
 };
 #undef F
 #undef F_NONE
@@ -56,6 +60,10 @@ void codepod_policy_defaults(struct codepod_policy *p)
 	p->max_memory_mb = 512;
 	p->max_cpu_ms = CODEPOD_POLICY_NONE;
 	p->max_file_bytes = 1ull << 30;
+	/* 1 GiB: the pod template's emptyDir, and one file of maxFileBytes;
+	 * 100000 files: a large node_modules, 25 MiB of inode tables */
+	p->max_workspace_bytes = 1ull << 30;
+	p->max_workspace_files = 100000;
 }
 
 void codepod_policy_ceiling_defaults(struct codepod_policy *p)
@@ -71,6 +79,8 @@ void codepod_policy_ceiling_defaults(struct codepod_policy *p)
 	p->max_memory_mb = 8192;
 	p->max_cpu_ms = CODEPOD_POLICY_NONE;
 	p->max_file_bytes = 64ull << 30;
+	p->max_workspace_bytes = 1ull << 40;
+	p->max_workspace_files = 10000000;
 }
 
 int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
@@ -86,13 +96,31 @@ int codepod_policy_apply(struct codepod_policy *out, const json_t *obj,
 		size_t i = 0;
 		while (i < NFIELDS && strcmp(key, fields[i].name) != 0)
 			i++;
-		if (i == NFIELDS) /* a misspelling would otherwise run under the default */
+		if (i == NFIELDS) { /* a misspelling would otherwise run under the default */
+			size_t near = 0;
+			while (near < NFIELDS && strcasecmp(key, fields[near].name) != 0)
+				near++;
+			if (near < NFIELDS)
+				return cp_err_set(err, CP_E_INVALID_REQUEST,
+				                  "policy.%.64s is not a policy field (did you mean %s?)", key,
+				                  fields[near].name);
+			/* the list, as long as an error's message may be (255) */
+			char known[140];
+			size_t n = 0;
+			for (size_t k = 0; k < NFIELDS; k++) {
+				size_t len = strlen(fields[k].name);
+				if (n + len + 8 > sizeof known) {
+					memcpy(known + n, ", ...", 6);
+					n += 5;
+					break;
+				}
+				n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", k ? ", " : "",
+				                      fields[k].name);
+			}
+			known[n] = '\0';
 			return cp_err_set(err, CP_E_INVALID_REQUEST,
-			                  "policy.%.64s is not a policy field (known: timeoutMs, "
-			                  "startupTimeoutMs, maxSourceBytes, maxResultBytes, "
-			                  "maxBridgeRequests, maxInFlightBridgeRequests, "
-			                  "maxToolInputBytes, maxToolOutputBytes, maxMemoryMb, "
-			                  "maxCpuMs)", key);
+			                  "policy.%.64s is not a policy field (known: %s)", key, known);
+		}
 	}
 	struct codepod_policy c = *ceiling;
 	for (size_t i = 0; i < NFIELDS; i++) {

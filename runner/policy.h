@@ -33,6 +33,8 @@ struct codepod_policy {
 	uint64_t max_memory_mb;         /* V8 heap and address-space rlimit */
 	uint64_t max_cpu_ms;            /* CPU time of the process tree; 0: none */
 	uint64_t max_file_bytes;        /* one file written through the file API */
+	uint64_t max_workspace_bytes;   /* the conversation's workspace: its bytes */
+	uint64_t max_workspace_files;   /* and its files (folders and links count) */
 };
 
 /* A limit that may be "none": max_cpu_ms, where 0 means no limit. Its
@@ -71,7 +73,9 @@ int codepod_policy_deployment(struct codepod_policy *defaults, struct codepod_po
                          const json_t *def, const json_t *ceil, struct cp_err *err);
 
 /* The policy as a JSON object with the contract's field names (new ref).
- * maxFileBytes (a limit of file operations) is left out too. A limit that
+ * maxFileBytes (a limit of file operations) and the workspace's bounds
+ * (maxWorkspaceBytes, maxWorkspaceFiles: the conversation's, not the
+ * program's) are left out too. A limit that
  * is none (maxCpuMs 0) is left out, so the digest of an
  * execution that sets none is the one it had before the key existed. */
 json_t *codepod_policy_to_json(const struct codepod_policy *p);

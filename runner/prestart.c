@@ -34,7 +34,8 @@ static int runner_req(const struct codepod_runner_spec *spec, char heap[48], cha
 	                              .argv = argv, .input = (const char *)codepod_runner_input,
 	                              .input_len = codepod_runner_input_len,
 	                              .memory_mb = spec->memory_mb, .tag = spec->tag,
-	                              .standby = spec->standby };
+	                              .standby = spec->standby, .ws_bytes = spec->ws_bytes,
+	                              .ws_files = spec->ws_files };
 	return 0;
 }
 
@@ -58,7 +59,8 @@ void codepod_runner_default(struct codepod_backend *b)
 		return;
 	struct codepod_policy pol;
 	codepod_policy_defaults(&pol);
-	struct codepod_runner_spec spec = { NULL, NULL, (unsigned long)pol.max_memory_mb, NULL, 1 };
+	struct codepod_runner_spec spec = { NULL, NULL, (unsigned long)pol.max_memory_mb, NULL, 1,
+	                                    pol.max_workspace_bytes, pol.max_workspace_files };
 	char heap[48], *boot = NULL;
 	const char *argv[6];
 	struct codepod_spawn_req req;
@@ -95,6 +97,7 @@ struct ps_conv {
 	struct ps_conv *next;
 	char *key;
 	unsigned long memory_mb;    /* what the next waiting runner is started with */
+	uint64_t ws_bytes, ws_files;
 	unsigned running;
 	uint64_t active_ms;         /* last execution start or end */
 	int want;                   /* start a waiting runner on the next turn */
@@ -110,6 +113,7 @@ struct ps_runner {
 	struct ps_conv *conv;       /* while waiting */
 	struct codepod_proc *proc;
 	unsigned long memory_mb;
+	uint64_t ws_bytes, ws_files;
 	char tag[33];
 	const struct codepod_proc_cbs *cbs; /* the taker's, once taken */
 	void *ud;
@@ -318,7 +322,10 @@ static void start_waiting(struct codepod_prestart *ps, struct ps_conv *c)
 	}
 	r->ps = ps;
 	r->memory_mb = c->memory_mb;
-	struct codepod_runner_spec spec = { c->key, "prestart", c->memory_mb, r->tag, 1 };
+	r->ws_bytes = c->ws_bytes;
+	r->ws_files = c->ws_files;
+	struct codepod_runner_spec spec = { c->key, "prestart", c->memory_mb, r->tag, 1,
+	                                    c->ws_bytes, c->ws_files };
 	struct cp_err err;
 	if (codepod_runner_spawn(ps->b, &spec, &runner_cbs, r, &r->proc, &err)) {
 		cp_log(CP_LOG_DEBUG, "prestart.not_started", "detail", json_string(err.msg), NULL);
@@ -397,16 +404,23 @@ int codepod_prestart_new(uv_loop_t *loop, struct codepod_backend *b, unsigned ma
 	return 0;
 }
 
-int codepod_prestart_take(struct codepod_prestart *ps, const char *conversation,
-                     unsigned long memory_mb, const char *exec_id,
+/* The runner was started for what @spec asks. */
+static int fits(const struct ps_runner *r, const struct codepod_runner_spec *spec)
+{
+	return r->memory_mb == spec->memory_mb && r->ws_bytes == spec->ws_bytes &&
+	       r->ws_files == spec->ws_files;
+}
+
+int codepod_prestart_take(struct codepod_prestart *ps, const struct codepod_runner_spec *want,
+                     const char *exec_id,
                      const struct codepod_proc_cbs *cbs, void *ud,
                      struct codepod_proc **proc, char tag[33])
 {
 	if (!ps || ps->stopped)
 		return 0;
-	struct ps_conv *c = conv_find(ps, conversation);
+	struct ps_conv *c = conv_find(ps, want->conversation);
 	struct ps_runner *r = c ? c->waiting : NULL;
-	if (!r || r->memory_mb != memory_mb)
+	if (!r || !fits(r, want))
 		return 0;
 	c->waiting = NULL;
 	r->conv = NULL;
@@ -421,11 +435,11 @@ int codepod_prestart_take(struct codepod_prestart *ps, const char *conversation,
 	return 1;
 }
 
-void codepod_prestart_exec_started(struct codepod_prestart *ps, const char *conversation,
-                              unsigned long memory_mb)
+void codepod_prestart_exec_started(struct codepod_prestart *ps, const struct codepod_runner_spec *spec)
 {
 	if (!ps || ps->stopped)
 		return;
+	const char *conversation = spec->conversation;
 	struct ps_conv *c = conv_find(ps, conversation);
 	if (!c) {
 		c = calloc(1, sizeof *c);
@@ -438,8 +452,10 @@ void codepod_prestart_exec_started(struct codepod_prestart *ps, const char *conv
 	}
 	c->running++;
 	c->active_ms = now_ms();
-	c->memory_mb = memory_mb;
-	if (c->waiting && (c->waiting->memory_mb != memory_mb || ps->b->shared_sandbox))
+	c->memory_mb = spec->memory_mb;
+	c->ws_bytes = spec->ws_bytes;
+	c->ws_files = spec->ws_files;
+	if (c->waiting && (!fits(c->waiting, spec) || ps->b->shared_sandbox))
 		drop_waiting(c->waiting, ps->b->shared_sandbox ? "sandbox in use" : "other policy");
 	rearm(ps);
 }

@@ -12,7 +12,9 @@
  * before (in a burst of new conversations, the later ones get none). A conversation's waiting
  * runner is killed idle_s seconds after its last execution started or ended
  * (log event prestart.expired). A runner is taken only when it was started
- * with the execution's heap ceiling (memory_mb); any other policy gets a
+ * with the execution's heap ceiling (memory_mb) and workspace bounds
+ * (ws_bytes, ws_files: a backend may size the workspace at the spawn); any
+ * other policy gets a
  * fresh start, and the waiting runner follows the latest policy. A runner
  * that wrote anything while waiting, or exited, is never handed out.
  *
@@ -51,6 +53,8 @@ struct codepod_runner_spec {
 	unsigned long memory_mb;  /* --max-old-space-size and the process ceiling */
 	const char *tag;          /* sandbox.h: 32 hex */
 	int standby;              /* sandbox.h: started ahead of its execution */
+	uint64_t ws_bytes;        /* sandbox.h: the workspace's bounds */
+	uint64_t ws_files;
 };
 
 /*
@@ -74,21 +78,21 @@ int codepod_prestart_new(uv_loop_t *loop, struct codepod_backend *b, unsigned ma
                     unsigned idle_s, struct codepod_prestart **out, struct cp_err *err);
 
 /*
- * codepod_prestart_take - the waiting runner of @conversation started with
- * @memory_mb, if there is one: returns 1, sets *proc (a sandbox.h handle of
+ * codepod_prestart_take - the waiting runner of @want's conversation started
+ * with @want's memory_mb and workspace bounds, if there is one: returns 1, sets *proc (a sandbox.h handle of
  * the pool's backend, its callbacks now @cbs/@ud, adopted by @exec_id) and
  * @tag (the tag it was started with: the hello must carry it). Returns 0 when none fits; NULL
  * @ps is allowed.
  */
-int codepod_prestart_take(struct codepod_prestart *ps, const char *conversation,
-                     unsigned long memory_mb, const char *exec_id,
+int codepod_prestart_take(struct codepod_prestart *ps, const struct codepod_runner_spec *want,
+                     const char *exec_id,
                      const struct codepod_proc_cbs *cbs, void *ud,
                      struct codepod_proc **proc, char tag[33]);
 
-/* An execution of @conversation started (its runner running or taken) /
- * ended (its outcome delivered, its process gone). Calls pair up. */
-void codepod_prestart_exec_started(struct codepod_prestart *ps, const char *conversation,
-                              unsigned long memory_mb);
+/* An execution of @spec's conversation, with its memory and workspace
+ * bounds, started (its runner running or taken) / of @conversation ended
+ * (its outcome delivered, its process gone). Calls pair up. */
+void codepod_prestart_exec_started(struct codepod_prestart *ps, const struct codepod_runner_spec *spec);
 void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conversation);
 
 /* The runner of @conversation's running execution said whether its program

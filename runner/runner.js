@@ -591,6 +591,26 @@
     return { code: 'INTERNAL', message: 'the file operation failed: ' + String(c || 'error') };
   }
 
+  // The blocks the workspace's entries hold, links not followed: a pod's
+  // workspace has no kernel bound (lim.maxWorkspaceBytes is given there
+  // only), so a write holds itself to it.
+  function workspaceBytes() {
+    let bytes = 0;
+    const dirs = [process.cwd()];
+    while (dirs.length) {
+      const dir = dirs.pop();
+      let names = [];
+      try { names = readdirSync(dir); } catch (_) { continue; }
+      for (const n of names) {
+        let st;
+        try { st = fs.lstatSync(dir + '/' + n); } catch (_) { continue; }
+        bytes += st.blocks * 512;
+        if (st.isDirectory()) dirs.push(dir + '/' + n);
+      }
+    }
+    return bytes;
+  }
+
   // The components of a workspace path: relative, no "..", no NUL.
   function pathParts(p, rootOk) {
     if (typeof p !== 'string') throw refuse('path must be a string');
@@ -964,6 +984,7 @@
         };
         match();
         const tmp = TMP_PREFIX + crypto.randomBytes(8).toString('hex');
+        const room = lim.maxWorkspaceBytes > 0 ? lim.maxWorkspaceBytes - workspaceBytes() : Infinity;
         const mode = typeof fop.mode === 'number' ? fop.mode & 0o777 : 0o644;
         const tfd = openFd(via(dfd, tmp), O.O_WRONLY | O.O_CREAT | O.O_EXCL | O.O_NOFOLLOW, mode);
         const h = crypto.createHash('sha256');
@@ -978,6 +999,7 @@
             if (size + data.length > maxFile) {
               return abort(new FileRule('TOO_LARGE', 'the file is over maxFileBytes (' + maxFile + ' bytes); nothing was replaced'));
             }
+            if (size + data.length > room) return abort(new FileRule('TOO_LARGE', 'the workspace is full (maxWorkspaceBytes ' + lim.maxWorkspaceBytes + ' bytes); nothing was replaced'));
             // Taken: the next chunk may come while this one is written (it
             // waits in the pipe; an error here ends the write all the same).
             if (msg.last !== true) frame(FRAME_FILE_ACK, '');

@@ -52,6 +52,9 @@ struct codepod_proc_exit {
 	                     set, says what was killed and its limit) */
 	int unavailable;  /* the sandbox could not be acquired: see detail */
 	int lost;         /* the stream to the process dropped: fate unknown */
+	int disk_full;    /* it was ended for taking the workspace past its bound
+	                     (a pod's, where no kernel says ENOSPC: detail says
+	                     what it held and the bound) */
 	char detail[CP_ERR_MSG_MAX]; /* reason for unavailable/lost, e.g. "ImagePullBackOff" */
 	struct codepod_usage usage; /* as the backend last read it (known 0: never) */
 };
@@ -87,6 +90,11 @@ struct codepod_spawn_req {
 	                              the process (exited() tells) */
 	size_t input_len;
 	unsigned long memory_mb;   /* ceiling for the whole runner process */
+	uint64_t ws_bytes;         /* the conversation's workspace bounds asked for
+	                              (policy maxWorkspaceBytes / maxWorkspaceFiles;
+	                              0: the built-in defaults): a backend */
+	uint64_t ws_files;         /* that bounds workspaces makes or grows the
+	                              workspace to them before the runner starts */
 	const char *tag;           /* 32 hex, random per execution: the runner
 	                              puts CODEPOD_TAG=<tag> in the environment
 	                              of every process it starts, so a backend
@@ -158,6 +166,9 @@ struct codepod_backend {
 	int shared_sandbox; /* 1: the runners of one conversation share one
 	                       process namespace (a pod), so one can see and
 	                       signal another (runner/prestart.h) */
+	int ws_unbounded;   /* 1: no kernel bounds the workspace (a pod's
+	                       emptyDir): a file operation's runner is told the
+	                       bounds and holds a write to them itself */
 };
 
 #endif

@@ -914,6 +914,14 @@ static void on_ttl(uv_timer_t *t)
 
 /* -- the end ---------------------------------------------------------------- */
 
+int store_snaps_busy(const struct store_snaps *s, const char *hash)
+{
+	for (const struct conv *c = s->convs; c; c = c->next)
+		if (!strcmp(c->hash, hash))
+			return c->pending || c->busy || c->restoring;
+	return 0;
+}
+
 void store_snaps_get_stats(const struct store_snaps *s, struct store_snaps_stats *out)
 {
 	*out = s->st;

@@ -113,4 +113,8 @@ int store_snaps_delete(struct store_snaps *s, const char *hash, store_deleted_fn
 
 void store_snaps_get_stats(const struct store_snaps *s, struct store_snaps_stats *out);
 
+/** store_snaps_busy() - 1 while a snapshot of @hash is waiting, being taken
+ * or restored: its workspace must stay where and as it is. */
+int store_snaps_busy(const struct store_snaps *s, const char *hash);
+
 #endif

@@ -58,13 +58,13 @@ static const char default_template[] =
 	"\"workingDir\":\"/workspace\","
 	"\"env\":[{\"name\":\"HOME\",\"value\":\"/workspace\"},{\"name\":\"TMPDIR\",\"value\":\"/tmp\"}],"
 	"\"resources\":{\"requests\":{\"cpu\":\"100m\",\"memory\":\"256Mi\"},"
-	"\"limits\":{\"cpu\":\"1\",\"memory\":\"1Gi\",\"ephemeral-storage\":\"1Gi\"}},"
+	"\"limits\":{\"cpu\":\"1\",\"memory\":\"1Gi\",\"ephemeral-storage\":\"3Gi\"}},"
 	"\"securityContext\":{\"allowPrivilegeEscalation\":false,\"readOnlyRootFilesystem\":true,"
 	"\"runAsNonRoot\":true,\"capabilities\":{\"drop\":[\"ALL\"]},"
 	"\"seccompProfile\":{\"type\":\"RuntimeDefault\"}},"
 	"\"volumeMounts\":[{\"name\":\"workspace\",\"mountPath\":\"/workspace\"},"
 	"{\"name\":\"tmp\",\"mountPath\":\"/tmp\"}]}],"
-	"\"volumes\":[{\"name\":\"workspace\",\"emptyDir\":{\"sizeLimit\":\"1Gi\"}},"
+	"\"volumes\":[{\"name\":\"workspace\",\"emptyDir\":{\"sizeLimit\":\"2Gi\"}},"
 	"{\"name\":\"tmp\",\"emptyDir\":{\"medium\":\"Memory\",\"sizeLimit\":\"64Mi\"}}]}}";
 
 json_t *k8s_template_default(void)
@@ -353,4 +353,56 @@ int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit)
 			json_object_get(json_object_get(spec, "resources"), "limits"), "memory"));
 	}
 	return verdict;
+}
+
+/* ---- the workspace's limits ---- */
+
+int k8s_quantity_bytes(const char *q, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		double mult;
+	} units[] = {
+		{ "Ki", 1024.0 }, { "Mi", 1048576.0 }, { "Gi", 1073741824.0 },
+		{ "Ti", 1099511627776.0 }, { "Pi", 1125899906842624.0 }, { "Ei", 1152921504606846976.0 },
+		{ "k", 1e3 }, { "M", 1e6 }, { "G", 1e9 }, { "T", 1e12 }, { "P", 1e15 }, { "E", 1e18 },
+		{ "m", 1e-3 }, { "", 1.0 },
+	};
+	if (!q || !*q)
+		return -1;
+	char *end = NULL;
+	double v = strtod(q, &end);
+	if (end == q || v < 0 || v != v)
+		return -1;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (strcmp(end, units[i].suffix) != 0)
+			continue;
+		double b = v * units[i].mult;
+		if (b >= 9.2e18)
+			return -1;
+		*out = (uint64_t)b;
+		return 0;
+	}
+	return -1;
+}
+
+uint64_t k8s_template_workspace_limit(const json_t *tmpl)
+{
+	const json_t *spec = json_object_get(tmpl, "spec");
+	uint64_t best = 0, b;
+	size_t i;
+	const json_t *v;
+	json_array_foreach(json_object_get(spec, "volumes"), i, v) {
+		const char *n = json_string_value(json_object_get(v, "name"));
+		const char *q = json_string_value(
+			json_object_get(json_object_get(v, "emptyDir"), "sizeLimit"));
+		if (n && !strcmp(n, "workspace") && k8s_quantity_bytes(q, &b) == 0 && b)
+			best = b;
+	}
+	const json_t *c = named_container(json_object_get(spec, "containers"));
+	const char *q = json_string_value(json_object_get(
+		json_object_get(json_object_get(c, "resources"), "limits"), "ephemeral-storage"));
+	if (k8s_quantity_bytes(q, &b) == 0 && b && (!best || b < best))
+		best = b;
+	return best;
 }

@@ -13,6 +13,7 @@
 #define K8S_POD_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -96,5 +97,15 @@ void k8s_pod_classify(const json_t *pod, struct k8s_pod_state *out);
  * otherwise, or the pod is being deleted; -1: the status does not say (yet). */
 #define K8S_POD_OOM_SKEW_S 30
 int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit);
+
+/* A resource quantity ("2Gi", "1500M", "1e9", "512") in bytes: 0, or -1
+ * when it is not one (or past 2^63). Fractions round down. */
+int k8s_quantity_bytes(const char *q, uint64_t *out);
+
+/* What the template lets the workspace hold before the kubelet evicts the
+ * pod: the smaller of the "workspace" volume's emptyDir sizeLimit and the
+ * container K8S_CONTAINER's ephemeral-storage limit, in bytes; 0 when
+ * neither is set. */
+uint64_t k8s_template_workspace_limit(const json_t *tmpl);
 
 #endif

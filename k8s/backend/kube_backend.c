@@ -308,8 +308,8 @@ static void super_open(struct codepod_proc *p)
 			kube_kill(p);
 		return;
 	}
-	if (kube_super_open(c->super, (const char *const *)p->argv, p->tag, &chan_cbs, p, &p->chan,
-	                &err)) {
+	if (kube_super_open(c->super, (const char *const *)p->argv, p->tag, p->ws_bytes,
+	                    p->ws_files, &chan_cbs, p, &p->chan, &err)) {
 		super_fallback(c, err.msg);
 		if (p->k->pod_helper) {
 			if (!again(p))
@@ -444,7 +444,8 @@ static void chan_exited(void *ud, const struct codepod_proc_exit *ex)
 	/* A SIGKILL we did not send, or the whole container gone under the
 	 * supervisor, is most often the cgroup's OOM killer: the pod's
 	 * container status says so (kube_oom.c reports). */
-	if (same_pod && !p->killed && (p->exit.signal == 9 || p->exit.lost) && kube_oom_check(p) == 0)
+	if (same_pod && !p->killed && !p->exit.disk_full && (p->exit.signal == 9 || p->exit.lost) &&
+	    kube_oom_check(p) == 0)
 		return;
 	kube_proc_report(p);
 }
@@ -719,6 +720,16 @@ static char **copy_argv(const char *const *argv)
 	return out;
 }
 
+/* What a runner's supervisor holds the workspace to: the policy's bound,
+ * but never past what the pod lets it hold before the kubelet evicts it
+ * (less a margin for what is written between two of its readings). */
+static uint64_t ws_bound(const struct kube *k, uint64_t bytes)
+{
+	if (!bytes)
+		bytes = 1ull << 30;
+	return k->ws_cap && bytes > k->ws_cap ? k->ws_cap : bytes;
+}
+
 static int kube_spawn(struct codepod_backend *b, const struct codepod_spawn_req *req,
                       const struct codepod_proc_cbs *cbs, void *ud, struct codepod_proc **out,
                       struct cp_err *err)
@@ -752,6 +763,8 @@ static int kube_spawn(struct codepod_backend *b, const struct codepod_spawn_req 
 		p->restore_ms = (uint64_t)c->restore_ms;
 		c->restore_ms = -1;
 	}
+	p->ws_bytes = ws_bound(k, req->ws_bytes);
+	p->ws_files = req->ws_files;
 	p->input_len = req->input_len;
 	/* The input goes out as the first bytes written (kept with them for a
 	 * replay on a fresh pod). */
@@ -811,6 +824,8 @@ static void kube_default_runner(struct codepod_backend *b, const struct codepod_
 	k->runner_input = input;
 	k->runner_input_len = req->input_len;
 	k->runner_mb = req->memory_mb;
+	k->runner_ws_bytes = ws_bound(k, req->ws_bytes);
+	k->runner_ws_files = req->ws_files;
 }
 
 /* ---- the backend ---- */
@@ -935,6 +950,7 @@ int kube_backend_new(const struct kube_backend_config *cfg, struct codepod_backe
 	k->base.ops = &kube_ops;
 	k->base.name = "kubernetes";
 	k->base.shared_sandbox = 1;
+	k->base.ws_unbounded = 1;
 	k->supervise = !cfg->no_supervisor;
 	k->pod_helper = !cfg->no_pod_helper;
 	k->loop = cfg->loop;
@@ -958,6 +974,16 @@ int kube_backend_new(const struct kube_backend_config *cfg, struct codepod_backe
 		rc = k8s_template_check(k->tmpl, "the pod template", err);
 	if (!rc)
 		rc = k8s_template_hash(k->tmpl, k->tmpl_hash, err);
+	if (!rc) {
+		/* what a writer at page-cache speed (2 GB/s) puts down between two
+		 * of the supervisor's readings and its kill, or a quarter of the
+		 * limit, whichever is more */
+		uint64_t limit = k8s_template_workspace_limit(k->tmpl);
+		uint64_t margin = limit / 4 > (512ull << 20) ? limit / 4 : 512ull << 20;
+		k->ws_cap = limit > margin ? limit - margin : limit / 2;
+		cp_log(CP_LOG_INFO, "kube.workspace_bound", "podLimitBytes", json_integer((json_int_t)limit),
+		       "capBytes", json_integer((json_int_t)k->ws_cap), NULL);
+	}
 	if (!rc && !(k->api = k8s_client_new(k->loop, cfg->cfg, err)))
 		rc = err ? err->code : CP_E_INTERNAL;
 	if (!rc)

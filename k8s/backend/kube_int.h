@@ -120,6 +120,9 @@ struct kube {
 	char *runner_input;            /* what a warm pod's standby runner is */
 	size_t runner_input_len;       /* started with */
 	unsigned long runner_mb;
+	uint64_t runner_ws_bytes, runner_ws_files; /* its workspace bounds */
+	uint64_t ws_cap;               /* the pod's own limit on the workspace, less a
+	                                * margin (0: none): no bound goes past it */
 	uv_timer_t tick;
 	int pool_busy, reap_busy;
 	unsigned long passes;          /* pool-and-reaper passes begun (1: the one at start) */
@@ -188,6 +191,7 @@ struct codepod_proc {
 	int oom_tries;                 /* GETs of the pod so far (kube_oom.c) */
 	int standby;                   /* started ahead: not counted as running */
 	unsigned long memory_mb;       /* of the spawn request */
+	uint64_t ws_bytes, ws_files;   /* of the spawn request */
 	size_t input_len;              /* its input: the first bytes of sent */
 	int counted;                   /* counted in conv->running */
 	int maint;                     /* the snapshot coordinator's file operation */

@@ -157,10 +157,16 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed ready frame");
 	} else if (kind == KUBE_SFRAME_EXIT) {
 		out->act = KUBE_CTL_EXITED;
-		if (exit_said(v, &out->exit) < 0)
+		const json_t *ws = json_object_get(v, "ws");
+		if (exit_said(v, &out->exit) < 0 || (ws && !json_is_string(ws)))
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed exit frame");
 		else
 			usage_of(v, &out->exit.usage);
+		if (!rc && ws) { /* ended for taking the workspace past its bound */
+			out->exit.disk_full = 1;
+			snprintf(out->exit.detail, sizeof out->exit.detail, "%.*s",
+			         text_cut(json_string_value(ws), 200), json_string_value(ws));
+		}
 	} else {
 		const char *e = json_string_value(json_object_get(v, "error"));
 		out->act = KUBE_CTL_EXITED;
@@ -426,6 +432,7 @@ static int send_frame(struct kube_super *s, char kind, uint32_t chan, const char
 }
 
 int kube_super_open(struct kube_super *s, const char *const *argv, const char *tag,
+                uint64_t ws_bytes, uint64_t ws_files,
                 const struct codepod_proc_cbs *cbs, void *ud, uint32_t *chan,
                 struct cp_err *err)
 {
@@ -435,6 +442,9 @@ int kube_super_open(struct kube_super *s, const char *const *argv, const char *t
 	for (size_t i = 0; a && argv[i]; i++)
 		json_array_append_new(a, json_string(argv[i]));
 	json_t *msg = json_pack("{s:o,s:s}", "argv", a, "tag", tag ? tag : "");
+	if (msg && ws_bytes && ws_files)
+		json_object_set_new(msg, "ws", json_pack("{s:I,s:I}", "bytes", (json_int_t)ws_bytes,
+		                                         "files", (json_int_t)ws_files));
 	char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	json_decref(msg);
 	struct kchan *ch = calloc(1, sizeof *ch);

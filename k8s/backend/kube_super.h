@@ -79,10 +79,13 @@ int kube_super_was_ready(const struct kube_super *s);
 const char *kube_super_pod(const struct kube_super *s);
 
 /* A fresh process in the pod: @argv as for a direct exec (argv[0] "node":
- * the supervisor's own Node binary runs it), @tag as in sandbox.h. Output
- * and the exit come through @cbs/@ud (exited() once: code/signal from the
- * supervisor, `lost` when the stream went first). */
+ * the supervisor's own Node binary runs it), @tag as in sandbox.h, the
+ * workspace's bounds @ws_bytes/@ws_files (0: none): the supervisor ends an
+ * execution that takes the workspace past them (its exit says disk_full).
+ * Output and the exit come through @cbs/@ud (exited() once: code/signal
+ * from the supervisor, `lost` when the stream went first). */
 int kube_super_open(struct kube_super *s, const char *const *argv, const char *tag,
+                uint64_t ws_bytes, uint64_t ws_files,
                 const struct codepod_proc_cbs *cbs, void *ud, uint32_t *chan,
                 struct cp_err *err);
 

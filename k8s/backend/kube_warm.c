@@ -28,6 +28,7 @@ struct kube_standby {
 	uint32_t chan;
 	int exited;
 	unsigned long memory_mb;       /* of the runner it is */
+	uint64_t ws_bytes, ws_files;   /* its workspace bounds */
 	struct kube_warm_pod *w;       /* while the pod is warm */
 	struct kube_conv *c;       /* once claimed */
 };
@@ -97,8 +98,10 @@ static void on_warm_super_ready(void *ud, struct kube_super *s)
 	sb->sup = s;
 	sb->w = w;
 	sb->memory_mb = k->runner_mb;
-	if (kube_super_open(s, (const char *const *)k->runner_argv, NULL, &sb_cbs, sb, &sb->chan,
-	                    &err)) {
+	sb->ws_bytes = k->runner_ws_bytes;
+	sb->ws_files = k->runner_ws_files;
+	if (kube_super_open(s, (const char *const *)k->runner_argv, NULL, sb->ws_bytes, sb->ws_files,
+	                    &sb_cbs, sb, &sb->chan, &err)) {
 		free(sb);
 	} else {
 		w->sb = sb;
@@ -227,10 +230,12 @@ int kube_warm_take(struct codepod_proc *p)
 		return 0;
 	c->standby = NULL;
 	sb->c = NULL;
-	/* The same runner (sandbox.h: the same memory_mb); the standby has had
+	/* The same runner (sandbox.h: the same memory_mb and workspace bounds,
+	 * which the supervisor holds it to); the standby has had
 	 * its input already, what was written after that goes on to it. */
 	size_t pre = p->input_len;
-	int same = p->memory_mb == sb->memory_mb && cp_buf_len(&p->sent) >= pre;
+	int same = p->memory_mb == sb->memory_mb && p->ws_bytes == sb->ws_bytes &&
+	           p->ws_files == sb->ws_files && cp_buf_len(&p->sent) >= pre;
 	if (!same) {
 		kube_super_kill(sb->sup, sb->chan, NULL);
 		return 0;

@@ -10,7 +10,8 @@
 // Frames, both ways (k8s/backend/super_frame_kinds.def, put in as SFRAME_*):
 // 0xC5, a kind byte, the channel (uint32 BE), the payload length (uint32
 // BE), the payload. Channel 0 is the supervisor itself.
-//   codepod -> supervisor:  S start {"argv":[...],"tag":"<32 hex>"}   I stdin bytes
+//   codepod -> supervisor:  S start {"argv":[...],"tag":"<32 hex>",
+//                           "ws"?:{"bytes":N,"files":N}}   I stdin bytes
 //                           K kill {"tag":"<32 hex>"} (process tree, tagged
 //                           processes, orphans started after the runner)
 //                           U read the usage now (empty)
@@ -21,8 +22,10 @@
 //                           image; or "!" and why there is none
 //   supervisor -> codepod:  H ready {"v":1,"pid":N,"arch":"x64"} (channel 0)
 //                           O stdout bytes   E stderr bytes
-//                           X exited {"code":N|null,"signal":N|0,USAGE}, last
-//                           for its channel   F could not start {"error":"..."}
+//                           X exited {"code":N|null,"signal":N|0,USAGE,"ws"?:
+//                           "why"}, last for its channel ("ws": ended for taking
+//                           the workspace past its bound)
+//                           F could not start {"error":"..."}
 //                           D {USAGE} after a K, or at once after the runner's
 //                           final frame (FINAL_KINDS, found with the nonce of
 //                           the hello it carried): every process of it has
@@ -213,7 +216,76 @@
     chans.delete(chan);
     const u = usageJson(c);
     frame(SFRAME_EXIT, chan, '{"code":' + JSON.stringify(c.code) + ',"signal":' + (+c.signal || 0) +
-      (u ? ',' + u : '') + '}');
+      (u ? ',' + u : '') + (c.wsOver ? ',"ws":' + JSON.stringify(c.wsOver) : '') + '}');
+  }
+
+  // ---- the workspace's bound (maxWorkspaceBytes, maxWorkspaceFiles) --------
+  // A pod's workspace, an emptyDir, has no bound a program meets as ENOSPC:
+  // past the volume's sizeLimit (or the container's ephemeral-storage) the
+  // kubelet evicts the pod, and the workspace goes with it. So while a
+  // channel started with a bound ("ws") runs an execution, this supervisor
+  // measures the workspace (the folder it runs in: the blocks its entries
+  // hold and how many there are, links not followed) as the execution
+  // begins and every WS_MS (four times a walk's own time when that is
+  // longer: a walk blocks this process), and ends the execution that takes it past its bound and past
+  // what it held when the execution began (so a program may still clean up
+  // a workspace that is over), well before the kubelet looks (every 10 s).
+  // Its exit says why (X's "ws").
+  const WS_MS = 100;
+  const wsRoot = process.cwd();
+  let wsTimer = null;
+  function wsMeasure(stopAt) {
+    let bytes = 0, files = 0;
+    const dirs = [wsRoot];
+    while (dirs.length && files <= stopAt) {
+      const dir = dirs.pop();
+      let names;
+      try { names = fs.readdirSync(dir); } catch (e) { continue; }
+      for (const name of names) {
+        let st;
+        try { st = fs.lstatSync(dir + '/' + name); } catch (e) { continue; } // gone meanwhile
+        files++;
+        bytes += st.blocks * 512;
+        if (st.isDirectory()) dirs.push(dir + '/' + name);
+      }
+    }
+    return { bytes, files };
+  }
+  function wsLimit(c) {
+    return c.ws.files * 2 + 1000; // far past the bound: the rest need not be counted
+  }
+  function wsWatch() {
+    wsTimer = null;
+    let live = 0, stopAt = 0;
+    for (const c of chans.values()) {
+      if (c.ws && c.wsBase && !c.killed && !c.exited) { live++; stopAt = Math.max(stopAt, wsLimit(c)); }
+    }
+    if (!live) return;
+    const t0 = Date.now();
+    const used = wsMeasure(stopAt);
+    for (const [chan, c] of chans) {
+      if (!c.ws || !c.wsBase || c.killed || c.exited) continue;
+      if (used.bytes > c.ws.bytes && used.bytes > c.wsBase.bytes) {
+        c.wsOver = 'the workspace holds ' + used.bytes + ' bytes, past its bound of ' + c.ws.bytes + ' (maxWorkspaceBytes)';
+      } else if (used.files > c.ws.files && used.files > c.wsBase.files) {
+        c.wsOver = 'the workspace holds ' + used.files + ' files, past its bound of ' + c.ws.files + ' (maxWorkspaceFiles)';
+      } else {
+        continue;
+      }
+      killNow(chan, c);
+    }
+    wsArm(Math.max(WS_MS, (Date.now() - t0) * 4));
+  }
+  function wsArm(ms) {
+    if (wsTimer) return;
+    wsTimer = setTimeout(wsWatch, ms);
+    wsTimer.unref();
+  }
+  // The execution's hello went by (its program starts next): what the
+  // workspace holds before it.
+  function wsBegin(c) {
+    c.wsBase = wsMeasure(wsLimit(c));
+    wsArm(WS_MS);
   }
 
   function start(chan, msg) {
@@ -241,11 +313,13 @@
       return;
     }
     const tag = typeof msg.tag === 'string' && /^[0-9a-f]{32}$/.test(msg.tag) ? msg.tag : '';
+    const w = msg.ws;
+    const ws = w && w.bytes > 0 && w.files > 0 ? { bytes: +w.bytes, files: +w.files } : null;
     // pid: the runner's (under the helper: once it says so); hpid: the helper's.
     const c = { child, pid: helper ? 0 : child.pid || 0, hpid: helper ? child.pid || 0 : 0, start: 0,
                 code: null, signal: 0, open: 2, tag, reported: false, timer: null, exited: false,
                 killed: false, used: null, scan: newScan(), ctl: null, helperDone: false,
-                helperFail: '', dSent: false };
+                helperFail: '', dSent: false, ws, wsBase: null, wsOver: '' };
     chans.set(chan, c);
     c.start = c.pid ? startOf(c.pid) : 0;
     if (helper && child.stdio[4]) {
@@ -385,6 +459,7 @@
       if (chan === 0 && !helper && !helperErr) setHelper(body);
     } else if (kind === SFRAME_INPUT) {
       if (c && c.scan.inPhase < 3) watchIn(c.scan, body);
+      if (c && c.ws && !c.wsBase && c.scan.head) wsBegin(c);
       if (c && !c.exited && c.child.stdin.writable) c.child.stdin.write(body);
     } else if (kind === SFRAME_KILL) {
       if (!c) return;

@@ -29,6 +29,7 @@
 #include "runner/local/local_backend.h"
 #include "runner/local/local_sandbox.h"
 #include "runner/local/sandbox_uids.h"
+#include "runner/local/workspace.h"
 #include "base/buf.h"
 #include "base/log.h"
 #include "store/snapshots.h"
@@ -61,6 +62,8 @@ struct local {
 	int cg_timer;             /* cg_retry is initialised */
 	struct store_snaps *snaps; /* --snapshot-url: owned, or NULL */
 	int snaps_closing;
+	struct local_ws *wsm;     /* the workspaces that are more than folders */
+	int wsm_closing;
 };
 
 /* A spawn waiting for its workspace's restore: the request, copied. */
@@ -69,6 +72,7 @@ struct deferred {
 	char *input;
 	size_t input_len;
 	unsigned long memory_mb;
+	uint64_t ws_bytes, ws_files;
 	char *exec_id;
 	char *conversation;
 	struct cp_buf stdin_q; /* what write() was given meanwhile */
@@ -102,7 +106,9 @@ struct codepod_proc {
 	int polling;          /* oom_poll is initialised and not closed */
 	int oom_killed;       /* the OOM event came: the group was killed */
 	struct codepod_proc_exit ex;
-	struct deferred *def; /* waiting for a restore, or NULL */
+	struct deferred *def; /* waiting for a restore or its workspace, or NULL */
+	int waiting_ws;       /* waiting for its workspace (workspace.h) */
+	int ws_held;          /* it holds its workspace: dropped when freed */
 	char ws_hash[33];     /* the workspace's folder name, for snapshots */
 	char *ws;
 };
@@ -136,13 +142,19 @@ static int mkdir_p(const char *path, struct cp_err *err)
  * writer the program can be; the program runs as its owner. Everything above
  * it stays root's (0700). A new workspace (still root's, from mkdir_p) gets
  * the fixed --sandbox-user or a user of its own from the range
- * (sandbox_uids.h); one made before keeps its owner. */
+ * (sandbox_uids.h); one made before keeps its owner, unless that is not the
+ * user it would get now (made under --sandbox-user and now with a user per
+ * conversation, or the other way): then it gets one, and *move_from says
+ * whose entries are handed over before the program starts (workspace.h).
+ * Until that is done, the folder keeps its old owner, so a codepod that
+ * dies meanwhile starts the move again. */
 static int own_workspace(struct local *b, const char *conversation, const char *ws,
-                         uid_t *uid, gid_t *gid, struct cp_err *err)
+                         uid_t *uid, gid_t *gid, uid_t *move_from, struct cp_err *err)
 {
 	struct stat st;
 	*uid = 0;
 	*gid = 0;
+	*move_from = (uid_t)-1;
 	if (!b->isolate || !b->sb.as_root)
 		return 0;
 	if (lstat(ws, &st) || !S_ISDIR(st.st_mode))
@@ -150,12 +162,16 @@ static int own_workspace(struct local *b, const char *conversation, const char *
 	uid_t want_u = b->sb.uid;
 	gid_t want_g = b->sb.gid;
 	if (!b->sb.fixed_user) {
-		if (st.st_uid != 0) {
-			/* the program's own, from this range or an earlier setting */
+		if (st.st_uid != 0 && local_uids_in_range(&b->uids, st.st_uid)) {
+			/* the program's own, from this range */
 			*uid = st.st_uid;
 			*gid = st.st_gid;
 			return 0;
 		}
+		const char *slash = strrchr(ws, '/');
+		if (st.st_uid != 0 && b->wsm &&
+		    local_ws_moving(b->wsm, slash ? slash + 1 : ws, uid, gid, move_from))
+			return 0; /* its move is under way: to the user taken for it */
 		int rc = local_uids_take(&b->uids, conversation, &want_u, err);
 		if (rc)
 			return rc;
@@ -165,6 +181,10 @@ static int own_workspace(struct local *b, const char *conversation, const char *
 	*gid = want_g;
 	if (st.st_uid == want_u && st.st_gid == want_g)
 		return 0;
+	if (st.st_uid != 0 && st.st_uid != want_u) {
+		*move_from = st.st_uid;
+		return 0;
+	}
 	if (lchown(ws, want_u, want_g))
 		return cp_err_errno(err, CP_E_IO, errno, "chown %s", ws);
 	return 0;
@@ -173,7 +193,8 @@ static int own_workspace(struct local *b, const char *conversation, const char *
 /* The workspace folder name is a hash of the scope key: the raw key can
  * hold user data and any byte. */
 static int workspace_path(struct local *b, const char *conversation, char *out,
-                          size_t cap, uid_t *uid, gid_t *gid, struct cp_err *err)
+                          size_t cap, uid_t *uid, gid_t *gid, uid_t *move_from,
+                          struct cp_err *err)
 {
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -188,7 +209,7 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 	if (!uid)
 		return 0; /* the path alone */
 	int rc = mkdir_p(out, err);
-	return rc ? rc : own_workspace(b, conversation, out, uid, gid, err);
+	return rc ? rc : own_workspace(b, conversation, out, uid, gid, move_from, err);
 }
 
 static void report_if_done(struct codepod_proc *p);
@@ -215,6 +236,8 @@ static void on_handle_closed(uv_handle_t *h)
 	struct codepod_proc *p = h->data;
 	if (--p->handles_open == 0) {
 		struct local *b = p->b;
+		if (p->ws_held && b->wsm)
+			local_ws_drop(b->wsm, p->ws_hash);
 		deferred_free(p->def);
 		free(p->ws);
 		free(p);
@@ -889,6 +912,84 @@ static void never_started(struct codepod_proc *p, int unavailable, const char *w
 	report_if_done(p);
 }
 
+static struct deferred *defer(const struct codepod_spawn_req *req);
+
+/* The deferred request starts now in its workspace: what write() queued
+ * meanwhile follows the runner's input. */
+static void launch_deferred(struct codepod_proc *p)
+{
+	struct deferred *d = p->def;
+	struct codepod_spawn_req req = {
+		.conversation = d->conversation, .exec_id = d->exec_id,
+		.argv = (const char *const *)d->argv, .input = d->input, .input_len = d->input_len,
+		.memory_mb = d->memory_mb, .ws_bytes = d->ws_bytes, .ws_files = d->ws_files,
+	};
+	struct cp_err err = { 0 };
+	p->def = NULL;
+	int rc = launch(p, &req, p->ws, d->uid, d->gid, &err);
+	if (rc) {
+		p->def = d; /* freed with the handle */
+		never_started(p, 1, err.msg);
+		return;
+	}
+	if (cp_buf_len(&d->stdin_q) && local_write(p, cp_buf_ptr(&d->stdin_q),
+	                                           cp_buf_len(&d->stdin_q), &err))
+		local_kill(p);
+	deferred_free(d);
+}
+
+static void ws_ready(void *ud, int rc, const struct cp_err *rerr)
+{
+	struct codepod_proc *p = ud;
+	p->waiting_ws = 0;
+	if (!rc)
+		p->ws_held = 1;
+	if (rc || !p->def || p->def->kill_asked) {
+		never_started(p, rc != 0 || !p->def,
+		              rc && rerr ? rerr->msg : !p->def ? "out of memory" : NULL);
+		return;
+	}
+	launch_deferred(p);
+}
+
+/* The workspace made ready for @p (workspace.h), then its launch: 0 when
+ * it started or waits (deferred), else an error and @p is not started. */
+static int ready_then_launch(struct codepod_proc *p, const struct codepod_spawn_req *req,
+                             uid_t uid, gid_t gid, uid_t move_from, struct cp_err *err)
+{
+	struct local *b = p->b;
+	int rc = 0;
+	if (b->wsm) {
+		struct local_ws_req wr = { p->ws_hash, req->ws_bytes, req->ws_files,
+		                           b->isolate && b->sb.as_root ? uid : (uid_t)-1,
+		                           b->isolate && b->sb.as_root ? gid : (gid_t)-1, move_from };
+		rc = local_ws_acquire(b->wsm, &wr, ws_ready, p, err);
+		if (rc < 0)
+			return rc;
+	}
+	if (rc == 0) {
+		p->ws_held = b->wsm != NULL;
+		if (p->def) { /* after a restore */
+			p->def->uid = uid;
+			p->def->gid = gid;
+			launch_deferred(p);
+			return 0;
+		}
+		return launch(p, req, p->ws, uid, gid, err);
+	}
+	/* waiting: the request kept until its workspace is ready */
+	p->waiting_ws = 1;
+	if (!p->def)
+		p->def = defer(req);
+	if (!p->def) {
+		/* ws_ready comes all the same: it finds no request */
+		return 0;
+	}
+	p->def->uid = uid;
+	p->def->gid = gid;
+	return 0;
+}
+
 static void restored(void *ud, int rc, const struct cp_err *rerr, int64_t ms)
 {
 	struct codepod_proc *p = ud;
@@ -901,13 +1002,8 @@ static void restored(void *ud, int rc, const struct cp_err *rerr, int64_t ms)
 		p->seen.restored = 1;
 		p->seen.restore_ms = (uint64_t)ms;
 	}
-	struct codepod_spawn_req req = {
-		.conversation = d->conversation, .exec_id = d->exec_id,
-		.argv = (const char *const *)d->argv, .input = d->input, .input_len = d->input_len,
-		.memory_mb = d->memory_mb,
-	};
 	char ws[4096];
-	uid_t uid;
+	uid_t uid, move = (uid_t)-1;
 	gid_t gid;
 	struct cp_err err = { 0 };
 	/* No snapshot: the new workspace gets the owner taken for it already. */
@@ -915,20 +1011,15 @@ static void restored(void *ud, int rc, const struct cp_err *rerr, int64_t ms)
 	    lchown(p->ws, d->uid, d->gid) != 0)
 		rc = cp_err_errno(&err, CP_E_IO, errno, "chown %s", p->ws);
 	if (!rc)
-		rc = workspace_path(p->b, d->conversation, ws, sizeof ws, &uid, &gid, &err);
-	/* Started: what write() queued meanwhile follows the runner's input. */
-	p->def = NULL;
+		rc = workspace_path(p->b, d->conversation, ws, sizeof ws, &uid, &gid, &move, &err);
+	struct codepod_spawn_req req = {
+		.conversation = d->conversation, .exec_id = d->exec_id,
+		.ws_bytes = d->ws_bytes, .ws_files = d->ws_files,
+	};
 	if (!rc)
-		rc = launch(p, &req, ws, uid, gid, &err);
-	if (rc) {
-		p->def = d; /* freed with the handle */
+		rc = ready_then_launch(p, &req, uid, gid, move, &err);
+	if (rc)
 		never_started(p, 1, err.msg);
-		return;
-	}
-	if (cp_buf_len(&d->stdin_q) && local_write(p, cp_buf_ptr(&d->stdin_q),
-	                                           cp_buf_len(&d->stdin_q), &err))
-		local_kill(p);
-	deferred_free(d);
 }
 
 static char *dup_s(const char *s)
@@ -961,6 +1052,10 @@ static struct deferred *defer(const struct codepod_spawn_req *req)
 		memcpy(d->input, req->input, req->input_len);
 	d->input_len = req->input_len;
 	d->memory_mb = req->memory_mb;
+	d->ws_bytes = req->ws_bytes;
+	d->ws_files = req->ws_files;
+	d->uid = (uid_t)-1;
+	d->gid = (gid_t)-1;
 	return d;
 }
 
@@ -970,15 +1065,15 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 {
 	struct local *b = (struct local *)base;
 	char ws[4096];
-	uid_t uid;
-	gid_t gid;
-	int rc = workspace_path(b, req->conversation, ws, sizeof ws, NULL, NULL, err);
+	uid_t uid = 0, move = (uid_t)-1;
+	gid_t gid = 0;
+	int rc = workspace_path(b, req->conversation, ws, sizeof ws, NULL, NULL, NULL, err);
 	if (rc)
 		return rc;
 	struct stat st;
 	int restore = b->snaps && !b->snaps_closing && lstat(ws, &st) != 0 && errno == ENOENT;
 	if (!restore) {
-		rc = workspace_path(b, req->conversation, ws, sizeof ws, &uid, &gid, err);
+		rc = workspace_path(b, req->conversation, ws, sizeof ws, &uid, &gid, &move, err);
 		if (rc)
 			return rc;
 	}
@@ -1025,7 +1120,7 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 		*out = p;
 		return 0;
 	}
-	rc = launch(p, req, ws, uid, gid, err);
+	rc = ready_then_launch(p, req, uid, gid, move, err);
 	if (rc) {
 		close_all(p);
 		return rc;
@@ -1393,10 +1488,13 @@ static int drain_err(struct codepod_proc *p)
  * (killed()) and may deliver before the kernel has reaped them. */
 static void local_kill(struct codepod_proc *p)
 {
-	if (p->def) { /* not started: it never will be; exited() tells once the restore ends */
+	if (p->def) { /* not started: it never will be; exited() tells once the
+	               * restore or the workspace ends */
 		p->def->kill_asked = 1;
 		return;
 	}
+	if (p->waiting_ws)
+		return; /* (its request could not be kept): exited() tells */
 	if (p->outer_reaped && !p->exited) {
 		/* bubblewrap's process is gone, its init (ours now) not yet:
 		 * the namespace ends with it; exited() tells */
@@ -1503,6 +1601,8 @@ static void local_free(struct local *b)
 		local_release(b);
 }
 
+static void local_closed(struct local *b);
+
 /* May be called from inside a process's exited() chain: the memory goes
  * once the last process handle has closed. */
 static void snaps_closed(void *ud)
@@ -1510,20 +1610,37 @@ static void snaps_closed(void *ud)
 	struct local *b = ud;
 	b->snaps = NULL;
 	if (b->closing && b->live == 0)
-		local_free(b);
+		local_closed(b);
+}
+
+static void wsm_closed(void *ud)
+{
+	struct local *b = ud;
+	b->wsm = NULL;
+	if (b->closing && b->live == 0)
+		local_closed(b);
 }
 
 /* Every process is gone: the snapshots still waiting (the last
- * executions' changes) are taken, then the memory goes. */
+ * executions' changes) are taken, then the workspaces are unmounted, then
+ * the memory goes. */
 static void local_closed(struct local *b)
 {
-	if (b->snaps && !b->snaps_closing) {
-		b->snaps_closing = 1;
-		store_snaps_close(b->snaps, snaps_closed, b);
+	if (b->snaps) {
+		if (!b->snaps_closing) {
+			b->snaps_closing = 1;
+			store_snaps_close(b->snaps, snaps_closed, b);
+		}
 		return;
 	}
-	if (!b->snaps)
-		local_free(b);
+	if (b->wsm) {
+		if (!b->wsm_closing) {
+			b->wsm_closing = 1;
+			local_ws_close(b->wsm, wsm_closed, b);
+		}
+		return;
+	}
+	local_free(b);
 }
 
 static void local_destroy(struct codepod_backend *base)
@@ -1540,6 +1657,7 @@ static void local_destroy(struct codepod_backend *base)
 struct ws_delete {
 	struct local *b;
 	uv_work_t work;
+	char hash[33];
 	char trash[4200];  /* "" when there was no workspace */
 	int pending;       /* the removal, the snapshots */
 	int rc;
@@ -1592,39 +1710,62 @@ static void snaps_deleted(void *ud, int rc, const struct cp_err *err)
 	ws_delete_step(d);
 }
 
+/* The workspace is unmounted and its image gone (workspace.h): the folder
+ * is moved aside at once (one rename: a new execution finds none and starts
+ * afresh) and removed on libuv's pool. */
+static void ws_released(void *ud, int rc, const struct cp_err *rerr)
+{
+	struct ws_delete *d = ud;
+	struct local *b = d->b;
+	if (rc && !d->rc) {
+		d->rc = rc;
+		cp_err_set(&d->err, rc, "%s", rerr ? rerr->msg : "unmounting the workspace");
+	}
+	char ws[4200];
+	snprintf(ws, sizeof ws, "%s/%s", b->ws_root, d->hash);
+	unsigned char rnd[4];
+	RAND_bytes(rnd, sizeof rnd);
+	snprintf(d->trash, sizeof d->trash, "%s/.deleted-%s-%02x%02x%02x%02x", b->ws_root, d->hash,
+	         rnd[0], rnd[1], rnd[2], rnd[3]);
+	if (rename(ws, d->trash) != 0) {
+		if (errno != ENOENT && !d->rc)
+			d->rc = cp_err_errno(&d->err, CP_E_IO, errno, "moving the workspace aside");
+		d->trash[0] = '\0';
+	}
+	if (uv_queue_work(b->loop, &d->work, ws_remove_work, ws_removed)) {
+		if (!d->rc)
+			d->rc = cp_err_set(&d->err, CP_E_INTERNAL, "cannot queue the workspace removal");
+		ws_delete_step(d);
+	}
+}
+
 static int local_delete_conversation(struct codepod_backend *base, const char *conversation,
                                      void (*done)(void *ud, int rc, const struct cp_err *err),
                                      void *ud, struct cp_err *err)
 {
 	struct local *b = (struct local *)base;
 	char ws[4096];
-	int rc = workspace_path(b, conversation, ws, sizeof ws, NULL, NULL, err);
+	int rc = workspace_path(b, conversation, ws, sizeof ws, NULL, NULL, NULL, err);
 	if (rc)
 		return rc;
 	const char *hash = strrchr(ws, '/') + 1;
 	struct ws_delete *d = calloc(1, sizeof *d);
 	if (!d)
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	for (struct codepod_proc *p = b->running; p; p = p->next_running)
-		if (!strcmp(p->ws_hash, hash))
-			local_kill(p);
-	unsigned char rnd[4];
-	RAND_bytes(rnd, sizeof rnd);
-	snprintf(d->trash, sizeof d->trash, "%s/.deleted-%s-%02x%02x%02x%02x", b->ws_root, hash,
-	         rnd[0], rnd[1], rnd[2], rnd[3]);
-	if (rename(ws, d->trash) != 0) {
-		if (errno != ENOENT) {
-			rc = cp_err_errno(err, CP_E_IO, errno, "moving the workspace aside");
-			free(d);
-			return rc;
-		}
-		d->trash[0] = '\0';
-	}
+	snprintf(d->hash, sizeof d->hash, "%s", hash);
 	d->b = b;
 	d->done = done;
 	d->ud = ud;
-	d->pending = 1;
 	d->work.data = d;
+	for (struct codepod_proc *p = b->running; p; p = p->next_running)
+		if (!strcmp(p->ws_hash, hash))
+			local_kill(p);
+	/* unmounted and its image removed first (workspace.h), then the folder */
+	if (b->wsm && local_ws_delete(b->wsm, hash, ws_released, d, err) != 0) {
+		free(d);
+		return err->code;
+	}
+	d->pending = 1;
 	b->live++;
 	if (b->snaps && !b->snaps_closing) {
 		d->pending++;
@@ -1633,18 +1774,8 @@ static int local_delete_conversation(struct codepod_backend *base, const char *c
 			d->rc = d->err.code;
 		}
 	}
-	if (uv_queue_work(b->loop, &d->work, ws_remove_work, ws_removed)) {
-		d->rc = cp_err_set(&d->err, CP_E_INTERNAL, "cannot queue the workspace removal");
-		d->pending--; /* the snapshots' deletion, if any, still ends it */
-		if (!d->pending) {
-			b->live--;
-			rc = d->rc;
-			if (err)
-				*err = d->err;
-			free(d);
-			return rc;
-		}
-	}
+	if (!b->wsm)
+		ws_released(d, 0, NULL);
 	return 0;
 }
 
@@ -1714,9 +1845,12 @@ static int sandbox_ready(struct local *b, const struct local_config *cfg, struct
 	char ws[4096];
 	uid_t uid;
 	gid_t gid;
-	rc = workspace_path(b, "codepod: start-up probe", ws, sizeof ws, &uid, &gid, err);
+	uid_t move;
+	rc = workspace_path(b, "codepod: start-up probe", ws, sizeof ws, &uid, &gid, &move, err);
 	if (rc)
 		return rc;
+	if (move != (uid_t)-1 && lchown(ws, uid, gid)) /* an empty folder */
+		return cp_err_errno(err, CP_E_IO, errno, "chown %s", ws);
 	struct local_sandbox_run run = { b->state_dir, b->node_root, ws, 0, uid, gid };
 	return local_sandbox_probe(&b->sb, &run, b->node, err);
 }
@@ -1770,6 +1904,51 @@ static int cgroups_ready(struct local *b, const struct local_config *cfg, struct
 	                  why.msg);
 }
 
+static int snaps_busy(void *ud, const char *hash)
+{
+	struct local *b = ud;
+	return b->snaps && store_snaps_busy(b->snaps, hash);
+}
+
+/* The workspaces' disk bound (workspace.h); where it cannot be had, a
+ * refusal unless told to run on without it. */
+static int workspaces_ready(struct local *b, const struct local_config *cfg, struct cp_err *err)
+{
+	struct cp_err why = { 0 };
+	int disk = b->isolate && !cfg->disk_bound_off;
+	if (disk && local_ws_probe(b->ws_root, &why) != 0)
+		disk = 0;
+	struct local_ws_conf c = { b->loop, b->ws_root, disk, cfg->workspace_idle_s, snaps_busy, b };
+	int rc = local_ws_new(&c, &b->wsm, disk ? &why : err);
+	if (rc && !disk)
+		return rc;
+	if (rc) { /* the probe passed, the workspaces' own mount did not */
+		disk = 0;
+		c.disk = 0;
+		rc = local_ws_new(&c, &b->wsm, err);
+		if (rc)
+			return rc;
+	}
+	if (disk) {
+		cp_log(CP_LOG_INFO, "local.disk_bound", "workspaces", json_string(b->ws_root), NULL);
+		return 0;
+	}
+	if (!b->isolate || cfg->disk_bound_off)
+		return 0;
+	if (cfg->no_disk_bound) {
+		cp_log(CP_LOG_WARN, "local.no_disk_bound", "message",
+		       json_string("no image can bound the workspaces here: a program can fill the "
+		                   "disk that holds the state folder (maxWorkspaceBytes and "
+		                   "maxWorkspaceFiles are NOT enforced)"), "reason",
+		       json_string(why.msg), NULL);
+		return 0;
+	}
+	return cp_err_set(err, CP_E_SANDBOX_UNAVAILABLE,
+	                  "no image can bound the workspaces' disk here (%s). Run codepod as root "
+	                  "on a host with loop devices and e2fsprogs (mkfs.ext4, resize2fs), or pass "
+	                  "--no-disk-bound to run without that bound", why.msg);
+}
+
 int local_new(const struct local_config *cfg, struct codepod_backend **out,
                  struct cp_err *err)
 {
@@ -1815,6 +1994,8 @@ int local_new(const struct local_config *cfg, struct codepod_backend **out,
 		rc = sandbox_ready(b, cfg, err);
 	if (rc == 0 && b->isolate)
 		rc = cgroups_ready(b, cfg, err);
+	if (rc == 0)
+		rc = workspaces_ready(b, cfg, err);
 	if (rc) {
 		local_free(b);
 		return rc;

@@ -15,7 +15,10 @@
  * process spawned is a shell that writes its own PID to the cgroup's
  * cgroup.procs files and then execs bubblewrap, so every process of the
  * sandbox starts inside; without a cgroup, local_new refuses unless
- * no_memory_bound.
+ * no_memory_bound. Isolated, each workspace is bounded by the kernel
+ * (workspace.h: an ext4 image of its own, maxWorkspaceBytes and
+ * maxWorkspaceFiles); where that cannot be had (not root, no loop devices,
+ * no e2fsprogs) local_new refuses unless no_disk_bound.
  *
  * Loop context: the loop thread only. local_new blocks briefly (it runs
  * the sandbox once with `node`, to prove its guarantees: local_sandbox.h).
@@ -41,6 +44,11 @@ struct local_config {
 	                           * (root only), or NULL: the default range */
 	const char *const *hide; /* host files programs must not read: NULL-terminated, or NULL */
 	int no_memory_bound;     /* isolated: run on without a cgroup when none can be had */
+	int no_disk_bound;       /* isolated: run on without the workspaces' disk bound
+	                          * when it cannot be had (workspace.h) */
+	int disk_bound_off;      /* never bound the workspaces (benchmarks) */
+	unsigned workspace_idle_s; /* a mounted workspace unused this long is
+	                            * unmounted; 0: LOCAL_WS_IDLE_S */
 	unsigned long max_sandbox_pids; /* processes of all sandboxes together; 0: three
 	                                 * quarters of kernel.pid_max (cgroup.h) */
 	const char *cgroup_fs;   /* where the cgroup filesystems are; NULL: /sys/fs/cgroup */

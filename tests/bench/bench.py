@@ -38,6 +38,7 @@ env:   BENCH_BIN (tests/bench/bench_codepod built), CODEPOD_NODE (Node 22),
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -423,6 +424,15 @@ def main():
             step("startup_isolated", ["startup", "--runs", str(runs)])
             step("startup_plain", ["startup", "--runs", str(runs), "--no-isolation"])
             step("startup_nocgroup", ["startup", "--runs", str(runs), "--no-cgroup"])
+        if wanted("disk"):
+            # the workspaces' disk bound on and off, in turn (a process each:
+            # the bound is the backend's), so load drifts over both alike
+            pairs = 2 if quick else 3
+            for i in range(pairs):
+                step("disk_on_%d" % i, ["startup", "--runs", "10"])
+                step("disk_off_%d" % i, ["startup", "--runs", "10", "--no-disk-bound"])
+                step("first_on_%d" % i, ["first", "--runs", "10"])
+                step("first_off_%d" % i, ["first", "--runs", "10", "--no-disk-bound"])
         iso = "startup_isolated" in figs or not wanted("startup")
         iso_args = [] if iso else ["--no-isolation"]
         if wanted("startup"):
@@ -512,6 +522,22 @@ def main():
                                                       a["codepod_median_ms"] / b["codepod_median_ms"],
                                                       verdict(a["codepod_median_ms"]
                                                               <= 1.10 * b["codepod_median_ms"])))
+    on = [figs["disk_on_%d" % i] for i in range(3) if "disk_on_%d" % i in figs]
+    off = [figs["disk_off_%d" % i] for i in range(3) if "disk_off_%d" % i in figs]
+    if on and off and len(on) == len(off):
+        ratios = [a["codepod_median_ms"] / b["codepod_median_ms"] for a, b in zip(on, off)]
+        L.append("    the workspace's disk bound (an image per conversation, mounted): `return 1`")
+        L.append("      on/off, in turn: %s  (median %.2fx; goal <= 1.10x: %s)"
+                 % (" ".join("%.2fx" % r for r in ratios), statistics.median(ratios),
+                    verdict(statistics.median(ratios) <= 1.10)))
+    fon = [figs["first_on_%d" % i] for i in range(3) if "first_on_%d" % i in figs]
+    foff = [figs["first_off_%d" % i] for i in range(3) if "first_off_%d" % i in figs]
+    if fon and foff and len(fon) == len(foff):
+        L.append("      a new conversation's first `return 1`: %s ms with, %s ms without "
+                 "(mkfs.ext4 and a mount); median %+.0f ms"
+                 % ("/".join("%.0f" % f["median_ms"] for f in fon),
+                    "/".join("%.0f" % f["median_ms"] for f in foff),
+                    statistics.median([a["median_ms"] - b["median_ms"] for a, b in zip(fon, foff)])))
     if "startup_plain" in figs and "startup_isolated" in figs:
         L.append("    bwrap alone: bare node %.2fx" % (figs["startup_isolated"]["bare_median_ms"]
                                                     / figs["startup_plain"]["bare_median_ms"]))

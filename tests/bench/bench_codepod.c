@@ -11,6 +11,12 @@
  *       (runner/prestart.h), and every run, bare or not, comes GAP_MS after
  *       the previous one (the model's turn between two programs, in which
  *       the next runner starts).
+ *   bench_codepod first      [--runs N] [--no-disk-bound]
+ *       `return 1` as the first execution of a new conversation, every run
+ *       (its workspace made: as root an image, mkfs.ext4 and a mount,
+ *       runner/local/workspace.h; --no-disk-bound: a folder, as before).
+ *   --no-disk-bound (startup and first): the workspaces without their disk
+ *       bound, so the two can be set side by side.
  *   bench_codepod calls      [--count N] [--no-isolation]
  *       one program making N sequential `await tools.echo({i})` calls, answered
  *       from inside tool_call; with the CPU time per call (first call to
@@ -48,6 +54,7 @@ struct bench {
 	struct codepod *cp;
 	int isolate;
 	int no_cgroup; /* --no-cgroup: the sandbox without its cgroup (runner/local/cgroup.h) */
+	int no_disk;   /* --no-disk-bound: workspaces are folders (runner/local/workspace.h) */
 	int prestart_gap_ms;  /* > 0: runners are started ahead, runs this far apart */
 	int failures;
 	char first_error[512];
@@ -119,7 +126,8 @@ static int setup(struct bench *b, const char *node_flag, const char *state_dir, 
 	 * one; --no-cgroup points the backend at no cgroup filesystem. */
 	struct local_config lc = { .loop = &b->loop, .state_dir = state_dir, .node = node,
 	                              .isolate = isolate, .no_memory_bound = 1,
-	                              .cgroup_fs = b->no_cgroup ? "/nonexistent-cgroupfs" : NULL };
+	                              .cgroup_fs = b->no_cgroup ? "/nonexistent-cgroupfs" : NULL,
+	                              .no_disk_bound = 1, .disk_bound_off = b->no_disk };
 	if (local_new(&lc, &b->backend, &err)) {
 		fprintf(stderr, "bench: %s\n", err.msg);
 		return -1;
@@ -316,6 +324,45 @@ static void gap(struct bench *b)
 		uv_run(&b->loop, UV_RUN_ONCE);
 	uv_close((uv_handle_t *)&t, NULL);
 	uv_run(&b->loop, UV_RUN_NOWAIT);
+}
+
+/* The first execution of a new conversation, every run. */
+static int mode_first(struct bench *b, int runs)
+{
+	double *ms = calloc((size_t)runs, sizeof *ms);
+	double *su = calloc((size_t)runs, sizeof *su);
+	if (!ms || !su)
+		return 2;
+	for (int i = -2; i < runs; i++) { /* two to warm up */
+		char conv[64];
+		snprintf(conv, sizeof conv, "first-%ld-%d", (long)getpid(), i + 2);
+		json_t *req = request("first", "return 1", NULL, NULL);
+		json_object_set_new(req, "conversation", json_string(conv));
+		struct one_run r = { .b = b };
+		r.t0 = now_ms();
+		int rc = submit(b, req, &run_host, &r);
+		json_decref(req);
+		if (rc) {
+			b->failures++;
+			continue;
+		}
+		while (!r.finished)
+			uv_run(&b->loop, UV_RUN_ONCE);
+		if (i >= 0) {
+			ms[i] = r.t1 - r.t0;
+			su[i] = (double)json_integer_value(json_object_get(r.usage, "startupMs"));
+		}
+		json_decref(r.usage);
+	}
+	json_t *o = json_pack("{s:s,s:b,s:i,s:f,s:f,s:o}", "mode", "first", "disk_bound", !b->no_disk,
+	                      "runs", runs, "median_ms", median(ms, runs),
+	                      "startupMs_median", median(su, runs), "ms", ms_array(ms, runs));
+	json_dumpf(o, stdout, JSON_COMPACT);
+	fputc('\n', stdout);
+	json_decref(o);
+	free(ms);
+	free(su);
+	return 0;
 }
 
 static int mode_startup(struct bench *b, int runs)
@@ -705,17 +752,19 @@ int main(int argc, char **argv)
 		{ "delay-ms", required_argument, NULL, 'd' },
 		{ "no-isolation", no_argument, NULL, 'I' },
 		{ "no-cgroup", no_argument, NULL, 'G' },
+		{ "no-disk-bound", no_argument, NULL, 'D' },
 		{ "prestart", required_argument, NULL, 'P' },
 		{ "node", required_argument, NULL, 'x' },
 		{ "state-dir", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_codepod startup|calls|concurrent|pingpong-c [options]\n");
+		fprintf(stderr, "usage: bench_codepod startup|first|calls|concurrent|pingpong-c [options]\n");
 		return 2;
 	}
 	const char *mode = argv[1];
 	int runs = 30, n = 200, delay_ms = 1000, isolate = 1, prestart_gap_ms = 0, no_cgroup = 0;
+	int no_disk = 0;
 	long count = 10000;
 	const char *node = NULL, *state_dir = NULL;
 	int c;
@@ -728,6 +777,7 @@ int main(int argc, char **argv)
 		case 'd': delay_ms = (int)num_arg(optarg); break;
 		case 'I': isolate = 0; break;
 		case 'G': no_cgroup = 1; break;
+		case 'D': no_disk = 1; break;
 		case 'P': prestart_gap_ms = (int)num_arg(optarg); break;
 		case 'x': node = optarg; break;
 		case 's': state_dir = optarg; break;
@@ -750,11 +800,14 @@ int main(int argc, char **argv)
 	struct bench b = { 0 };
 	b.prestart_gap_ms = prestart_gap_ms;
 	b.no_cgroup = no_cgroup;
+	b.no_disk = no_disk;
 	if (setup(&b, node, state_dir, isolate))
 		return 2;
 	int rc;
 	if (strcmp(mode, "startup") == 0)
 		rc = mode_startup(&b, runs);
+	else if (strcmp(mode, "first") == 0)
+		rc = mode_first(&b, runs);
 	else if (strcmp(mode, "calls") == 0)
 		rc = mode_calls(&b, count);
 	else if (strcmp(mode, "concurrent") == 0)

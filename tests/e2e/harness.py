@@ -78,12 +78,14 @@ def kube_kubeconfig():
 def backend_args():
     """The local backend refuses to start where no cgroup can bound the
     sandboxes' memory (unprivileged on cgroup v1) unless told
-    --no-memory-bound; where one can be had the flag changes nothing, so the
-    suite passes it everywhere and tests/hostile/test_memory.py holds the
-    bound and the refusal without it."""
+    --no-memory-bound, and where no image can bound the workspaces' disk
+    (unprivileged) unless told --no-disk-bound; where they can be had the
+    flags change nothing, so the suite passes them everywhere and
+    tests/hostile/test_memory.py and test_disk.py hold the bounds and the
+    refusals without them."""
     if BACKEND == "kubernetes":
         return ["--backend", "kubernetes", "--kubeconfig", kube_kubeconfig()]
-    return ["--no-memory-bound"]
+    return ["--no-memory-bound", "--no-disk-bound"]
 
 
 local_backend_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
@@ -456,6 +458,8 @@ class Session:
         self._answers.put(None)
         for t in self._timers:
             t.cancel()
+        if rc != 0:  # killed: what it had mounted stays (a clean exit unmounts)
+            unmount_leftovers(self.state_dir)
         return rc
 
     def log_events(self, event=None):
@@ -473,6 +477,23 @@ class Session:
             except ValueError:
                 bad.append(raw[:300])
         return bad
+
+
+def unmount_leftovers(state_dir):
+    """A codepod that exits unmounts its workspaces (runner/local/workspace.h);
+    one a test killed leaves them, for the next codepod to sweep. The test
+    owns its state folder, so what is left under it goes now (lazily): its
+    folders can then be removed."""
+    if os.geteuid() != 0:
+        return
+    top = os.path.realpath(str(state_dir))
+    try:
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4].replace("\\040", " ") for line in f]
+    except OSError:
+        return
+    for p in sorted((p for p in points if p.startswith(top + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", p], capture_output=True)
 
 
 def parse_log_lines(lines, event=None):

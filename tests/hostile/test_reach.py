@@ -161,13 +161,15 @@ fs.writeFileSync('mine.txt', 'B');
 const list = (d) => {{ try {{ return fs.readdirSync(d); }} catch (e) {{ return e.code; }} }};
 return {{ state: list({json.dumps(str(state))}), workspaces: list({json.dumps(str(state / "workspaces"))}),
          cwd: process.cwd(), mine: list('/workspace') }};""", conversation="ws-b"))
+        # on the host, each conversation's file is in its own folder (as
+        # root its own filesystem, mounted there while codepod runs)
+        held = sorted(sorted(os.listdir(d)) for d in (state / "workspaces").iterdir()
+                      if d.is_dir() and os.listdir(d))
     finally:
         assert h.close() == 0
     r = res["result"]
     assert r["state"] == [] and r["workspaces"] == "ENOENT", r
     assert r["cwd"] == "/workspace" and r["mine"] == ["mine.txt"], r
-    # on the host, each conversation's file is in its own folder
-    held = sorted(sorted(os.listdir(d)) for d in (state / "workspaces").iterdir() if os.listdir(d))
     assert held == [["mine.txt"], ["theirs.txt"]], held
     hs.next_works()
 

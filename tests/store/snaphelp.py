@@ -62,9 +62,27 @@ def count_events(sess, event, conversation=None):
 
 def tree(root):
     """{relative path: what it is} of a folder: kind, mode, size, content
-    hash and mtime of files; mode of folders; target of links."""
-    out = {}
+    hash and mtime of files; mode of folders; target of links. A workspace
+    kept in an image of its own (as root: runner/local/workspace.h) and not
+    mounted now (its codepod ended) is read from the image, mounted
+    read-only for the walk."""
     root = str(root)
+    img = root + ".img"
+    if os.path.exists(img) and not os.path.ismount(root):
+        import subprocess
+        import tempfile
+        mnt = tempfile.mkdtemp(prefix="snap-img-")
+        subprocess.run(["mount", "-t", "ext4", "-o", "ro,loop", img, mnt], check=True)
+        try:
+            return _tree(mnt)
+        finally:
+            subprocess.run(["umount", mnt], check=True)
+            os.rmdir(mnt)
+    return _tree(root)
+
+
+def _tree(root):
+    out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             p = os.path.join(dirpath, name)

@@ -146,9 +146,10 @@ static void test_template_hash_is_the_rendered_pod(void **state)
 	json_t *t = k8s_template_default();
 	char h1[17], h2[17], h3[17];
 	assert_int_equal(k8s_template_hash(t, h1, NULL), 0);
-	/* the label pods of the built-in template carried before: an upgrade
-	 * that keeps the template is no template change */
-	assert_string_equal(h1, "5f43392818b4da2e");
+	/* the label pods of the built-in template carry: an upgrade that keeps
+	 * the template is no template change (it changed with the workspace's
+	 * sizeLimit 2Gi and ephemeral-storage 3Gi: 5f43392818b4da2e before) */
+	assert_string_equal(h1, "f590126fa586fa0b");
 	/* kind and apiVersion are what rendering sets anyway */
 	json_t *bare = json_deep_copy(t);
 	json_object_del(bare, "kind");
@@ -284,6 +285,46 @@ static void test_oom_killed_from_the_container_status(void **state)
 	json_decref(junk);
 }
 
+/* Resource quantities as the API server writes them. */
+static void test_quantities(void **state)
+{
+	(void)state;
+	uint64_t b = 0;
+	assert_int_equal(k8s_quantity_bytes("2Gi", &b), 0);
+	assert_true(b == 2ull << 30);
+	assert_int_equal(k8s_quantity_bytes("1500M", &b), 0);
+	assert_true(b == 1500000000ull);
+	assert_int_equal(k8s_quantity_bytes("1e9", &b), 0);
+	assert_true(b == 1000000000ull);
+	assert_int_equal(k8s_quantity_bytes("512", &b), 0);
+	assert_true(b == 512);
+	assert_int_equal(k8s_quantity_bytes("1.5Ki", &b), 0);
+	assert_true(b == 1536);
+	assert_int_equal(k8s_quantity_bytes("2GiB", &b), -1);
+	assert_int_equal(k8s_quantity_bytes("", &b), -1);
+	assert_int_equal(k8s_quantity_bytes("-1Gi", &b), -1);
+	assert_int_equal(k8s_quantity_bytes("16Ei", &b), -1);
+	assert_int_equal(k8s_quantity_bytes(NULL, &b), -1);
+}
+
+/* The smaller of the workspace volume's sizeLimit and the container's
+ * ephemeral-storage limit; the built-in template's are 2Gi and 3Gi. */
+static void test_workspace_limit_of_a_template(void **state)
+{
+	(void)state;
+	json_t *t = k8s_template_default();
+	assert_true(k8s_template_workspace_limit(t) == 2ull << 30);
+	json_t *c = json_array_get(json_object_get(json_object_get(t, "spec"), "containers"), 0);
+	json_object_set_new(json_object_get(json_object_get(c, "resources"), "limits"),
+	                    "ephemeral-storage", json_string("1Gi"));
+	assert_true(k8s_template_workspace_limit(t) == 1ull << 30);
+	json_object_del(json_object_get(json_object_get(c, "resources"), "limits"), "ephemeral-storage");
+	json_t *v = json_array_get(json_object_get(json_object_get(t, "spec"), "volumes"), 0);
+	json_object_del(json_object_get(v, "emptyDir"), "sizeLimit");
+	assert_true(k8s_template_workspace_limit(t) == 0);
+	json_decref(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +338,8 @@ int main(void)
 		cmocka_unit_test(test_template_hash_is_the_rendered_pod),
 		cmocka_unit_test(test_unusable_templates_refused),
 		cmocka_unit_test(test_yaml_template_file),
+		cmocka_unit_test(test_quantities),
+		cmocka_unit_test(test_workspace_limit_of_a_template),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

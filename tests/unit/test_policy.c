@@ -75,9 +75,11 @@ static void test_defaults_match_design(void **state)
 	struct codepod_policy p;
 	memset(&p, 0xAB, sizeof p);
 	codepod_policy_defaults(&p);
-	assert_int_equal(sizeof p, (NROWS + 2) * sizeof(uint64_t)); /* no field untested */
+	assert_int_equal(sizeof p, (NROWS + 4) * sizeof(uint64_t)); /* no field untested */
 	assert_int_equal(p.max_cpu_ms, CODEPOD_POLICY_NONE);
 	assert_int_equal(p.max_file_bytes, 1ull << 30);
+	assert_int_equal(p.max_workspace_bytes, 1ull << 30);
+	assert_int_equal(p.max_workspace_files, 100000);
 	for (size_t i = 0; i < NROWS; i++) {
 		if (get(&p, i) != rows[i].def)
 			fail_msg("%s: default %llu, want %llu", rows[i].name,
@@ -387,6 +389,41 @@ static void test_max_file_bytes(void **state)
 	json_decref(o);
 }
 
+/* maxWorkspaceBytes / maxWorkspaceFiles: 1 GiB and 100000 by default, 1 TiB
+ * and 10 million at most; the conversation's workspace, not the program's,
+ * so a digest (to_json) leaves them out; a deployment's ceiling lowers the
+ * default. */
+static void test_max_workspace(void **state)
+{
+	(void)state;
+	struct codepod_policy p, d, c;
+	struct cp_err err;
+	codepod_policy_ceiling_defaults(&c);
+	assert_int_equal(c.max_workspace_bytes, 1ull << 40);
+	assert_int_equal(c.max_workspace_files, 10000000);
+	codepod_policy_defaults(&p);
+	assert_int_equal(p.max_workspace_bytes, 1ull << 30);
+	assert_int_equal(p.max_workspace_files, 100000);
+	json_t *o = parse("{\"maxWorkspaceBytes\":4096,\"maxWorkspaceFiles\":7}");
+	assert_int_equal(codepod_policy_apply(&p, o, &c, &err), 0);
+	json_decref(o);
+	assert_int_equal(p.max_workspace_bytes, 4096);
+	assert_int_equal(p.max_workspace_files, 7);
+	o = codepod_policy_to_json(&p);
+	assert_null(json_object_get(o, "maxWorkspaceBytes"));
+	assert_null(json_object_get(o, "maxWorkspaceFiles"));
+	json_decref(o);
+	o = parse("{\"maxWorkspaceFiles\":10000001}");
+	assert_int_equal(codepod_policy_apply(&p, o, &c, &err), CP_E_INVALID_REQUEST);
+	assert_non_null(strstr(err.msg, "maxWorkspaceFiles"));
+	json_decref(o);
+	json_t *ceil = parse("{\"maxWorkspaceBytes\":1048576}");
+	assert_int_equal(codepod_policy_deployment(&d, &c, NULL, ceil, &err), 0);
+	json_decref(ceil);
+	assert_int_equal(d.max_workspace_bytes, 1048576);
+	assert_int_equal(d.max_workspace_files, 100000);
+}
+
 /* maxCpuMs: none (0) by default and as the built-in ceiling; a request's
  * value is a positive integer like any other; none is left out of the JSON
  * (the digest of an execution without it is unchanged); a deployment's
@@ -441,6 +478,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_match_design),
 		cmocka_unit_test(test_max_file_bytes),
+		cmocka_unit_test(test_max_workspace),
 		cmocka_unit_test(test_ceiling_at_least_defaults),
 		cmocka_unit_test(test_null_and_json_null_change_nothing),
 		cmocka_unit_test(test_each_field_overrides_alone),

@@ -56,7 +56,7 @@ static void fake_kill(struct codepod_proc *p)
 
 static const struct codepod_backend_ops fake_ops = { .spawn = fake_spawn, .write = fake_write,
                                                      .kill = fake_kill };
-static struct codepod_backend fake = { &fake_ops, "fake", 0 };
+static struct codepod_backend fake = { .ops = &fake_ops, .name = "fake" };
 
 static void exit_proc(struct codepod_proc *p)
 {
@@ -88,13 +88,16 @@ static const struct codepod_proc_cbs taker = { never_out, never_out, taker_exite
 
 static uv_loop_t loop;
 
+/* What the executions of conversation "c" ask for. */
+static const struct codepod_runner_spec want_c = { "c", "e1", 512, NULL, 0, 1u << 30, 100000 };
+
 /* A pool with one runner waiting for conversation "c": that runner. */
 static struct codepod_proc *one_waiting(struct codepod_prestart **ps)
 {
 	nprocs = 0;
 	struct cp_err err;
 	assert_int_equal(codepod_prestart_new(&loop, &fake, 2, 120, ps, &err), 0);
-	codepod_prestart_exec_started(*ps, "c", 512);
+	codepod_prestart_exec_started(*ps, &want_c);
 	codepod_prestart_exec_ended(*ps, "c");
 	uv_run(&loop, UV_RUN_NOWAIT); /* the start comes on the loop's next turn */
 	assert_int_equal(nprocs, 1);
@@ -117,7 +120,7 @@ static void test_a_pristine_runner_is_handed_out(void **state)
 	struct codepod_prestart *ps;
 	struct codepod_proc *p = one_waiting(&ps), *got = NULL;
 	char tag[33];
-	assert_int_equal(codepod_prestart_take(ps, "c", 512, "e1", &taker, NULL, &got, tag), 1);
+	assert_int_equal(codepod_prestart_take(ps, &want_c, "e1", &taker, NULL, &got, tag), 1);
 	assert_ptr_equal(got, p);
 	assert_int_equal(p->killed, 0);
 	assert_int_equal(codepod_prestart_waiting(ps), 0);
@@ -125,6 +128,26 @@ static void test_a_pristine_runner_is_handed_out(void **state)
 	taker_exits = 0;
 	exit_proc(p);
 	assert_int_equal(taker_exits, 1);
+	done(ps);
+}
+
+/* A runner started for other workspace bounds is not handed out: the
+ * backend sized the workspace at its spawn. */
+static void test_other_workspace_bounds_get_a_fresh_runner(void **state)
+{
+	(void)state;
+	struct codepod_prestart *ps;
+	struct codepod_proc *got = NULL;
+	one_waiting(&ps);
+	char tag[33];
+	struct codepod_runner_spec bigger = want_c;
+	bigger.ws_bytes = 2u << 30;
+	assert_int_equal(codepod_prestart_take(ps, &bigger, "e1", &taker, NULL, &got, tag), 0);
+	bigger = want_c;
+	bigger.ws_files = 7;
+	assert_int_equal(codepod_prestart_take(ps, &bigger, "e1", &taker, NULL, &got, tag), 0);
+	assert_null(got);
+	assert_int_equal(codepod_prestart_waiting(ps), 1);
 	done(ps);
 }
 
@@ -137,12 +160,12 @@ static void wrote_while_waiting(int on_stderr)
 	assert_int_equal(p->killed, 1);
 	assert_int_equal(codepod_prestart_waiting(ps), 0);
 	char tag[33];
-	assert_int_equal(codepod_prestart_take(ps, "c", 512, "e1", &taker, NULL, &got, tag), 0);
+	assert_int_equal(codepod_prestart_take(ps, &want_c, "e1", &taker, NULL, &got, tag), 0);
 	/* more output before it is gone is ignored; its exit frees it quietly */
 	pool_cbs->out(p->ud, "y", 1);
 	assert_int_equal(p->killed, 1);
 	exit_proc(p);
-	assert_int_equal(codepod_prestart_take(ps, "c", 512, "e1", &taker, NULL, &got, tag), 0);
+	assert_int_equal(codepod_prestart_take(ps, &want_c, "e1", &taker, NULL, &got, tag), 0);
 	assert_null(got);
 	done(ps);
 }
@@ -164,6 +187,7 @@ int main(void)
 	uv_loop_init(&loop);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_pristine_runner_is_handed_out),
+		cmocka_unit_test(test_other_workspace_bounds_get_a_fresh_runner),
 		cmocka_unit_test(test_stdout_while_waiting_kills_it_and_it_is_not_handed_out),
 		cmocka_unit_test(test_stderr_while_waiting_kills_it_and_it_is_not_handed_out),
 	};

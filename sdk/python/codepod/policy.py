@@ -10,7 +10,8 @@ from typing import Any
 
 # Every key the server takes, in its order (docs/contract.md §3).
 POLICY_KEYS = ("timeoutMs", "startupTimeoutMs", "maxSourceBytes", "maxResultBytes", "maxBridgeRequests",
-               "maxInFlightBridgeRequests", "maxToolInputBytes", "maxToolOutputBytes", "maxMemoryMb", "maxCpuMs")
+               "maxInFlightBridgeRequests", "maxToolInputBytes", "maxToolOutputBytes", "maxMemoryMb", "maxCpuMs",
+               "maxWorkspaceBytes", "maxWorkspaceFiles")
 
 
 def check_policy(policy: Any, where: str) -> None:

@@ -8,6 +8,7 @@
 export const POLICY_KEYS = [
   "timeoutMs", "startupTimeoutMs", "maxSourceBytes", "maxResultBytes", "maxBridgeRequests",
   "maxInFlightBridgeRequests", "maxToolInputBytes", "maxToolOutputBytes", "maxMemoryMb", "maxCpuMs",
+  "maxWorkspaceBytes", "maxWorkspaceFiles",
 ] as const;
 
 /** Throws a TypeError naming the first key or value codepod would refuse. */

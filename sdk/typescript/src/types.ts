@@ -18,6 +18,10 @@ export interface Policy {
   maxMemoryMb?: number;
   /** CPU time of the execution's processes; over it CPU_LIMIT (default: none). */
   maxCpuMs?: number;
+  /** What the conversation's workspace may hold (default 1 GiB); past it ENOSPC. */
+  maxWorkspaceBytes?: number;
+  /** Files the conversation's workspace may hold (default 100000); past it ENOSPC. */
+  maxWorkspaceFiles?: number;
 }
 
 export type ErrorCode =

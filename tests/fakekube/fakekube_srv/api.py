@@ -139,10 +139,15 @@ class Server:
         async def watch():
             # An OOM kill of a process the exec'd one started is seen here
             # (the exec'd one's own death is checked as it ends, execws.py).
+            n = 0
             while True:
                 await asyncio.sleep(0.2)
                 for (ns, name), cg in list(self.store.memcg.pods.items()):
                     self.store.check_oom(ns, name, cg["container"])
+                n += 1
+                if n % 3 == 0:  # the kubelet's eviction for local storage
+                    for ns, name in list(self.store.pods):
+                        self.store.check_eviction(ns, name)
         self._oom_task = asyncio.get_event_loop().create_task(watch())
 
     async def _stop_oom_watch(self, app):
