@@ -264,20 +264,23 @@ static struct codepod_proc *take_super_waiters(struct kube_conv *c)
  * Under the pod helper a direct exec would run a runner without it (no
  * filter, no subreaper, no Landlock domain): the executions waiting fail
  * instead, and the next one starts another supervisor. */
-static void super_fallback(struct kube_conv *c, const char *why)
+static void super_fallback(struct kube_conv *c, const char *why, int never_up)
 {
 	if (c->k->pod_helper) {
 		cp_log(CP_LOG_WARN, "kube.supervisor_lost", "pod", json_string(c->pod),
 		       "detail", json_string(why), "message",
 		       json_string("no runner starts without the pod helper: the next execution "
 		                   "starts another supervisor"), NULL);
-		char detail[200];
-		snprintf(detail, sizeof detail, "the pod's supervisor failed: %.150s", why);
-		/* The pod may be gone: look again, once per execution. */
-		kube_conv_stale(c);
+		char detail[CP_ERR_MSG_MAX];
+		snprintf(detail, sizeof detail, "the pod's supervisor failed: %s", why);
+		/* One that died at work: the pod may be gone, look again, once per
+		 * execution. One that never came up (its exec refused, as an
+		 * execution's own would be): the executions waiting end with why. */
+		if (!never_up)
+			kube_conv_stale(c);
 		for (struct codepod_proc *w = take_super_waiters(c), *next; w; w = next) {
 			next = w->next_wait;
-			if (!again(w))
+			if (never_up || !again(w))
 				kube_proc_unavailable(w, detail);
 		}
 		return;
@@ -310,7 +313,7 @@ static void super_open(struct codepod_proc *p)
 	}
 	if (kube_super_open(c->super, (const char *const *)p->argv, p->tag, p->ws_bytes,
 	                    p->ws_files, &chan_cbs, p, &p->chan, &err)) {
-		super_fallback(c, err.msg);
+		super_fallback(c, err.msg, 0);
 		if (p->k->pod_helper) {
 			if (!again(p))
 				kube_proc_unavailable(p, err.msg);
@@ -360,7 +363,7 @@ static void on_super_gone(void *ud, struct kube_super *s, const char *detail)
 				start_exec(w);
 			}
 		} else {
-			super_fallback(c, detail);
+			super_fallback(c, detail, !kube_super_was_ready(s));
 		}
 	}
 	c->super_lost_work = 0;
@@ -459,7 +462,7 @@ static void start_exec_now(struct codepod_proc *p)
 			if (kube_super_new(p->k->execs, p->k->ns, c->pod, K8S_CONTAINER, p->k->pod_helper, &super_cbs, c,
 			               &c->super, &err)) {
 				c->super = NULL;
-				super_fallback(c, err.msg);
+				super_fallback(c, err.msg, 1);
 			} else {
 				p->k->pending++;
 				p->k->stats.supervisors_started++;
