@@ -363,7 +363,11 @@ static void on_super_gone(void *ud, struct kube_super *s, const char *detail)
 				start_exec(w);
 			}
 		} else {
-			super_fallback(c, detail, !kube_super_was_ready(s));
+			/* Refused (403: RBAC) before it ever came up: so would the
+			 * executions' own execs be. Anything else (a 404: the pod
+			 * went) sends them to look for the pod again. */
+			super_fallback(c, detail, !kube_super_was_ready(s) && detail &&
+			                                  strstr(detail, "HTTP 403") != NULL);
 		}
 	}
 	c->super_lost_work = 0;
