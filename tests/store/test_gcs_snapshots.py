@@ -14,22 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import fakegcs
 import snaphelp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 import harness  # noqa: E402
 
-
-@pytest.fixture
-def gcs():
-    md = fakegcs.MetadataServer()
-    g = fakegcs.FakeGCS(md)
-    try:
-        yield md, g
-    finally:
-        g.stop()
-        md.stop()
 
 
 def session(md, g, state_dir, prefix, host=None, extra=()):

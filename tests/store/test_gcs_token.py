@@ -19,16 +19,6 @@ import fakegcs
 import s3tool
 
 
-@pytest.fixture
-def gcs():
-    md = fakegcs.MetadataServer()
-    g = fakegcs.FakeGCS(md)
-    try:
-        yield md, g
-    finally:
-        g.stop()
-        md.stop()
-
 
 def tool_env(md, g, host=None):
     e = dict(os.environ)

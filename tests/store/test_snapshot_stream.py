@@ -12,21 +12,10 @@ import time
 
 import pytest
 
-import fakegcs
 import snaphelp
 from harness import UNDER_ASAN, vm_hwm_kib
 from test_gcs_snapshots import session
 
-
-@pytest.fixture
-def gcs():
-    md = fakegcs.MetadataServer()
-    g = fakegcs.FakeGCS(md)
-    try:
-        yield md, g
-    finally:
-        g.stop()
-        md.stop()
 
 
 def write_js(mib, name="big.bin"):
