@@ -60,7 +60,10 @@ fi
 ctx="$out/controller-context"
 rm -rf "$ctx"
 mkdir -p "$ctx"
-cp -r "$here/Makefile" "$here/runner" "$here/k8s" "$here/broker" "$ctx/"
+cp -r "$here/Makefile" "$here/scripts" "$here/base" "$here/store" "$here/runner" "$here/k8s" \
+	"$here/broker" "$here/cli" "$ctx/"
+mkdir -p "$ctx/tests/chart"
+cp "$here/tests/chart/get-helm.sh" "$ctx/tests/chart/"
 for target in runtime test; do
 	echo "images: controller, stage $target"
 	"${pm[@]}" "${build[@]}" -f "$here/images/controller.Dockerfile" --target "$target" \

@@ -11,18 +11,31 @@ ARG RUNTIME_IMAGE=docker.io/library/debian:bookworm-slim
 
 FROM ${BUILD_IMAGE} AS build
 ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update -qq \
+# The libraries of the Makefile's PKGS, and the compilers of the pod helper:
+# a static program for each architecture a pod may run on, so the build
+# host's own gcc and the other architecture's cross compiler.
+RUN cross=gcc-aarch64-linux-gnu\ libc6-dev-arm64-cross \
+ && if [ "$(dpkg --print-architecture)" = arm64 ]; then \
+      cross=gcc-x86-64-linux-gnu\ libc6-dev-amd64-cross; fi \
+ && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends build-essential pkg-config \
       libcurl4-openssl-dev libjansson-dev libwebsockets-dev libwebsockets-evlib-uv \
-      libuv1-dev libyaml-dev libssl-dev >/dev/null \
+      libuv1-dev libyaml-dev libssl-dev libseccomp-dev libarchive-dev $cross >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
+COPY scripts/ scripts/
+COPY tests/chart/get-helm.sh tests/chart/
+COPY base/ base/
+COPY store/ store/
 COPY runner/ runner/
 COPY k8s/ k8s/
 COPY broker/ broker/
-# The binary only: no deps.sh, no tests (they run outside the image).
-RUN make BUILD=/out /out/codepod && /out/codepod --version
+COPY cli/ cli/
+# The binary only: no deps.sh (the packages above are what it needs to
+# build), no tests (they run outside the image).
+RUN mkdir -p /out && touch /out/.deps-ok \
+ && make BUILD=/out /out/codepod && /out/codepod --version
 
 FROM ${RUNTIME_IMAGE} AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
@@ -30,7 +43,8 @@ ENV DEBIAN_FRONTEND=noninteractive
 # its own package), and the CA bundle for HTTPS brokers.
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends ca-certificates libcurl4 libjansson4 \
-      libwebsockets17 libwebsockets-evlib-uv libuv1 libyaml-0-2 libssl3 >/dev/null \
+      libwebsockets17 libwebsockets-evlib-uv libuv1 libyaml-0-2 libssl3 libseccomp2 \
+      libarchive13 >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && groupadd --gid 10001 codepod \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
