@@ -1,15 +1,15 @@
 /*
  * workspace.c - workspaces bounded by the kernel and handed to their users
- * (workspace.h).
+ * (workspace.h): the state of each conversation's workspace and the jobs
+ * that change it, one at a time, each a chain of steps on the loop, on
+ * libuv's thread pool and in child processes. How to attach, mount,
+ * unmount and sweep is workspace_disk.h's; when, and in what order, is
+ * this file's.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <linux/loop.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +18,12 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "runner/local/workspace.h"
+#include "runner/local/workspace_disk.h"
 
 #define MIB (1ull << 20)
 #define DEFAULT_BYTES (1ull << 30)
@@ -34,19 +34,13 @@
  * bytes asked for */
 #define EXT4_FIXED (12 * MIB)
 #define EXT4_PER_FILE 272ull
-#define MOUNT_FLAGS (MS_NOSUID | MS_NODEV | MS_NOATIME)
-#define MOUNT_DATA "discard,errors=remount-ro"
 #define ERRBUF 512
 /* Without CAP_SYS_RESOURCE an image grows unmounted: a spawn that asks for
  * more waits this long for the processes that hold it to end (a waiting
  * runner of the conversation is killed once the spawn is made). */
 #define GROW_WAIT_MS 3000
-#define PATH_CAP 4200
-/* In the workspaces' folder: held (flock, shared) by the codepod that
- * bound the folder on itself, for as long as it lives. */
-#define LOCK_FILE ".codepod-lock"
-
-extern char **environ;
+#define PATH_CAP LOCAL_DISK_PATH_CAP
+#define DEV_CAP LOCAL_DISK_DEV_CAP
 
 /* ---- sizes ---------------------------------------------------------------- */
 
@@ -64,349 +58,6 @@ static uint64_t bytes_of(uint64_t size, uint64_t files)
 {
 	uint64_t fixed = files * EXT4_PER_FILE + EXT4_FIXED;
 	return size > fixed ? (size - fixed) / 65 * 64 : 0;
-}
-
-/* ---- mounts and loop devices (any thread) ------------------------------------ */
-
-static int is_mounted(const char *path)
-{
-	char parent[PATH_CAP];
-	struct stat a, b;
-	if (snprintf(parent, sizeof parent, "%s/..", path) >= (int)sizeof parent)
-		return 0;
-	return lstat(path, &a) == 0 && stat(parent, &b) == 0 &&
-	       (a.st_dev != b.st_dev || a.st_ino == b.st_ino);
-}
-
-/* /proc/self/mountinfo's escapes (\040 for a space and the like) undone in place. */
-static void unescape(char *s)
-{
-	char *o = s;
-	for (char *i = s; *i; i++) {
-		if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
-		    i[3] >= '0' && i[3] <= '7') {
-			*o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
-			i += 3;
-		} else {
-			*o++ = *i;
-		}
-	}
-	*o = '\0';
-}
-
-/* Each mount: its mount point, fstype and source, until @fn returns non-zero. */
-static void each_mount(int (*fn)(void *ud, const char *point, const char *type, const char *src,
-                                 const char *root),
-                       void *ud)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return;
-	char *line = NULL;
-	size_t cap = 0;
-	while (getline(&line, &cap, f) > 0) {
-		char *save = NULL, *fields[10];
-		int n = 0;
-		for (char *t = strtok_r(line, " \n", &save); t && n < 10; t = strtok_r(NULL, " \n", &save))
-			fields[n++] = t;
-		/* id parent dev root point opts [optional...] - type source superopts */
-		if (n < 7)
-			continue;
-		int dash = 6;
-		while (dash < n && strcmp(fields[dash], "-") != 0)
-			dash++;
-		if (dash + 2 >= n)
-			continue;
-		unescape(fields[3]);
-		unescape(fields[4]);
-		unescape(fields[dash + 2]);
-		if (fn(ud, fields[4], fields[dash + 1], fields[dash + 2], fields[3]))
-			break;
-	}
-	free(line);
-	fclose(f);
-}
-
-static unsigned long own_pidns(void)
-{
-	struct stat st;
-	return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
-}
-
-/* The loop device's name: the codepod that made it (as cgroup.h names its folder). */
-static void loop_tag(char out[LO_NAME_SIZE])
-{
-	snprintf(out, LO_NAME_SIZE, "codepod-%lu-%ld", own_pidns(), (long)getpid());
-}
-
-/* 1 when @dev is a loop device named by a codepod of this PID namespace that is gone. */
-static int loop_of_dead_codepod(const char *dev)
-{
-	int fd = open(dev, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	struct loop_info64 info;
-	memset(&info, 0, sizeof info);
-	int rc = ioctl(fd, LOOP_GET_STATUS64, &info);
-	close(fd);
-	if (rc)
-		return 0;
-	unsigned long ns = 0;
-	long pid = 0;
-	char tail;
-	info.lo_file_name[LO_NAME_SIZE - 1] = '\0';
-	if (sscanf((const char *)info.lo_file_name, "codepod-%lu-%ld%c", &ns, &pid, &tail) != 2)
-		return 0;
-	return ns == own_pidns() && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-}
-
-/* The loop device @img is attached to already (its filesystem still held
- * somewhere after an unmount), into @dev; 0 when none. */
-static int loop_holding(const char *img, char dev[32])
-{
-	DIR *d = opendir("/sys/block");
-	if (!d)
-		return 0;
-	struct dirent *de;
-	int found = 0;
-	size_t il = strlen(img);
-	while (!found && (de = readdir(d))) {
-		if (strncmp(de->d_name, "loop", 4) != 0)
-			continue;
-		char p[300], back[PATH_CAP];
-		snprintf(p, sizeof p, "/sys/block/%s/loop/backing_file", de->d_name);
-		int fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t n = read(fd, back, sizeof back - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		back[n] = '\0';
-		if ((size_t)n >= il && !strncmp(back, img, il) && (back[il] == '\n' || back[il] == '\0') &&
-		    strlen(de->d_name) < 24) {
-			snprintf(dev, 32, "/dev/%.24s", de->d_name);
-			found = 1;
-		}
-	}
-	closedir(d);
-	return found;
-}
-
-/* @img on a new loop device, into @dev; its descriptor (kept open until the
- * mount holds the device: closing it last detaches it), or -1 with errno. */
-static int loop_attach(const char *img, char dev[32], struct cp_err *err)
-{
-	int ifd = open(img, O_RDWR | O_CLOEXEC);
-	if (ifd < 0)
-		return cp_err_errno(err, CP_E_IO, errno, "opening the workspace image"), -1;
-	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-	if (ctl < 0) {
-		cp_err_errno(err, CP_E_IO, errno, "/dev/loop-control");
-		close(ifd);
-		return -1;
-	}
-	int lfd = -1;
-	for (int tries = 0; lfd < 0 && tries < 64; tries++) {
-		int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
-		if (nr < 0) {
-			cp_err_errno(err, CP_E_IO, errno, "no free loop device");
-			break;
-		}
-		snprintf(dev, 32, "/dev/loop%d", nr);
-		int fd = open(dev, O_RDWR | O_CLOEXEC);
-		if (fd < 0) {
-			cp_err_errno(err, CP_E_IO, errno, "opening %s", dev);
-			break;
-		}
-		struct loop_config cfg;
-		memset(&cfg, 0, sizeof cfg);
-		cfg.fd = (__u32)ifd;
-		cfg.block_size = 4096;
-		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
-		loop_tag((char *)cfg.info.lo_file_name);
-		int rc = ioctl(fd, LOOP_CONFIGURE, &cfg);
-		if (rc && errno == EINVAL) { /* no direct I/O on the file's filesystem */
-			cfg.block_size = 0;
-			cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-			rc = ioctl(fd, LOOP_CONFIGURE, &cfg);
-		}
-		if (rc && (errno == ENOTTY || errno == EINVAL)) { /* before Linux 5.8 */
-			rc = ioctl(fd, LOOP_SET_FD, ifd);
-			if (rc == 0 && ioctl(fd, LOOP_SET_STATUS64, &cfg.info) != 0) {
-				int e = errno;
-				ioctl(fd, LOOP_CLR_FD, 0);
-				errno = e;
-				rc = -1;
-			}
-		}
-		if (rc == 0) {
-			lfd = fd;
-			break;
-		}
-		int e = errno;
-		close(fd);
-		if (e != EBUSY) { /* EBUSY: another took it first */
-			cp_err_errno(err, CP_E_IO, e, "attaching the workspace image to %s", dev);
-			break;
-		}
-	}
-	if (lfd < 0 && !err->code)
-		cp_err_set(err, CP_E_IO, "no free loop device");
-	close(ctl);
-	close(ifd);
-	return lfd;
-}
-
-/* @img mounted on @ws (through the device that holds it already, if any),
- * its loop device into @dev. */
-static int attach_mount(const char *img, const char *ws, char dev[32], struct cp_err *err)
-{
-	for (int tries = 0; tries < 4; tries++) {
-		if (loop_holding(img, dev)) {
-			if (mount(dev, ws, "ext4", MOUNT_FLAGS, MOUNT_DATA) == 0)
-				return 0;
-			if (errno != ENXIO && errno != ENODEV && errno != ENOENT)
-				return cp_err_errno(err, CP_E_IO, errno, "mounting the workspace");
-			continue; /* it detached meanwhile */
-		}
-		int lfd = loop_attach(img, dev, err);
-		if (lfd < 0)
-			return err->code;
-		int rc = mount(dev, ws, "ext4", MOUNT_FLAGS, MOUNT_DATA);
-		int e = errno;
-		close(lfd); /* the mount holds it now; without one it detaches */
-		if (rc)
-			return cp_err_errno(err, CP_E_IO, e, "mounting the workspace");
-		/* the filesystem is new here: shared, so copies other sandboxes'
-		 * namespaces took follow its unmount (the parent is shared) */
-		return 0;
-	}
-	return cp_err_set(err, CP_E_IO, "mounting the workspace: its loop device kept going away");
-}
-
-/* Unmount @ws: 0, or -1 with errno (EBUSY: in use; with @lazy, never). */
-static int unmount(const char *ws, int lazy)
-{
-	if (umount2(ws, UMOUNT_NOFOLLOW) == 0 || errno == EINVAL)
-		return 0;
-	if (errno == EBUSY && lazy)
-		return umount2(ws, MNT_DETACH | UMOUNT_NOFOLLOW) == 0 || errno == EINVAL ? 0 : -1;
-	return -1;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path) && errno != ENOENT ? -1 : 0;
-}
-
-static int rm_tree(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) && errno == ENOENT)
-		return 0;
-	return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-/* What a folder holds: its entries and their blocks (not following links). */
-static _Thread_local uint64_t du_bytes, du_files;
-static int du_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)path;
-	(void)flag;
-	if (ftw->level > 0) {
-		du_files++;
-		du_bytes += (uint64_t)st->st_blocks * 512u;
-	}
-	return 0;
-}
-
-/* ---- start-up: commands run and waited for (before the loop) -------------------- */
-
-/* The command's path in the sbin folders or PATH, into @out; 0 when none. */
-static int find_tool(const char *name, char out[PATH_CAP])
-{
-	static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin",
-	                                    "/usr/local/sbin", "/usr/local/bin" };
-	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-		snprintf(out, PATH_CAP, "%s/%s", dirs[i], name);
-		if (access(out, X_OK) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-static int run_wait(const char *const *argv, struct cp_err *err)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	pid_t pid;
-	int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc)
-		return cp_err_errno(err, CP_E_UNSUPPORTED, rc, "cannot run %s", argv[0]);
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return cp_err_set(err, CP_E_UNSUPPORTED, "%s failed (status %d)", argv[0], st);
-	return 0;
-}
-
-int local_ws_probe(const char *ws_root, struct cp_err *err)
-{
-	char mkfs[PATH_CAP], resize[PATH_CAP], tool[PATH_CAP];
-	if (geteuid() != 0)
-		return cp_err_set(err, CP_E_UNSUPPORTED, "codepod is not root (mounting an image "
-		                  "needs it)");
-	if (access("/dev/loop-control", R_OK | W_OK) != 0)
-		return cp_err_errno(err, CP_E_UNSUPPORTED, errno, "no loop devices (/dev/loop-control)");
-	if (!find_tool("mkfs.ext4", mkfs) || !find_tool("resize2fs", resize))
-		return cp_err_set(err, CP_E_UNSUPPORTED, "no mkfs.ext4 or resize2fs (install e2fsprogs)");
-	if (!find_tool("cp", tool) || !find_tool("chown", tool))
-		return cp_err_set(err, CP_E_UNSUPPORTED, "no cp or chown");
-	char img[PATH_CAP], mnt[PATH_CAP], dev[32];
-	snprintf(img, sizeof img, "%s/.probe-%ld.img", ws_root, (long)getpid());
-	snprintf(mnt, sizeof mnt, "%s/.probe-%ld", ws_root, (long)getpid());
-	int fd = open(img, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return cp_err_errno(err, CP_E_UNSUPPORTED, errno, "probe image %s", img);
-	int rc = ftruncate(fd, (off_t)local_ws_image_size(MIB, 64)) ? errno : 0;
-	close(fd);
-	if (rc) {
-		unlink(img);
-		return cp_err_errno(err, CP_E_UNSUPPORTED, rc, "probe image %s", img);
-	}
-	const char *const argv[] = { mkfs, "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0",
-	                             "-N", "64", "-J", "size=4", "-E",
-	                             "lazy_itable_init=1,lazy_journal_init=1", "--", img, NULL };
-	rc = run_wait(argv, err);
-	if (!rc && mkdir(mnt, 0700) && errno != EEXIST)
-		rc = cp_err_errno(err, CP_E_UNSUPPORTED, errno, "probe folder %s", mnt);
-	if (!rc) {
-		rc = attach_mount(img, mnt, dev, err);
-		if (rc) {
-			err->code = CP_E_UNSUPPORTED;
-		} else {
-			char f[PATH_CAP + 8];
-			snprintf(f, sizeof f, "%s/probe", mnt);
-			int wfd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-			if (wfd < 0 || write(wfd, "x", 1) != 1)
-				rc = cp_err_errno(err, CP_E_UNSUPPORTED, errno, "writing in a mounted image");
-			if (wfd >= 0)
-				close(wfd);
-			if (unmount(mnt, 1))
-				rc = rc ? rc : cp_err_errno(err, CP_E_UNSUPPORTED, errno, "unmounting %s", mnt);
-		}
-	}
-	rmdir(mnt);
-	unlink(img);
-	return rc;
 }
 
 /* ---- the workspaces ---------------------------------------------------------- */
@@ -439,7 +90,7 @@ struct ent {
 	struct job *job;
 	int mounted;          /* the image is mounted on ws */
 	int plain;            /* a folder that could not be moved into an image */
-	char dev[32];         /* its loop device, once mounted here */
+	char dev[DEV_CAP];    /* its loop device, once mounted here */
 	uint64_t size;        /* the image's bytes, while mounted */
 	uint64_t inodes;      /* its inodes */
 	uid_t moved_to;       /* the owner its entries were handed to, (uid_t)-1 */
@@ -470,7 +121,7 @@ struct job {
 	int grow_errno;         /* the image could not grow (logged on the loop) */
 	int left_errno;         /* a moved folder could not be removed */
 	uint64_t size, inodes;
-	char dev[32];
+	char dev[DEV_CAP];
 	int rc;
 	struct cp_err err;
 	/* the child process running */
@@ -497,7 +148,7 @@ struct local_ws {
 	int online_resize;        /* CAP_SYS_RESOURCE: a mounted filesystem can grow */
 	uv_timer_t grow_timer;    /* wakes the entries waiting to grow */
 	int root_bound;           /* root is our bind mount of itself */
-	int lock_fd;              /* root's LOCK_FILE, held shared while we live */
+	int lock_fd;              /* root's LOCAL_DISK_LOCK_FILE, held shared while we live */
 	struct ent *ents;
 	unsigned jobs;            /* running */
 	uv_timer_t idle;
@@ -519,93 +170,7 @@ int local_ws_bounded(const struct local_ws *w)
 
 /* ---- the start: the root's mount, the sweep ------------------------------------- */
 
-struct sweep {
-	const char *root;
-	int root_is_mount;
-	int roots;       /* this pass: the workspaces' folders (after the workspaces) */
-	int swept;
-};
-
-/* A workspaces' folder bound on itself by a codepod that is gone: no
- * process holds its LOCK_FILE (each codepod holds its own shared). */
-static int root_of_dead_codepod(const char *point)
-{
-	size_t n = strlen(point), k = strlen("/workspaces");
-	if (n < k || strcmp(point + n - k, "/workspaces") != 0)
-		return 0;
-	char lock[PATH_CAP];
-	if (snprintf(lock, sizeof lock, "%s/" LOCK_FILE, point) >= (int)sizeof lock)
-		return 0;
-	int fd = open(lock, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return 0;
-	int dead = flock(fd, LOCK_EX | LOCK_NB) == 0;
-	close(fd);
-	return dead;
-}
-
-static int sweep_one(void *ud, const char *point, const char *type, const char *src,
-                     const char *root)
-{
-	(void)root;
-	struct sweep *s = ud;
-	if (s->roots) {
-		if (!strcmp(point, s->root))
-			s->root_is_mount = 1;
-		else if (root_of_dead_codepod(point) && umount2(point, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
-			cp_log(CP_LOG_INFO, "local.workspace_swept", "mountPoint", json_string(point), NULL);
-		return 0;
-	}
-	if (strcmp(type, "ext4") != 0 || strncmp(src, "/dev/loop", 9) != 0)
-		return 0;
-	if (loop_of_dead_codepod(src) && umount2(point, MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
-		s->swept++;
-		cp_log(CP_LOG_INFO, "local.workspace_swept", "mountPoint", json_string(point),
-		       "device", json_string(src), NULL);
-	}
-	return 0;
-}
-
-/* Loop devices of codepods that are gone and mounted nowhere: detached
- * (they would detach themselves once closed; LOOP_CLR_FD says so now). */
-static void sweep_loops(void)
-{
-	DIR *d = opendir("/sys/block");
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "loop", 4) != 0)
-			continue;
-		char dev[300];
-		snprintf(dev, sizeof dev, "/dev/%s", de->d_name);
-		if (!loop_of_dead_codepod(dev))
-			continue;
-		int fd = open(dev, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			ioctl(fd, LOOP_CLR_FD, 0); /* busy (mounted): it detaches when unmounted */
-			close(fd);
-		}
-	}
-	closedir(d);
-}
-
 static void on_idle_timer(uv_timer_t *t);
-
-/* Whether this process has capability @bit in its effective set. */
-static int has_cap(int bit)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	if (!f)
-		return 0;
-	char line[256];
-	unsigned long long eff = 0;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	fclose(f);
-	return (int)((eff >> bit) & 1u);
-}
 
 int local_ws_new(const struct local_ws_conf *c, struct local_ws **out, struct cp_err *err)
 {
@@ -620,24 +185,20 @@ int local_ws_new(const struct local_ws_conf *c, struct local_ws **out, struct cp
 	w->busy = c->busy;
 	w->busy_ud = c->busy_ud;
 	w->lock_fd = -1;
-	find_tool("mkfs.ext4", w->mkfs);
-	find_tool("resize2fs", w->resize);
-	find_tool("cp", w->cp);
-	find_tool("chown", w->chown);
-	w->online_resize = has_cap(24 /* CAP_SYS_RESOURCE */);
+	local_disk_find_tool("mkfs.ext4", w->mkfs);
+	local_disk_find_tool("resize2fs", w->resize);
+	local_disk_find_tool("cp", w->cp);
+	local_disk_find_tool("chown", w->chown);
+	w->online_resize = local_disk_has_cap(24 /* CAP_SYS_RESOURCE */);
 	uv_timer_init(w->loop, &w->idle); /* closed last, so @closed comes from the loop */
 	w->idle.data = w;
 	uv_timer_init(w->loop, &w->grow_timer);
 	w->grow_timer.data = w;
 	if (w->disk) {
-		struct sweep s = { w->root, 0, 0, 0 };
-		each_mount(sweep_one, &s);
-		s.roots = 1;
-		each_mount(sweep_one, &s);
-		sweep_loops();
+		int root_is_mount = local_disk_sweep(w->root);
 		/* shared, so the unmount of a workspace reaches the copies the
 		 * sandboxes' namespaces hold (out of their sight) */
-		if (!s.root_is_mount && mount(w->root, w->root, NULL, MS_BIND, NULL) != 0) {
+		if (!root_is_mount && mount(w->root, w->root, NULL, MS_BIND, NULL) != 0) {
 			int e = errno;
 			w->disk = 0;
 			local_ws_close(w, NULL, NULL);
@@ -651,7 +212,7 @@ int local_ws_new(const struct local_ws_conf *c, struct local_ws **out, struct cp
 			return cp_err_errno(err, CP_E_UNSUPPORTED, e, "making %s shared", c->ws_root);
 		}
 		char lock[PATH_CAP];
-		snprintf(lock, sizeof lock, "%s/" LOCK_FILE, w->root);
+		snprintf(lock, sizeof lock, "%s/" LOCAL_DISK_LOCK_FILE, w->root);
 		w->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (w->lock_fd >= 0 && flock(w->lock_fd, LOCK_SH) != 0) {
 			close(w->lock_fd);
@@ -737,6 +298,22 @@ static int serves(const struct ent *e, const struct waiter *wt)
 	return want <= bytes_of(e->size, e->inodes) + 2 * MIB;
 }
 
+/* The job's mount (found or made) recorded as the workspace's. */
+static void ent_mounted(struct ent *e, const struct job *j)
+{
+	e->mounted = 1;
+	snprintf(e->dev, sizeof e->dev, "%s", j->dev);
+	e->size = j->size;
+	e->inodes = j->inodes;
+}
+
+/* Its image no longer mounted here. */
+static void ent_unmounted(struct ent *e)
+{
+	e->mounted = 0;
+	e->dev[0] = '\0';
+}
+
 /* ---- child processes ------------------------------------------------------------ */
 
 static void child_closed(uv_handle_t *h)
@@ -818,7 +395,7 @@ static void run_child(struct job *j, const char *what, const char *const *argv,
 	uv_read_start((uv_stream_t *)&j->errp, err_alloc, err_read);
 }
 
-static int child_failed(struct job *j)
+static int child_failed(const struct job *j)
 {
 	return j->status != 0 || j->term != 0;
 }
@@ -845,20 +422,6 @@ static void queue(struct job *j, uv_work_cb work, uv_after_work_cb after)
 	}
 }
 
-static int folder_empty(const char *path)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return 1;
-	struct dirent *de;
-	int empty = 1;
-	while (empty && (de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			empty = 0;
-	closedir(d);
-	return empty;
-}
-
 /* The mounted image's size and inodes. */
 static void read_bounds(struct job *j)
 {
@@ -868,6 +431,53 @@ static void read_bounds(struct job *j)
 		j->size = (uint64_t)st.st_size;
 	if (statfs(j->e->ws, &sf) == 0)
 		j->inodes = (uint64_t)sf.f_files;
+}
+
+/* The image mounted again as it is, its growth given up. */
+static void remount(struct job *j)
+{
+	if (local_disk_mount(j->e->img, j->e->ws, j->dev, &j->err) == 0)
+		j->is_mounted = 1;
+	else
+		j->rc = j->err.code;
+}
+
+/* Without CAP_SYS_RESOURCE: with no process holding it, the image
+ * unmounted and its file grown to @size; resize2fs grows the filesystem
+ * later (need_offline), then it is mounted again. */
+static void grow_unmounted(struct job *j, uint64_t size)
+{
+	char dev[DEV_CAP];
+	if (j->users) {
+		j->grow_errno = EBUSY; /* in use: it grows when it is not */
+		return;
+	}
+	/* detached: the namespace of the sandbox that ended last may
+	 * hold it a moment more (its teardown follows its reaping) */
+	if (local_disk_unmount(j->e->ws, 1) != 0) {
+		j->grow_errno = errno;
+		return;
+	}
+	j->is_mounted = 0;
+	for (int i = 0; i < 50 && local_disk_loop_holding(j->e->img, dev); i++) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (local_disk_loop_holding(j->e->img, dev)) {
+		/* still held (a sandbox on its way out): mounted again as it is */
+		j->grow_errno = EBUSY;
+		remount(j);
+		return;
+	}
+	int fd = open(j->e->img, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
+		j->grow_errno = errno ? errno : EIO;
+	else
+		j->need_offline = 1;
+	if (fd >= 0)
+		close(fd);
+	if (!j->need_offline) /* as it was */
+		remount(j);
 }
 
 /* A mounted image that must hold more: the file and the loop device grown,
@@ -881,44 +491,7 @@ static void grow(struct job *j)
 	uint64_t inodes = (uint64_t)((double)j->inodes * ((double)j->bytes / (double)have));
 	uint64_t size = local_ws_image_size(j->bytes, inodes);
 	if (!j->e->w->online_resize) {
-		char dev[32];
-		if (j->users) {
-			j->grow_errno = EBUSY; /* in use: it grows when it is not */
-			return;
-		}
-		/* detached: the namespace of the sandbox that ended last may
-		 * hold it a moment more (its teardown follows its reaping) */
-		if (unmount(j->e->ws, 1) != 0) {
-			j->grow_errno = errno;
-			return;
-		}
-		j->is_mounted = 0;
-		for (int i = 0; i < 50 && loop_holding(j->e->img, dev); i++) {
-			struct timespec ts = { 0, 10 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
-		}
-		if (loop_holding(j->e->img, dev)) {
-			/* still held (a sandbox on its way out): mounted again as it is */
-			j->grow_errno = EBUSY;
-			if (attach_mount(j->e->img, j->e->ws, j->dev, &j->err) == 0)
-				j->is_mounted = 1;
-			else
-				j->rc = j->err.code;
-			return;
-		}
-		int fd = open(j->e->img, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
-			j->grow_errno = errno ? errno : EIO;
-		else
-			j->need_offline = 1;
-		if (fd >= 0)
-			close(fd);
-		if (!j->need_offline) { /* as it was */
-			if (attach_mount(j->e->img, j->e->ws, j->dev, &j->err) == 0)
-				j->is_mounted = 1;
-			else
-				j->rc = j->err.code;
-		}
+		grow_unmounted(j, size);
 		return;
 	}
 	int fd = open(j->e->img, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -945,7 +518,7 @@ static void examine_work(uv_work_t *w)
 	j->need_chown = j->move_from != (uid_t)-1;
 	if (!e->w->disk || e->plain)
 		return;
-	int mounted = is_mounted(e->ws);
+	int mounted = local_disk_is_mounted(e->ws);
 	if (!mounted) {
 		struct stat st;
 		if (j->uid != (uid_t)-1)
@@ -954,7 +527,7 @@ static void examine_work(uv_work_t *w)
 			/* a move into an image cut short: the folder aside has every
 			 * file, the image and what reached it go */
 			unlink(e->img);
-			rm_tree(e->ws);
+			local_disk_rm_tree(e->ws);
 			if (mkdir(e->ws, 0700) || (j->uid != (uid_t)-1 && lchown(e->ws, j->uid, j->gid))) {
 				j->rc = cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, errno,
 				                     "the workspace's mount point");
@@ -962,11 +535,11 @@ static void examine_work(uv_work_t *w)
 			}
 			j->need_copy = 1;
 		} else if (lstat(e->img, &st) == 0) {
-			j->rc = attach_mount(e->img, e->ws, j->dev, err);
+			j->rc = local_disk_mount(e->img, e->ws, j->dev, err);
 			if (j->rc)
 				return;
 			mounted = 1;
-		} else if (!folder_empty(e->ws)) {
+		} else if (!local_disk_folder_empty(e->ws)) {
 			/* a plain folder with files goes into an image */
 			if (lstat(e->ws, &st) || rename(e->ws, e->src) || mkdir(e->ws, 0700) ||
 			    lchown(e->ws, j->uid != (uid_t)-1 ? j->uid : st.st_uid,
@@ -980,8 +553,8 @@ static void examine_work(uv_work_t *w)
 		if (!mounted) {
 			uint64_t bytes = j->bytes, files = j->files;
 			if (j->need_copy) {
-				du_bytes = du_files = 0;
-				nftw(e->src, du_entry, 16, FTW_PHYS | FTW_MOUNT);
+				uint64_t du_bytes, du_files;
+				local_disk_du(e->src, &du_bytes, &du_files);
 				if (du_bytes + du_bytes / 4 > bytes)
 					bytes = du_bytes + du_bytes / 4;
 				if (du_files + du_files / 4 + 64 > files)
@@ -1011,7 +584,7 @@ static void examine_work(uv_work_t *w)
 	if (!j->dev[0] && e->dev[0])
 		snprintf(j->dev, sizeof j->dev, "%s", e->dev);
 	if (!j->dev[0])
-		loop_holding(e->img, j->dev); /* mounted by an earlier codepod */
+		local_disk_loop_holding(e->img, j->dev); /* mounted by an earlier codepod */
 	read_bounds(j);
 	if (j->dev[0])
 		grow(j);
@@ -1021,7 +594,7 @@ static void mount_work(uv_work_t *w)
 {
 	struct job *j = w->data;
 	struct ent *e = j->e;
-	j->rc = attach_mount(e->img, e->ws, j->dev, &j->err);
+	j->rc = local_disk_mount(e->img, e->ws, j->dev, &j->err);
 	if (j->rc)
 		return;
 	if (j->new_image) {
@@ -1038,11 +611,11 @@ static void undo_work(uv_work_t *w)
 {
 	struct job *j = w->data;
 	struct ent *e = j->e;
-	if (is_mounted(e->ws))
-		unmount(e->ws, 1);
+	if (local_disk_is_mounted(e->ws))
+		local_disk_unmount(e->ws, 1);
 	unlink(e->img);
 	if (j->undo) {
-		rm_tree(e->ws);
+		local_disk_rm_tree(e->ws);
 		if (rename(e->src, e->ws) != 0)
 			j->rc = cp_err_errno(&j->err, CP_E_SANDBOX_UNAVAILABLE, errno,
 			                     "putting the workspace back");
@@ -1052,14 +625,14 @@ static void undo_work(uv_work_t *w)
 static void migrated_work(uv_work_t *w)
 {
 	struct job *j = w->data;
-	if (rm_tree(j->e->src) != 0)
+	if (local_disk_rm_tree(j->e->src) != 0)
 		j->left_errno = errno ? errno : EIO;
 }
 
 static void unmount_work(uv_work_t *w)
 {
 	struct job *j = w->data;
-	if (unmount(j->e->ws, j->lazy) != 0)
+	if (local_disk_unmount(j->e->ws, j->lazy) != 0)
 		j->rc = cp_err_errno(&j->err, CP_E_IO, errno, "unmounting");
 }
 
@@ -1067,11 +640,11 @@ static void delete_work(uv_work_t *w)
 {
 	struct job *j = w->data;
 	struct ent *e = j->e;
-	if (is_mounted(e->ws))
-		unmount(e->ws, 1);
+	if (local_disk_is_mounted(e->ws))
+		local_disk_unmount(e->ws, 1);
 	if (unlink(e->img) && errno != ENOENT)
 		j->rc = cp_err_errno(&j->err, CP_E_IO, errno, "removing the workspace image");
-	rm_tree(e->src);
+	local_disk_rm_tree(e->src);
 }
 
 /* ---- the steps, on the loop -------------------------------------------------------- */
@@ -1103,7 +676,9 @@ static void step_chown(struct job *j)
 	run_child(j, "chown", argv, step_chown_done);
 }
 
-static void step_resize_done(struct job *j)
+/* resize2fs ended, the image grown mounted or unmounted: logged. A
+ * failure is no error: the workspace serves at the size it has. */
+static void log_resized(const struct job *j)
 {
 	if (child_failed(j))
 		cp_log(CP_LOG_WARN, "local.workspace_not_grown", "conversation", json_string(j->e->hash),
@@ -1111,13 +686,13 @@ static void step_resize_done(struct job *j)
 	else
 		cp_log(CP_LOG_INFO, "local.workspace_grown", "conversation", json_string(j->e->hash),
 		       "bytes", json_integer((json_int_t)j->bytes), NULL);
+}
+
+static void step_resize_done(struct job *j)
+{
+	log_resized(j);
 	j->need_resize = 0;
-	struct stat st;
-	struct statfs sf;
-	if (stat(j->e->img, &st) == 0) /* two small reads */
-		j->size = (uint64_t)st.st_size;
-	if (statfs(j->e->ws, &sf) == 0)
-		j->inodes = (uint64_t)sf.f_files;
+	read_bounds(j); /* two small reads */
 	step_chown(j);
 }
 
@@ -1178,14 +753,23 @@ static void migrated(uv_work_t *w, int status)
 	step_resize(j);
 }
 
-static void step_copy_done(struct job *j)
+/* A child process that made or filled a new image ended: on its failure
+ * the image goes (fail_new_image), the error saying what it was @doing;
+ * else the next step, @work on the pool and then @after. */
+static void new_image_child_done(struct job *j, const char *doing, uv_work_cb work,
+                                 uv_after_work_cb after)
 {
 	if (child_failed(j)) {
-		child_error(j, "moving the workspace into its image");
+		child_error(j, doing);
 		fail_new_image(j);
 		return;
 	}
-	queue(j, migrated_work, migrated);
+	queue(j, work, after);
+}
+
+static void step_copy_done(struct job *j)
+{
+	new_image_child_done(j, "moving the workspace into its image", migrated_work, migrated);
 }
 
 static void mounted(uv_work_t *w, int status)
@@ -1201,10 +785,7 @@ static void mounted(uv_work_t *w, int status)
 		job_end(j);
 		return;
 	}
-	j->e->mounted = 1;
-	snprintf(j->e->dev, sizeof j->e->dev, "%s", j->dev);
-	j->e->size = j->size;
-	j->e->inodes = j->inodes;
+	ent_mounted(j->e, j);
 	if (j->need_copy) {
 		const char *const argv[] = { j->e->w->cp, "-a", "-T", "--one-file-system", "--",
 		                             j->e->src, j->e->ws, NULL };
@@ -1220,24 +801,14 @@ static void mounted(uv_work_t *w, int status)
 /* Grown unmounted (or not): mounted again either way. */
 static void step_offline_done(struct job *j)
 {
-	if (child_failed(j))
-		cp_log(CP_LOG_WARN, "local.workspace_not_grown", "conversation", json_string(j->e->hash),
-		       "reason", json_string(j->errbuf), NULL);
-	else
-		cp_log(CP_LOG_INFO, "local.workspace_grown", "conversation", json_string(j->e->hash),
-		       "bytes", json_integer((json_int_t)j->bytes), NULL);
+	log_resized(j);
 	j->need_offline = 0;
 	queue(j, mount_work, mounted);
 }
 
 static void step_mkfs_done(struct job *j)
 {
-	if (child_failed(j)) {
-		child_error(j, "making the workspace's filesystem");
-		fail_new_image(j);
-		return;
-	}
-	queue(j, mount_work, mounted);
+	new_image_child_done(j, "making the workspace's filesystem", mount_work, mounted);
 }
 
 static void examined(uv_work_t *w, int status)
@@ -1245,10 +816,8 @@ static void examined(uv_work_t *w, int status)
 	struct job *j = w->data;
 	struct ent *e = j->e;
 	(void)status;
-	if (e->w->disk && !e->plain && !j->is_mounted) {
-		e->mounted = 0;
-		e->dev[0] = '\0';
-	}
+	if (e->w->disk && !e->plain && !j->is_mounted)
+		ent_unmounted(e);
 	if (j->rc) {
 		if (j->undo)
 			fail_new_image(j);
@@ -1257,8 +826,7 @@ static void examined(uv_work_t *w, int status)
 		return;
 	}
 	if (j->need_offline) {
-		e->mounted = 0;
-		e->dev[0] = '\0';
+		ent_unmounted(e);
 		const char *const argv[] = { e->w->resize, "-f", e->img, NULL };
 		run_child(j, "resize2fs", argv, step_offline_done);
 		return;
@@ -1278,12 +846,8 @@ static void examined(uv_work_t *w, int status)
 		run_child(j, "mkfs.ext4", argv, step_mkfs_done);
 		return;
 	}
-	if (e->w->disk && !e->plain && j->is_mounted) {
-		e->mounted = 1;
-		snprintf(e->dev, sizeof e->dev, "%s", j->dev);
-		e->size = j->size;
-		e->inodes = j->inodes;
-	}
+	if (e->w->disk && !e->plain && j->is_mounted)
+		ent_mounted(e, j);
 	step_resize(j);
 }
 
@@ -1297,8 +861,7 @@ static void unmounted(uv_work_t *w, int status)
 	struct job *j = w->data;
 	(void)status;
 	if (!j->rc) {
-		j->e->mounted = 0;
-		j->e->dev[0] = '\0';
+		ent_unmounted(j->e);
 		cp_log(CP_LOG_DEBUG, "local.workspace_unmounted", "conversation",
 		       json_string(j->e->hash), NULL);
 	} else {
@@ -1312,9 +875,8 @@ static void deleted(uv_work_t *w, int status)
 {
 	struct job *j = w->data;
 	(void)status;
-	j->e->mounted = 0;
+	ent_unmounted(j->e);
 	j->e->plain = 0;
-	j->e->dev[0] = '\0';
 	j->e->moved_to = (uid_t)-1;
 	job_end(j);
 }
