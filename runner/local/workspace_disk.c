@@ -45,55 +45,6 @@ int local_disk_is_mounted(const char *path)
 	       (a.st_dev != b.st_dev || a.st_ino == b.st_ino);
 }
 
-/* /proc/self/mountinfo's escapes (\040 for a space and the like) undone in place. */
-static void unescape(char *s)
-{
-	char *o = s;
-	for (char *i = s; *i; i++) {
-		if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
-		    i[3] >= '0' && i[3] <= '7') {
-			*o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
-			i += 3;
-		} else {
-			*o++ = *i;
-		}
-	}
-	*o = '\0';
-}
-
-/* Each mount: its mount point, fstype and source, until @fn returns non-zero. */
-static void each_mount(int (*fn)(void *ud, const char *point, const char *type, const char *src,
-                                 const char *root),
-                       void *ud)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return;
-	char *line = NULL;
-	size_t cap = 0;
-	while (getline(&line, &cap, f) > 0) {
-		char *save = NULL, *fields[10];
-		int n = 0;
-		for (char *t = strtok_r(line, " \n", &save); t && n < 10; t = strtok_r(NULL, " \n", &save))
-			fields[n++] = t;
-		/* id parent dev root point opts [optional...] - type source superopts */
-		if (n < 7)
-			continue;
-		int dash = 6;
-		while (dash < n && strcmp(fields[dash], "-") != 0)
-			dash++;
-		if (dash + 2 >= n)
-			continue;
-		unescape(fields[3]);
-		unescape(fields[4]);
-		unescape(fields[dash + 2]);
-		if (fn(ud, fields[4], fields[dash + 1], fields[dash + 2], fields[3]))
-			break;
-	}
-	free(line);
-	fclose(f);
-}
-
 static unsigned long own_pidns(void)
 {
 	struct stat st;
@@ -396,6 +347,55 @@ int local_ws_probe(const char *ws_root, struct cp_err *err)
 }
 
 /* ---- the sweep of codepods that are gone (before the loop) ---------------------- */
+
+/* /proc/self/mountinfo's escapes (\040 for a space and the like) undone in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+	for (char *i = s; *i; i++) {
+		if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
+		    i[3] >= '0' && i[3] <= '7') {
+			*o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+			i += 3;
+		} else {
+			*o++ = *i;
+		}
+	}
+	*o = '\0';
+}
+
+/* Each mount: its mount point, fstype and source, until @fn returns non-zero. */
+static void each_mount(int (*fn)(void *ud, const char *point, const char *type, const char *src,
+                                 const char *root),
+                       void *ud)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return;
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, f) > 0) {
+		char *save = NULL, *fields[10];
+		int n = 0;
+		for (char *t = strtok_r(line, " \n", &save); t && n < 10; t = strtok_r(NULL, " \n", &save))
+			fields[n++] = t;
+		/* id parent dev root point opts [optional...] - type source superopts */
+		if (n < 7)
+			continue;
+		int dash = 6;
+		while (dash < n && strcmp(fields[dash], "-") != 0)
+			dash++;
+		if (dash + 2 >= n)
+			continue;
+		unescape(fields[3]);
+		unescape(fields[4]);
+		unescape(fields[dash + 2]);
+		if (fn(ud, fields[4], fields[dash + 1], fields[dash + 2], fields[3]))
+			break;
+	}
+	free(line);
+	fclose(f);
+}
 
 struct sweep {
 	const char *root;
