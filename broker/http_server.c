@@ -695,7 +695,9 @@ static int new_context(struct broker_http *srv, struct cp_err *err)
 	info.user = srv;
 	info.timeout_secs = timeout_secs;
 	info.timeout_secs_ah_idle = timeout_secs; /* a slow client holding its headers */
-	info.pt_serv_buf_size = 64 * 1024;
+	/* what one read of a socket takes: a file upload's body comes a
+	 * whole chunk (broker/http_server_files.c) at a time */
+	info.pt_serv_buf_size = 256 * 1024;
 	info.max_http_header_data = 8 * 1024;
 	info.max_http_header_pool = 2048;
 	info.fd_limit_per_thread = 4096;

@@ -332,7 +332,7 @@ static void io_drained(void *ud)
 		broker_http_sess_retire(&r->base);
 }
 
-static const struct broker_session_io exec_io = { io_send, io_drained };
+static const struct broker_session_io exec_io = { io_send, io_drained, NULL };
 
 void broker_http_exec_free(struct sess_base *b)
 {

@@ -13,7 +13,9 @@
  * session's. Bodies stream both ways a chunk (256 KiB) at a time: a GET
  * writes a chunk, then acks it, and the next comes; a PUT stops reading
  * its socket (rx flow control) while a chunk waits for the sandbox's ack.
- * Nothing holds a whole file.
+ * Nothing holds a whole file. The chunks are raw bytes both ways
+ * (broker_session_file_bytes, broker_session_io.file_data): the session
+ * protocol's base64 is for clients outside codepod.
  */
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -26,7 +28,8 @@
 #include "base/log.h"
 
 #define CHUNK 262144
-#define UP_MAX (2 * CHUNK + 65536) /* a PUT's bytes not yet sent: a chunk and what lws had read */
+#define PIECE 65536 /* a GET's most written from one WRITEABLE */
+#define UP_MAX (3 * CHUNK) /* a PUT's bytes not yet sent: a chunk and what lws had read (a read is 256 KiB) */
 #define PREFIX "/v1/conversations/"
 
 enum { OP_GET = 1, OP_PUT, OP_DELETE, OP_LIST, OP_COMMAND };
@@ -44,13 +47,13 @@ struct file_req {
 	unsigned long long size, start, clen, sent;
 	char etag[65];
 	unsigned char *chunk; /* LWS_PRE + bytes to write */
-	size_t chunk_len;
+	size_t chunk_len, chunk_off; /* chunk_off of them written */
 	unsigned char *spare; /* the chunk after it, its ack owed until it moves up */
 	size_t spare_len;
 	int have_spare;
 	/* PUT */
 	struct cp_buf up;
-	int ready, body_done, paused, last_sent;
+	int ready, body_done, paused, last_sent, pumping;
 	/* POST commands */
 	char *stdin_b64;
 };
@@ -81,6 +84,18 @@ static void finished(struct file_req *r)
 	r->base.gone = 1;
 	r->base.close_pending = 1;
 	broker_http_reap_schedule(r->base.srv);
+}
+
+/* The client's turn (@on: a GET's client has bytes to take): it may take
+ * the header timeout at most to move some, counted afresh each time some
+ * moved; lws then closes the connection. Codepod's turn (waiting for the
+ * sandbox) is not timed here: the execution's own limits bound that. So a
+ * slow transfer that keeps moving is never cut, and a stalled client is. */
+static void client_turn(struct file_req *r, struct lws *wsi, int on)
+{
+	if (wsi)
+		lws_set_timeout(wsi, on ? PENDING_TIMEOUT_HTTP_CONTENT : NO_PENDING_TIMEOUT,
+		                on ? (int)r->base.srv->cfg.header_timeout_s : 0);
 }
 
 static void answer(struct file_req *r, unsigned status, const json_t *body)
@@ -140,23 +155,25 @@ static char *b64(const void *buf, size_t len, size_t *out_len)
 
 static void put_pump(struct file_req *r)
 {
-	size_t have = cp_buf_len(&r->up);
-	if (!r->ready || r->last_sent || (have < CHUNK && !r->body_done))
+	/* A chunk handed on may bring the next file_ack at once (io_send
+	 * nests here): the loop sends it, after the bytes before it left. */
+	if (r->pumping)
 		return;
-	size_t n = have < CHUNK ? have : CHUNK;
-	int last = r->body_done && n == have;
-	size_t blen = 0;
-	char *enc = b64(cp_buf_ptr(&r->up), n, &blen);
-	if (!enc)
-		return;
-	r->ready = 0;
-	r->last_sent = last;
-	cp_buf_tail(&r->up, have - n);
-	json_t *m = json_pack("{s:s,s:s,s:s%}", "type", "file_chunk", "id", r->id, "data", enc, blen);
-	free(enc);
-	if (m && last)
-		json_object_set_new(m, "last", json_true());
-	feed(r, m);
+	r->pumping = 1;
+	for (;;) {
+		size_t have = cp_buf_len(&r->up);
+		if (r->answered || !r->ready || r->last_sent || (have < CHUNK && !r->body_done))
+			break;
+		size_t n = have < CHUNK ? have : CHUNK;
+		int last = r->body_done && n == have;
+		r->ready = 0;
+		r->last_sent = last;
+		/* the bytes as they are: no base64 on the way in (the session's
+		 * file_chunk would be that, and back) */
+		broker_session_file_bytes(r->base.session, r->id, cp_buf_ptr(&r->up), n, last);
+		cp_buf_tail(&r->up, have - n);
+	}
+	r->pumping = 0;
 	if (r->paused && cp_buf_len(&r->up) < CHUNK && r->wsi) {
 		r->paused = 0;
 		lws_rx_flow_control(r->wsi, 1);
@@ -228,28 +245,56 @@ static int write_headers(struct file_req *r, struct lws *wsi)
 	return 0;
 }
 
+/* The client has bytes to take (client_turn), counted afresh after each
+ * piece it took. */
+static void want_write(struct file_req *r, struct lws *wsi)
+{
+	if (!wsi)
+		return;
+	client_turn(r, wsi, 1);
+	lws_callback_on_writable(wsi);
+}
+
 int broker_http_files_writeable(struct lws *wsi, struct broker_http_pss *pss)
 {
 	struct file_req *r = pss->freq;
 	if (!r || r->op != OP_GET)
 		return 0;
 	if (!r->hdr_sent) {
-		if (!r->etag[0] && !r->archive)
-			return 0; /* nothing known yet */
+		if (!r->etag[0] && !r->archive) { /* nothing known yet: the sandbox is awaited */
+			client_turn(r, wsi, 0);
+			return 0;
+		}
 		if (write_headers(r, wsi))
 			return -1;
 		if (r->chunk_len || r->final)
-			lws_callback_on_writable(wsi);
+			want_write(r, wsi);
+		else
+			client_turn(r, wsi, 0);
 		return 0;
 	}
 	if (r->chunk_len) {
-		size_t n = r->chunk_len;
-		if (r->sent + n > r->clen)
-			n = (size_t)(r->clen - r->sent);
-		r->chunk_len = 0;
-		if (n && lws_write(wsi, r->chunk + LWS_PRE, n, LWS_WRITE_HTTP) < 0)
-			return -1;
-		r->sent += n;
+		/* A piece at a time while the socket takes them: what lws
+		 * cannot write at once it holds and writes before the next
+		 * WRITEABLE, so a piece is the most a slow client must take
+		 * between two of them, and a fast one takes the chunk at once. */
+		size_t n;
+		do {
+			n = r->chunk_len - r->chunk_off;
+			if (n > PIECE)
+				n = PIECE;
+			if (r->sent + n > r->clen)
+				n = (size_t)(r->clen - r->sent);
+			if (n && lws_write(wsi, r->chunk + LWS_PRE + r->chunk_off, n, LWS_WRITE_HTTP) < 0)
+				return -1;
+			r->sent += n;
+			r->chunk_off += n;
+		} while (n && r->chunk_off < r->chunk_len && !lws_send_pipe_choked(wsi));
+		if (n && r->chunk_off < r->chunk_len) {
+			want_write(r, wsi);
+			return 0;
+		}
+		r->chunk_len = r->chunk_off = 0;
 		if (r->have_spare) { /* the next moves up, and the one after may come */
 			unsigned char *t = r->chunk;
 			r->chunk = r->spare;
@@ -258,8 +303,11 @@ int broker_http_files_writeable(struct lws *wsi, struct broker_http_pss *pss)
 			r->spare_len = 0;
 			r->have_spare = 0;
 			feed(r, json_pack("{s:s,s:s}", "type", "file_ack", "id", r->id));
-			lws_callback_on_writable(wsi);
 		}
+		if (r->chunk_len || r->final)
+			want_write(r, wsi);
+		else
+			client_turn(r, wsi, 0);
 		return 0;
 	}
 	if (!r->final)
@@ -275,13 +323,17 @@ int broker_http_files_writeable(struct lws *wsi, struct broker_http_pss *pss)
 	return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
-static void get_chunk(struct file_req *r, const json_t *msg)
+/* A read's chunk, raw (broker_session_io.file_data). */
+static void io_file_data(void *ud, const char *id, const json_t *info, const char *data, size_t len)
 {
-	const char *data = json_string_value(json_object_get(msg, "data"));
-	const char *etag = json_string_value(json_object_get(msg, "etag"));
+	(void)id;
+	struct file_req *r = ud;
+	if (r->answered || r->op != OP_GET)
+		return;
+	const char *etag = json_string_value(json_object_get(info, "etag"));
 	if (!r->etag[0] && etag) {
 		snprintf(r->etag, sizeof r->etag, "%s", etag);
-		r->size = (unsigned long long)json_integer_value(json_object_get(msg, "size"));
+		r->size = (unsigned long long)json_integer_value(json_object_get(info, "size"));
 		unsigned long long want = r->clen; /* the Range's length, or ~0 */
 		r->clen = r->start >= r->size ? 0 : r->size - r->start;
 		if (want < r->clen)
@@ -290,27 +342,23 @@ static void get_chunk(struct file_req *r, const json_t *msg)
 	/* Two chunks at most: the one the socket takes next and the one after,
 	 * so the sandbox reads ahead while the socket writes (its ack waits
 	 * until the first is written). */
-	size_t len = data ? strlen(data) : 0;
 	int second = r->chunk_len > 0;
 	unsigned char **slot = second ? &r->spare : &r->chunk;
 	if (!*slot)
-		*slot = malloc(LWS_PRE + CHUNK + 3);
-	int n = *slot && len / 4 * 3 <= CHUNK + 3
-	                ? EVP_DecodeBlock(*slot + LWS_PRE, (const unsigned char *)data, (int)len) : -1;
-	if (n < 0) {
+		*slot = malloc(LWS_PRE + CHUNK);
+	if (!*slot || len > CHUNK) {
 		r->final = 2;
 	} else {
-		size_t pad = (len && data[len - 1] == '=') + (len > 1 && data[len - 2] == '=');
+		memcpy(*slot + LWS_PRE, data, len);
 		if (second) {
-			r->spare_len = (size_t)n - pad;
+			r->spare_len = len;
 			r->have_spare = 1;
 		} else {
-			r->chunk_len = (size_t)n - pad;
+			r->chunk_len = len;
 			feed(r, json_pack("{s:s,s:s}", "type", "file_ack", "id", r->id));
 		}
 	}
-	if (r->wsi)
-		lws_callback_on_writable(r->wsi);
+	want_write(r, r->wsi);
 }
 
 /* ---- the session's messages ---- */
@@ -323,8 +371,6 @@ static void io_send(void *ud, const json_t *msg)
 		return;
 	if (!strcmp(type, "error")) {
 		answer_error(r, json_object_get(msg, "error"));
-	} else if (!strcmp(type, "file_chunk") && r->op == OP_GET) {
-		get_chunk(r, msg);
 	} else if (!strcmp(type, "file_ack") && r->op == OP_PUT) {
 		r->ready = 1;
 		put_pump(r);
@@ -382,7 +428,7 @@ static void io_drained(void *ud)
 		broker_http_sess_retire(&r->base);
 }
 
-static const struct broker_session_io files_io = { io_send, io_drained };
+static const struct broker_session_io files_io = { io_send, io_drained, io_file_data };
 
 void broker_http_files_free(struct sess_base *b)
 {
@@ -585,6 +631,11 @@ int broker_http_files_route(struct broker_http *srv, struct lws *wsi, struct bro
 			r->body_done = 1;
 	}
 	start(srv, wsi, pss, r, msg);
+	/* the wait for the sandbox is the execution's to bound (want_write):
+	 * the timeout lws arms around this call is taken off in the first
+	 * WRITEABLE, after lws is done with the request */
+	if (op == OP_GET && pss->freq) /* (r is freed when it could not start) */
+		lws_callback_on_writable(wsi);
 	return 1;
 }
 

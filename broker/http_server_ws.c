@@ -141,7 +141,7 @@ static void io_drained(void *ud)
 		broker_http_sess_retire(&c->base);
 }
 
-static const struct broker_session_io ws_io = { io_send, io_drained };
+static const struct broker_session_io ws_io = { io_send, io_drained, NULL };
 
 static void free_queue(struct ws_conn *c)
 {

@@ -245,6 +245,15 @@ static json_t *outcome_message(const char *id, const json_t *outcome)
 static void on_file_data(void *ud, struct codepod_exec *e, const char *buf, size_t len)
 {
 	struct entry *en = ud;
+	const json_t *info = codepod_file_info(e);
+	struct broker_session *s = en->s;
+	if (s && s->io->file_data) {
+		if (s->can_send) {
+			s->io->file_data(s->ud, en->id, en->info_sent ? NULL : info, buf, len);
+			en->info_sent = info != NULL;
+		}
+		return;
+	}
 	size_t n = 0;
 	char *b64 = base64_of(buf, len, &n);
 	if (!b64)
@@ -253,7 +262,6 @@ static void on_file_data(void *ud, struct codepod_exec *e, const char *buf, size
 	free(b64);
 	/* The first chunk of a read also says the whole file's size and etag
 	 * (an HTTP answer's headers need them before the body). */
-	const json_t *info = codepod_file_info(e);
 	if (m && info && !en->info_sent) {
 		en->info_sent = 1;
 		json_object_update(m, (json_t *)info);
@@ -611,6 +619,23 @@ static void do_file_chunk(struct broker_session *s, const json_t *msg, const cha
 		send_error(s, id, type, NULL, INVALID, "%s: %.64s is not a file operation", type, id);
 	else if (codepod_file_chunk(en->exec, json_string_value(data), json_string_length(data),
 	                            json_is_true(last), &err))
+		send_error(s, id, type, NULL, INVALID, "%s: %.64s: %s", type, id, err.msg);
+}
+
+void broker_session_file_bytes(struct broker_session *s, const char *id, const void *buf,
+                               size_t len, int last)
+{
+	static const char type[] = "file_chunk";
+	struct entry *en = broker_hub_find(s->hub, id);
+	struct cp_err err;
+	if (s->closed)
+		send_error(s, id, type, NULL, INVALID, "the session is closing");
+	else if (!en || en->s != s)
+		send_error(s, id, type, NULL, INVALID,
+		           "%s: no running execution with id %.64s on this session", type, id);
+	else if (!en->file)
+		send_error(s, id, type, NULL, INVALID, "%s: %.64s is not a file operation", type, id);
+	else if (codepod_file_bytes(en->exec, buf, len, last, &err))
 		send_error(s, id, type, NULL, INVALID, "%s: %.64s: %s", type, id, err.msg);
 }
 

@@ -41,6 +41,11 @@ struct broker_session_io {
 	 * more: the transport may free the session now (not from inside this
 	 * call's caller chain: it may come from the engine's done callback). */
 	void (*drained)(void *ud);
+	/* Optional (NULL: file_chunk messages): a file read's chunk as raw
+	 * bytes (borrowed), for a transport inside codepod (the HTTP file
+	 * routes); @info is the first chunk's {"size","etag"}, NULL after.
+	 * The transport acks it with a file_ack message as usual. */
+	void (*file_data)(void *ud, const char *id, const json_t *info, const char *buf, size_t len);
 };
 
 /* @hub: shared by the server's sessions, or NULL for a private one. */
@@ -64,6 +69,12 @@ void broker_session_message(struct broker_session *s, const char *text, size_t l
 /* The same for a message already parsed (borrowed): a transport inside
  * codepod (the HTTP file routes) saves a 350 KB chunk's dump and parse. */
 void broker_session_feed(struct broker_session *s, const json_t *msg);
+
+/* A file write's next chunk as raw bytes (borrowed, at most 256 KiB): what
+ * a file_chunk message says, without its base64. An error goes back as the
+ * message's would. */
+void broker_session_file_bytes(struct broker_session *s, const char *id, const void *buf,
+                               size_t len, int last);
 
 /* A message over the transport's size limit arrived and was discarded. */
 void broker_session_oversize(struct broker_session *s, unsigned long long len,

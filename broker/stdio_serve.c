@@ -105,7 +105,7 @@ static void io_drained(void *ud)
 	t->done(t->ud);
 }
 
-static const struct broker_session_io session_io = { io_send, io_drained };
+static const struct broker_session_io session_io = { io_send, io_drained, NULL };
 
 static void on_line(void *ud, const char *line, size_t len)
 {

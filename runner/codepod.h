@@ -193,6 +193,11 @@ const json_t *codepod_file_info(const struct codepod_exec *e);
 int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int last,
                        struct cp_err *err);
 
+/* The same for @len raw bytes (borrowed, at most 256 KiB): a transport
+ * inside codepod (the HTTP file routes) has the bytes, not base64. */
+int codepod_file_bytes(struct codepod_exec *e, const void *data, size_t len, int last,
+                       struct cp_err *err);
+
 /* Stop the execution: it ends CANCELLED (if it has not ended already). */
 void codepod_stop(struct codepod_exec *e);
 

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/state.h"
 #include "runner/prestart.h"
+#include "runner/etags.h"
 
 /* How long a killed process tree may take to go before the outcome is
  * delivered anyway (something escaped and still holds the pipes). */
@@ -156,6 +157,7 @@ int codepod_new(const struct codepod_config *cfg, struct codepod **out,
 		free(cp);
 		return rc;
 	}
+	cp->etags = codepod_etags_new();
 	*out = cp;
 	return 0;
 }
@@ -173,6 +175,7 @@ unsigned codepod_prestarted_waiting(const struct codepod *cp)
 void codepod_free(struct codepod *cp)
 {
 	codepod_prestart_free(cp->prestart);
+	codepod_etags_free(cp->etags);
 	codepod_keyring_free(cp->own_keys);
 	codepod_spent_free(cp->own_spent);
 	free(cp);
@@ -203,6 +206,7 @@ int codepod_delete_conversation(struct codepod *cp, const char *conversation,
 		                  "the %s backend cannot delete a conversation", b->name);
 	/* Its waiting runner stands in a workspace about to go. */
 	codepod_prestart_forget(cp->prestart, conversation);
+	codepod_etags_forget(cp->etags, conversation);
 	return b->ops->delete_conversation(b, conversation, done, ud, err);
 }
 
@@ -822,6 +826,8 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 	e->prestart_noted = 1;
 	e->trace.t_acquired_ms = codepod_exec_now_ms();
 	codepod_prestart_exec_started(e->cp->prestart, &spec);
+	if (e->fop)
+		codepod_prestart_no_program(e->cp->prestart, e->conversation);
 	json_t *hello = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
 	                          "k", "hello", "nonce", e->nonce, "tag", e->tag,
 	                          "src", e->src, e->src_len,
@@ -833,7 +839,7 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 		json_object_set(hello, "cmd", e->cmd);
 	if (hello && e->fop) {
 		json_t *lim = json_object_get(hello, "lim");
-		json_object_set(hello, "fop", e->fop);
+		json_object_set_new(hello, "fop", codepod_fileop_hello(e));
 		json_object_set_new(lim, "maxFileBytes", json_integer((json_int_t)e->pol.max_file_bytes));
 		/* no kernel says ENOSPC there: the runner holds a write to the bound */
 		if (b->ws_unbounded)

@@ -59,7 +59,8 @@ enum codepod_call_state {
 	CODEPOD_CALL_HOLDING
 };
 
-/* Chunks of a file read held ahead of the host (runner/fileop.c). */
+/* Chunks of a file read the runner may send ahead of codepod's acks, and
+ * codepod holds ahead of the host (runner/fileop.c; runner.js FILE_AHEAD). */
 #define CODEPOD_FILE_WINDOW 4
 
 struct codepod_call {
@@ -103,6 +104,7 @@ struct codepod {
 	struct codepod_spent *own_spent;   /* the config's, or one in memory */
 	unsigned running;
 	struct codepod_prestart *prestart; /* NULL: every runner starts on demand */
+	struct codepod_etags *etags;       /* NULL: every read hashes its file (etags.h) */
 };
 
 struct codepod_exec {
@@ -175,7 +177,9 @@ struct codepod_exec {
 	char *fop_q[CODEPOD_FILE_WINDOW];
 	size_t fop_q_len[CODEPOD_FILE_WINDOW];
 	unsigned fop_q_head, fop_q_count;
-	int fop_runner_waits;    /* the runner sent a chunk and waits for its ack */
+	size_t fop_q_cap[CODEPOD_FILE_WINDOW]; /* each slot's buffer is kept for the next chunk */
+	char *fop_wbuf;          /* write: a chunk's line and bytes on their way to the runner */
+	void *fop_sha;           /* write: EVP_MD_CTX, the SHA-256 of the bytes sent (the etag) */
 	char *fop_done;          /* its F frame, held until the queue is delivered */
 	size_t fop_done_len;
 

@@ -2,10 +2,13 @@
  * fileop.c - the file kind of execution (fileop.h): its request, its
  * chunks both ways, its end and its outcome.
  */
+#include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runner/fileop.h"
+#include "runner/etags.h"
 #include "base/jsonutil.h"
 
 #define MAX_LIST 10000
@@ -162,6 +165,20 @@ static int writes(const struct codepod_exec *e)
 	return is_op(e, "write") || is_op(e, "archive_write");
 }
 
+json_t *codepod_fileop_hello(const struct codepod_exec *e)
+{
+	const char *path = json_string_value(json_object_get(e->fop, "path"));
+	int hashes = is_op(e, "read") || (is_op(e, "write") && json_object_get(e->fop, "ifMatch"));
+	json_t *known = hashes && path ? codepod_etags_hint(e->cp->etags, e->conversation, path) : NULL;
+	if (!known)
+		return json_incref(e->fop);
+	json_t *f = json_copy(e->fop);
+	if (f)
+		json_object_set(f, "known", known);
+	json_decref(known);
+	return f ? f : json_incref(e->fop);
+}
+
 static enum cp_code code_of(const char *name)
 {
 	static const struct {
@@ -200,6 +217,27 @@ static void on_done_frame(struct codepod_exec *e, const char *payload, size_t le
 		codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a file result of another operation");
 		return;
 	}
+	if (is_op(e, "write")) { /* the SHA-256 of the bytes codepod sent, which the runner wrote */
+		unsigned char md[32];
+		char hex[65];
+		unsigned n = 0;
+		if (!e->fop_sha || !EVP_DigestFinal_ex(e->fop_sha, md, &n) || n != sizeof md) {
+			json_decref(v);
+			codepod_exec_finish(e, CP_E_INTERNAL, "hashing the written file failed");
+			return;
+		}
+		for (unsigned i = 0; i < n; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		json_object_set_new(v, "etag", json_string(hex));
+	}
+	/* What the runner saw of a file it hashed: for the next read, never
+	 * part of the result. */
+	const json_t *seen = json_object_get(v, "seen");
+	if (seen && is_op(e, "read"))
+		codepod_etags_note(e->cp->etags, e->conversation,
+		                   json_string_value(json_object_get(e->fop, "path")), seen,
+		                   json_string_value(json_object_get(v, "etag")));
+	json_object_del(v, "seen");
 	json_decref(e->result);
 	e->result = v;
 	codepod_exec_finish(e, CP_OK, "%s", "");
@@ -207,16 +245,16 @@ static void on_done_frame(struct codepod_exec *e, const char *payload, size_t le
 
 /* ---- the read window ----
  *
- * The runner sends a chunk and waits for its ack; the host gets one chunk
- * at a time and acks it. Between them codepod holds up to
- * CODEPOD_FILE_WINDOW chunks, acking the runner while there is room, so
- * the sandbox reads ahead while the client takes the chunk before: the
- * per-chunk round trip through the runner is off the transfer's path. */
+ * The runner sends up to CODEPOD_FILE_WINDOW chunks ahead of codepod's
+ * acks; the host gets one chunk at a time and acks it. Each host ack frees
+ * a slot of the window, and codepod acks the runner for it, so the sandbox
+ * reads ahead while the client takes the chunks before: the per-chunk
+ * round trip through the runner is off the transfer's path, and codepod
+ * holds at most the window. */
 
 static int runner_ack(struct codepod_exec *e)
 {
 	static const char line[] = "{\"k\":\"ack\"}\n";
-	e->fop_runner_waits = 0;
 	return codepod_exec_send_line(e, line, sizeof line - 1);
 }
 
@@ -234,10 +272,15 @@ static void free_queue(struct codepod_exec *e)
 	for (unsigned i = 0; i < CODEPOD_FILE_WINDOW; i++) {
 		free(e->fop_q[i]);
 		e->fop_q[i] = NULL;
+		e->fop_q_cap[i] = 0;
 	}
 	e->fop_q_count = 0;
 	free(e->fop_done);
 	e->fop_done = NULL;
+	free(e->fop_wbuf);
+	e->fop_wbuf = NULL;
+	EVP_MD_CTX_free(e->fop_sha);
+	e->fop_sha = NULL;
 }
 
 int codepod_fileop_pending(const struct codepod_exec *e)
@@ -258,28 +301,30 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 	}
 	switch (kind) {
 	case CODEPOD_FRAME_FILE_DATA:
-		if (!reads(e) || e->fop_runner_waits || e->fop_q_count == CODEPOD_FILE_WINDOW ||
+		if (!reads(e) || e->fop_q_count == CODEPOD_FILE_WINDOW ||
 		    len > CODEPOD_FILE_CHUNK || !e->host->file_data || e->fop_done) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a data frame out of turn");
 			return;
 		}
 		{
+			/* A slot keeps its buffer from chunk to chunk: a fresh
+			 * 256 KiB each time was a page fault every 4 KiB of it. */
 			unsigned slot = (e->fop_q_head + e->fop_q_count) % CODEPOD_FILE_WINDOW;
-			char *copy = malloc(len ? len : 1);
-			if (!copy) {
-				codepod_exec_finish(e, CP_E_INTERNAL, "out of memory holding a file chunk");
-				return;
+			if (e->fop_q_cap[slot] < len || !e->fop_q[slot]) {
+				size_t cap = len > CODEPOD_FILE_CHUNK / 4 ? CODEPOD_FILE_CHUNK : CODEPOD_FILE_CHUNK / 4;
+				free(e->fop_q[slot]);
+				e->fop_q_cap[slot] = 0;
+				if (!(e->fop_q[slot] = malloc(cap))) {
+					codepod_exec_finish(e, CP_E_INTERNAL, "out of memory holding a file chunk");
+					return;
+				}
+				e->fop_q_cap[slot] = cap;
 			}
-			memcpy(copy, payload, len);
-			free(e->fop_q[slot]);
-			e->fop_q[slot] = copy;
+			memcpy(e->fop_q[slot], payload, len);
 			e->fop_q_len[slot] = len;
 			e->fop_q_count++;
 		}
 		e->fop_bytes += len;
-		e->fop_runner_waits = 1;
-		if (e->fop_q_count < CODEPOD_FILE_WINDOW)
-			runner_ack(e);
 		offer(e);
 		break;
 	case CODEPOD_FRAME_FILE_ACK:
@@ -337,12 +382,11 @@ int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
 	if (!e->fop_await_ack)
 		return cp_err_set(err, CP_E_STATE, "no file_chunk awaits an ack");
 	e->fop_await_ack = 0;
-	free(e->fop_q[e->fop_q_head]);
-	e->fop_q[e->fop_q_head] = NULL;
 	e->fop_q_head = (e->fop_q_head + 1) % CODEPOD_FILE_WINDOW;
 	e->fop_q_count--;
 	codepod_exec_rearm(e);
-	int rc = e->fop_runner_waits && e->proc ? runner_ack(e) : 0;
+	/* a slot is free: the runner may send one more (none once it ended) */
+	int rc = e->proc && !e->fop_done ? runner_ack(e) : 0;
 	if (rc)
 		return cp_err_set(err, (enum cp_code)rc, "writing to the runner failed");
 	if (e->fop_q_count) {
@@ -356,8 +400,59 @@ int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
 	return 0;
 }
 
-int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int last,
-                       struct cp_err *err)
+/* A chunk's line is at most this long; its bytes follow it in fop_wbuf
+ * (and base64 decodes up to 2 bytes past a chunk's end). */
+#define CHUNK_HEAD_MAX 64
+
+static char *wbuf(struct codepod_exec *e)
+{
+	if (!e->fop_wbuf)
+		e->fop_wbuf = malloc(CHUNK_HEAD_MAX + CODEPOD_FILE_CHUNK + 3);
+	return e->fop_wbuf;
+}
+
+/* The write's next chunk to the runner: a line that says how many bytes
+ * follow, then the bytes as they are (runner/PROTOCOL.md). */
+static int send_chunk(struct codepod_exec *e, const char *data, size_t len, int last,
+                      struct cp_err *err)
+{
+	e->fop_await_chunk = 0;
+	e->fop_bytes += len;
+	e->fop_w_last = last;
+	codepod_exec_rearm(e);
+	if (!wbuf(e))
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	/* (not formatted in place: its NUL would land on the data) */
+	char head[CHUNK_HEAD_MAX];
+	int hn = snprintf(head, sizeof head, "{\"k\":\"chunk\",\"n\":%zu,\"last\":%s}\n", len,
+	                  last ? "true" : "false");
+	memcpy(e->fop_wbuf, head, (size_t)hn);
+	/* One write: the line and its bytes reach the runner in order, and a
+	 * chunk that fits the pipe costs one system call. */
+	if (data != e->fop_wbuf + hn)
+		memcpy(e->fop_wbuf + hn, data, len);
+	/* The etag is hashed here, as the bytes go: beside the runner, which
+	 * then only writes them (a third of its CPU time per upload). */
+	if (is_op(e, "write") && (!e->fop_sha && (!(e->fop_sha = EVP_MD_CTX_new()) ||
+	                                          !EVP_DigestInit_ex(e->fop_sha, EVP_sha256(), NULL))))
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	if (is_op(e, "write") && !EVP_DigestUpdate(e->fop_sha, data, len))
+		return cp_err_set(err, CP_E_INTERNAL, "hashing the file failed");
+	int rc = codepod_exec_send_line(e, e->fop_wbuf, (size_t)hn + len);
+	if (rc)
+		return cp_err_set(err, (enum cp_code)rc, "writing to the runner failed");
+	/* The next may come at once while fewer than the window are on
+	 * their way: the runner's round trip is off the upload's path, and
+	 * codepod holds at most that many chunks for it. The host may send it
+	 * from inside file_ready (this call then nests once per chunk). */
+	if (!last && ++e->fop_w_inflight < CODEPOD_FILE_WINDOW - 1 && e->state < CODEPOD_ST_FINISHING) {
+		e->fop_await_chunk = 1;
+		e->host->file_ready(e->ud, e);
+	}
+	return 0;
+}
+
+static int chunk_check(struct codepod_exec *e, size_t raw, struct cp_err *err)
 {
 	if (!e->fop || !writes(e))
 		return cp_err_set(err, CP_E_STATE, "it is not a file or archive write");
@@ -365,40 +460,39 @@ int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int 
 		return cp_err_set(err, CP_E_STATE, "it has ended");
 	if (!e->fop_await_chunk)
 		return cp_err_set(err, CP_E_STATE, "send each file_chunk after the file_ack of the one before");
-	if (len % 4 != 0 || strspn(b64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != len)
-		return cp_err_set(err, CP_E_INVALID_REQUEST, "data must be base64");
-	size_t raw = len / 4 * 3 - (len && b64[len - 1] == '=') - (len > 1 && b64[len - 2] == '=');
 	if (raw > CODEPOD_FILE_CHUNK)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "a chunk is at most %d bytes (before base64)",
 		                  CODEPOD_FILE_CHUNK);
-	e->fop_await_chunk = 0;
-	e->fop_bytes += raw;
-	e->fop_w_last = last;
-	codepod_exec_rearm(e);
-	/* Built by hand: base64 needs no escaping, and a JSON encoder's walk
-	 * over 350 KB a chunk was most of an upload's CPU time. */
-	static const char head[] = "{\"k\":\"chunk\",\"d\":\"";
-	const char *tail = last ? "\",\"last\":true}\n" : "\",\"last\":false}\n";
-	size_t hn = sizeof head - 1, tn = strlen(tail);
-	char *line = malloc(hn + len + tn);
-	if (!line)
-		return cp_err_set(err, CP_E_NOMEM, "out of memory");
-	memcpy(line, head, hn);
-	memcpy(line + hn, b64, len);
-	memcpy(line + hn + len, tail, tn);
-	int rc = codepod_exec_send_line(e, line, hn + len + tn);
-	free(line);
-	if (rc)
-		return cp_err_set(err, (enum cp_code)rc, "writing to the runner failed");
-	/* The next may come at once while fewer than the window are on
-	 * their way: the runner's round trip is off the upload's path, and
-	 * codepod holds at most that many lines for it. The host may send it
-	 * from inside file_ready (this call then nests once per chunk). */
-	if (!last && ++e->fop_w_inflight < CODEPOD_FILE_WINDOW - 1 && e->state < CODEPOD_ST_FINISHING) {
-		e->fop_await_chunk = 1;
-		e->host->file_ready(e->ud, e);
-	}
 	return 0;
+}
+
+int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int last,
+                       struct cp_err *err)
+{
+	if (len % 4 != 0 || strspn(b64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != len)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "data must be base64");
+	size_t pad = (len && b64[len - 1] == '=') + (len > 1 && b64[len - 2] == '=');
+	size_t raw = len / 4 * 3 - pad;
+	int rc = chunk_check(e, raw, err);
+	if (rc)
+		return rc;
+	/* decoded into the write buffer, after the room its line takes */
+	if (!wbuf(e))
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	char head[CHUNK_HEAD_MAX];
+	int hn = snprintf(head, sizeof head, "{\"k\":\"chunk\",\"n\":%zu,\"last\":%s}\n", raw,
+	                  last ? "true" : "false");
+	if (len && EVP_DecodeBlock((unsigned char *)e->fop_wbuf + hn, (const unsigned char *)b64,
+	                           (int)len) < 0)
+		return cp_err_set(err, CP_E_INVALID_REQUEST, "data must be base64");
+	return send_chunk(e, e->fop_wbuf + hn, raw, last, err);
+}
+
+int codepod_file_bytes(struct codepod_exec *e, const void *data, size_t len, int last,
+                       struct cp_err *err)
+{
+	int rc = chunk_check(e, len, err);
+	return rc ? rc : send_chunk(e, data, len, last, err);
 }
 
 const json_t *codepod_file_info(const struct codepod_exec *e)

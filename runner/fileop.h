@@ -30,6 +30,10 @@ int codepod_fileop_type(const char *type);
 int codepod_fileop_init(struct codepod_exec *e, const char *type, const json_t *request,
                         struct cp_err *err);
 
+/* The hello's "fop" (new reference): e->fop, and for a read, or a write
+ * with ifMatch, what is known of the file's ETag (runner/etags.h). */
+json_t *codepod_fileop_hello(const struct codepod_exec *e);
+
 /* The runner's frames of a file operation: B (data read), A (ready for the
  * next chunk), F (the end). */
 void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload, size_t len);

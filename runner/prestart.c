@@ -461,6 +461,15 @@ void codepod_prestart_exec_started(struct codepod_prestart *ps, const struct cod
 }
 
 
+void codepod_prestart_no_program(struct codepod_prestart *ps, const char *conversation)
+{
+	struct ps_conv *c = ps && !ps->stopped ? conv_find(ps, conversation) : NULL;
+	if (!c || ps->b->shared_sandbox || c->waiting || c->deleted_running)
+		return;
+	c->want = 1;
+	rearm(ps);
+}
+
 void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conversation)
 {
 	if (!ps || ps->stopped)

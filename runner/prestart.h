@@ -93,6 +93,14 @@ int codepod_prestart_take(struct codepod_prestart *ps, const struct codepod_runn
  * bounds, started (its runner running or taken) / of @conversation ended
  * (its outcome delivered, its process gone). Calls pair up. */
 void codepod_prestart_exec_started(struct codepod_prestart *ps, const struct codepod_runner_spec *spec);
+
+/* The execution of @conversation that just started runs no program (a
+ * file operation: the runner moves bytes and ends). Where each runner has
+ * a sandbox of its own, the next runner starts beside it at once, not
+ * when it ends: a file operation right after this one (an upload, then
+ * its download) then finds its runner waiting instead of waiting for a
+ * Node start. No program shares the CPU with that start. */
+void codepod_prestart_no_program(struct codepod_prestart *ps, const char *conversation);
 void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conversation);
 
 /* The runner of @conversation's running execution said whether its program

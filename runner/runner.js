@@ -42,6 +42,7 @@
   const setPriority = require('node:os').setPriority;
   const cpuUsage = process.cpuUsage.bind(process);
   const readdirSync = fs.readdirSync;
+  const dateNow = Date.now;
   const setImmediateP = setImmediate;
   let stdin = null; // process.stdin, built at the end of this file
   let holdStdin = false; // a file operation waits for codepod's next line
@@ -94,6 +95,13 @@
       if (n > buf.length - HEAD_ROOM) buf = bufAllocUnsafe(HEAD_ROOM + n);
       typedSet(buf, payload, HEAD_ROOM);
     }
+    frameAt(kind, buf, n);
+  }
+
+  // A frame whose n payload bytes are already in buf at HEAD_ROOM (a file
+  // read puts them there: no copy on the way out).
+  function frameAt(kind, buf, n) {
+    if (done) return;
     const rest = kind + ' ' + n + '\n';
     const start = HEAD_ROOM - rest.length - header.length;
     typedSet(buf, header, start);
@@ -568,6 +576,7 @@
   // final F frame: the result's fields, or {"error":{code,message}} whose
   // message names the rule, never the file's content.
   const FILE_CHUNK = 262144;
+  const FILE_AHEAD = 4; // a read's chunks sent ahead of codepod's acks (CODEPOD_FILE_WINDOW)
   const TMP_PREFIX = '.codepod-write-';
   let onFileAck = null;
   let onFileChunk = null;
@@ -671,6 +680,27 @@
         pos += n;
       }
       return h.digest('hex');
+    };
+    // The ETag of an open regular file: the one codepod knows when fstat
+    // shows the very file it was hashed from, unchanged (runner/etags.h),
+    // else its SHA-256. seen: what the file was, for codepod to know next
+    // time, given only when no later change can leave its ctime as it is:
+    // the ctime is older than the file system's timestamp granularity
+    // now (whole seconds: 2 s; else 20 ms, a kernel tick being 10 at most).
+    const statSeen = (st) => ({ dev: String(st.dev), ino: String(st.ino), size: String(st.size),
+      mtime: String(st.mtimeNs), ctime: String(st.ctimeNs) });
+    const sameSeen = (a, b) => !!a && !!b && a.dev === b.dev && a.ino === b.ino &&
+      a.size === b.size && a.mtime === b.mtime && a.ctime === b.ctime;
+    const etagOf = (fd) => {
+      const before = statSeen(fstatSync(fd, { bigint: true }));
+      const known = fop.known;
+      if (known && typeof known.etag === 'string' && /^[0-9a-f]{64}$/.test(known.etag) &&
+          sameSeen(known.seen, before)) return { etag: known.etag, seen: null };
+      const etag = hashFd(fd);
+      const st = fstatSync(fd, { bigint: true });
+      const coarse = st.ctimeNs % 1000000000n === 0n && st.mtimeNs % 1000000000n === 0n;
+      const old = st.ctimeNs < (BigInt(dateNow()) - (coarse ? 2000n : 20n)) * 1000000n;
+      return { etag, seen: old && sameSeen(before, statSeen(st)) ? before : null };
     };
     const openRegular = (dfd, name) => {
       const fd = openFd(via(dfd, name), O.O_RDONLY | O.O_NOFOLLOW | O.O_NONBLOCK);
@@ -888,7 +918,7 @@
       let zeros = 0;
       onFileChunk = (msg) => {
         try {
-          const data = typeof msg.d === 'string' ? bufFrom(msg.d, 'base64') : bufAllocUnsafe(0);
+          const data = bufConcat(msg.bufs);
           let buf = pending.length ? bufConcat([pending, data]) : data;
           let off = 0;
           while (off < buf.length && zeros < 2) {
@@ -941,25 +971,31 @@
         const fd = openRegular(dfd, parts[parts.length - 1]);
         // The size and etag first (an HTTP answer's headers carry them),
         // then the range: what was hashed, never past it.
-        const etag = hashFd(fd);
+        const { etag, seen } = etagOf(fd);
         const size = fstatSync(fd).size;
         const start = fop.offset > 0 ? fop.offset : 0;
         const stop = fop.length >= 0 ? Math.min(start + fop.length, size) : size;
-        const buf = bufAllocUnsafe(FILE_CHUNK);
+        // (one buffer: a frame is written whole before the next is read)
+        const buf = bufAllocUnsafe(HEAD_ROOM + FILE_CHUNK);
         let pos = start;
-        const step = () => {
+        let ahead = 0; // chunks sent, their acks not back
+        const pump = () => {
           try {
-            const n = pos < stop ? readSync(fd, buf, 0, Math.min(FILE_CHUNK, stop - pos), pos) : 0;
-            if (n === 0) return end({ op: 'read', size, etag });
-            pos += n;
-            onFileAck = step;
-            frame(FRAME_FILE_DATA, subarray(buf, 0, n));
+            while (ahead < FILE_AHEAD) {
+              const n = pos < stop ? readSync(fd, buf, HEAD_ROOM, Math.min(FILE_CHUNK, stop - pos), pos) : 0;
+              if (n === 0) return end(seen ? { op: 'read', size, etag, seen } : { op: 'read', size, etag });
+              pos += n;
+              ahead++;
+              frameAt(FRAME_FILE_DATA, buf, n);
+            }
           } catch (e) { fail(e); }
         };
+        const acked = () => { onFileAck = acked; ahead--; pump(); };
+        onFileAck = acked;
         holdStdin = true;
         refresh();
         if (start < stop) frame(FRAME_FILE_ACK, stringify({ size, etag }));
-        return step();
+        return pump();
       }
       if (op === 'write') {
         const parts = pathParts(fop.path, false);
@@ -978,7 +1014,7 @@
             if (e && e.code === 'ENOENT') throw new FileRule('PRECONDITION_FAILED', 'ifMatch: the file does not exist');
             throw e;
           }
-          const etag = hashFd(fd);
+          const etag = etagOf(fd).etag;
           closeFd(fd);
           if (etag !== fop.ifMatch) throw new FileRule('PRECONDITION_FAILED', 'ifMatch: the file has changed (its etag differs); it was left as it was');
         };
@@ -987,7 +1023,8 @@
         const room = lim.maxWorkspaceBytes > 0 ? lim.maxWorkspaceBytes - workspaceBytes() : Infinity;
         const mode = typeof fop.mode === 'number' ? fop.mode & 0o777 : 0o644;
         const tfd = openFd(via(dfd, tmp), O.O_WRONLY | O.O_CREAT | O.O_EXCL | O.O_NOFOLLOW, mode);
-        const h = crypto.createHash('sha256');
+        // (its ETag is codepod's: it hashes the bytes as it sends them,
+        // beside this process on another CPU; runner/fileop.c)
         let size = 0;
         const abort = (e) => {
           try { fs.unlinkSync(via(dfd, tmp)); } catch (_) {}
@@ -995,28 +1032,32 @@
         };
         onFileChunk = (msg) => {
           try {
-            const data = typeof msg.d === 'string' ? bufFrom(msg.d, 'base64') : bufAllocUnsafe(0);
-            if (size + data.length > maxFile) {
+            const bufs = msg.bufs;
+            let len = 0;
+            for (const b of bufs) len += b.length;
+            if (size + len > maxFile) {
               return abort(new FileRule('TOO_LARGE', 'the file is over maxFileBytes (' + maxFile + ' bytes); nothing was replaced'));
             }
-            if (size + data.length > room) return abort(new FileRule('TOO_LARGE', 'the workspace is full (maxWorkspaceBytes ' + lim.maxWorkspaceBytes + ' bytes); nothing was replaced'));
+            if (size + len > room) return abort(new FileRule('TOO_LARGE', 'the workspace is full (maxWorkspaceBytes ' + lim.maxWorkspaceBytes + ' bytes); nothing was replaced'));
             // Taken: the next chunk may come while this one is written (it
             // waits in the pipe; an error here ends the write all the same).
             if (msg.last !== true) frame(FRAME_FILE_ACK, '');
-            for (let off = 0; off < data.length;) off += fs.writeSync(tfd, data, off, data.length - off);
-            h.update(data);
-            size += data.length;
+            for (const data of bufs) {
+              for (let off = 0; off < data.length;) off += fs.writeSync(tfd, data, off, data.length - off);
+            }
+            size += len;
             if (msg.last !== true) return;
             if (mode !== 0o644) fs.fchmodSync(tfd, mode); // the umask took bits off
             closeFd(tfd);
             match();
             fs.renameSync(via(dfd, tmp), via(dfd, name));
-            end({ op: 'write', size, etag: h.digest('hex'), created });
+            end({ op: 'write', size, created });
           } catch (e) { abort(e); }
         };
         holdStdin = true;
         refresh();
-        return frame(FRAME_FILE_ACK, '');
+        frame(FRAME_FILE_ACK, '');
+        return readChunks();
       }
       if (op === 'stat') {
         const parts = pathParts(fop.path, true);
@@ -1067,6 +1108,52 @@
     }
   }
 
+  // A write's chunks, read here synchronously, into buffers kept from chunk
+  // to chunk, until the write ends: the stdin stream's reads (a fresh
+  // zero-filled 64 KiB buffer each) were most of an upload's CPU time. No
+  // program runs beside a file operation, so blocking this process's loop
+  // blocks nothing else. Nothing of the stream is lost: codepod sends the
+  // first chunk only after the A that says the file is open, sent just
+  // before. Where stdin's handle cannot block, the stream reads on
+  // (onFileChunk, from line()).
+  function readChunks() {
+    const h = stdin && stdin._handle;
+    if (done || !h || typeof h.setBlocking !== 'function' || typeof h.readStop !== 'function') return;
+    if (h.readStop() !== 0) return;
+    if (h.setBlocking(true) !== 0) { h.readStart(); return; }
+    const head = bufAllocUnsafe(65536); // lines, and the bytes that came with them
+    const data = bufAllocUnsafe(FILE_CHUNK);
+    let have = 0;
+    const more = (buf, off) => {
+      const n = readSync(0, buf, off, buf.length - off);
+      if (n === 0) exit(0); // codepod is gone
+      return n;
+    };
+    while (!done && onFileChunk) {
+      let i;
+      while ((i = bufIndexOf(subarray(head, 0, have), 10)) < 0) {
+        if (have === head.length) return exit(2); // not what codepod sends
+        have += more(head, have);
+      }
+      const l = readLine(subarray(head, 0, i), true);
+      head.copyWithin(0, i + 1, have);
+      have -= i + 1;
+      if (!l || l.k !== 'chunk') continue; // only chunks come during a write
+      const n = l.msg.n;
+      let got = Math.min(n, have);
+      typedSet(data, subarray(head, 0, got), 0);
+      head.copyWithin(0, got, have);
+      have -= got;
+      while (got < n) {
+        const r = readSync(0, data, got, n - got);
+        if (r === 0) exit(0);
+        got += r;
+      }
+      l.msg.bufs = [subarray(data, 0, n)];
+      onFileChunk(l.msg);
+    }
+  }
+
   // ---- process events ------------------------------------------------------
 
   // Before the program settles, an uncaught exception or unhandled rejection
@@ -1094,9 +1181,10 @@
 
   // @insert stdin-lines
 
+  // Returns how many bytes of data follow the line (a file chunk's), if any.
   function line(buf) {
     const l = readLine(buf, started);
-    if (l === null) return;
+    if (l === null) return 0;
     if (l.k === 'refuse') return exit(2); // PROTOCOL.md: no valid hello, no frames
     if (l.k === 'warm') {
       // Before the hello, from codepod: the type stripper compiles a
@@ -1114,12 +1202,22 @@
     } else if (l.k === 'ack') {
       if (onFileAck) { const f = onFileAck; onFileAck = null; f(); }
     } else if (l.k === 'chunk') {
-      if (onFileChunk) onFileChunk(l.msg);
+      // Its bytes follow the line (stdin_lines.js): onBytes gets them.
+      chunkMsg = l.msg;
+      if (l.msg.n > 0) return l.msg.n;
+      onBytes([]);
     } else {
       answer(l.msg);
     }
   }
-  const onData = lineReader(line);
+  let chunkMsg = null; // a file chunk's line, its bytes still to come
+  function onBytes(bufs) {
+    const m = chunkMsg;
+    chunkMsg = null;
+    m.bufs = bufs; // its bytes, in pieces
+    if (onFileChunk) onFileChunk(m);
+  }
+  const onData = lineReader(line, onBytes);
   // stdin is one stream for the hello and the answers, built while the runner
   // waits for its program (building it loads net and stream: ~6 ms), so a
   // program pays nothing for it. Until the hello, the stream holds the loop

@@ -434,7 +434,10 @@ static void proc_reaped(struct codepod_proc *p)
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	(void)h;
-	static char slab[65536]; /* loop thread only; consumed before the next read */
+	/* Loop thread only; consumed before the next read. Room for a whole
+	 * file chunk's frame (256 KiB) and more: the frame parser then hands
+	 * it on from here, not collected from pieces. */
+	static char slab[1 << 19];
 	(void)hint;
 	*buf = uv_buf_init(slab, sizeof slab);
 }

@@ -6,7 +6,12 @@ program in a conversation that has a sandbox. Prints one JSON line of
 figures on stdout, reported with their goals, never asserted.
 
 Environment: CODEPOD_BIN. --quick: fewer runs. --backend kubernetes: the
-same against the fake API server (reported, not a goal)."""
+same against the fake API server (reported, not a goal). --transfers-only:
+the upload and download alone.
+
+Transfers run back to back, as a client would: a file operation runs no
+program, so the conversation's next runner starts while it runs
+(runner/prestart.h), and the next transfer finds it waiting."""
 
 import argparse
 import http.server
@@ -65,6 +70,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--backend", default="local")
+    ap.add_argument("--transfers-only", action="store_true")
     a = ap.parse_args()
     if a.backend == "kubernetes":
         os.environ["CODEPOD_BACKEND"] = "kubernetes"
@@ -98,6 +104,8 @@ def main():
             cp_down = statistics.median(curl([*auth, url]) for _ in range(runs))
             figs.update(plain_up_s=plain_up, plain_down_s=plain_down, up_s=cp_up, down_s=cp_down,
                         up_ratio=plain_up / cp_up, down_ratio=plain_down / cp_down)
+            if a.transfers_only:
+                return print(json.dumps(figs))
             # 8 uploads at once: the controller's RSS above idle
             time.sleep(0.5)
             idle = rss_kib(s.proc.pid)

@@ -187,6 +187,41 @@ def test_a_program_and_the_api_see_the_same_files(session):
     assert res["result"] == "1,2"
 
 
+def test_a_program_s_change_to_a_file_gives_a_new_etag(session):
+    """A read may take the ETag codepod knows from an earlier read instead
+    of hashing again (runner/etags.h): a program's change to the file, in
+    place, of the same size, with its mtime set back as it was, still
+    gives the new content's ETag (its ctime moved; no program can set that
+    back)."""
+    conv = conv_name("etag")
+    old, new = b"a" * 100000, b"b" * 100000
+    write_file(session, conv, "f.bin", old)
+    time.sleep(0.1)  # older than the timestamp granularity: its hash may be kept
+    for _ in range(2):
+        data, m = read_file(session, conv, "f.bin")
+        assert data == old and m["etag"] == hashlib.sha256(old).hexdigest(), m
+        assert "seen" not in m, m  # what the runner saw is codepod's, not the client's
+    # (touch -r: the mtime to the nanosecond; JS's utimes rounds it)
+    assert_ok(session.run("""
+        const fs = require('node:fs');
+        const { execFileSync } = require('node:child_process');
+        const st = fs.statSync('f.bin', { bigint: true });
+        execFileSync('touch', ['-r', 'f.bin', 'ref']);
+        const fd = fs.openSync('f.bin', 'r+');
+        fs.writeSync(fd, Buffer.alloc(100000, 'b'), 0, 100000, 0);
+        fs.closeSync(fd);
+        execFileSync('touch', ['-r', 'ref', 'f.bin']);
+        fs.unlinkSync('ref');
+        const now = fs.statSync('f.bin', { bigint: true });
+        if (now.mtimeNs !== st.mtimeNs || now.size !== st.size || now.ino !== st.ino) throw new Error('not set back');
+        return 1;""", conversation=conv))
+    data, m = read_file(session, conv, "f.bin")
+    assert data == new and m["etag"] == hashlib.sha256(new).hexdigest(), m
+    # and an If-Match with the old ETag is refused: the file changed
+    m = write_file(session, conv, "f.bin", b"c", ifMatch=hashlib.sha256(old).hexdigest())
+    assert error_code(m) == "PRECONDITION_FAILED", m
+
+
 def test_ten_thousand_files_list_in_bounded_pages(session):
     conv = conv_name("many")
     assert_ok(session.run("const fs = require('node:fs'); fs.mkdirSync('d');"

@@ -329,7 +329,7 @@ static void on_drained(void *ud)
 	t->drained = 1;
 }
 
-static const struct broker_session_io io = { on_send, on_drained };
+static const struct broker_session_io io = { on_send, on_drained, NULL };
 
 #define MAX_SESSIONS 8
 

@@ -305,7 +305,8 @@ function lineModel(buf, started) {
   let v;
   try { v = JSON.parse(buf.toString('utf8')); } catch (_) { v = undefined; }
   const k = v !== null && typeof v === 'object' ? v.k : undefined;
-  if (started) return k === 'res' || k === 'err' || k === 'in' || k === 'ack' || k === 'chunk' ? k : null;
+  if (started && k === 'chunk') return Number.isInteger(v.n) && v.n >= 0 && v.n <= 262144 ? k : null;
+  if (started) return k === 'res' || k === 'err' || k === 'in' || k === 'ack' ? k : null;
   if (k === 'warm') return k;
   if (k === 'hello' && typeof v.nonce === 'string' && /^[0-9a-f]{32}$/.test(v.nonce)) return k;
   return 'refuse';
@@ -334,10 +335,41 @@ cases('runner: stdin lines come out whole and in order, however cut', (r, ctx) =
   if (r.chance(0.5)) d = mutate(r, d);
   ctx.input = d;
   const got = [];
-  const onData = lines.lineReader((b) => got.push(Buffer.from(b)));
+  const onData = lines.lineReader((b) => { got.push(Buffer.from(b)); });
   for (const b of pieces(r, d)) onData(b);
   const want = d.toString('latin1').split('\n').slice(0, -1);
   assert.deepEqual(got.map((b) => b.toString('latin1')), want);
+});
+
+cases('runner: a file chunk\'s bytes after its line come out whole, newlines and all', (r, ctx) => {
+  // lines and file chunks (a line saying n, then n bytes of any value)
+  const want = [];
+  const bufs = [];
+  for (let i = r.int(8); i >= 0; i--) {
+    if (r.chance(0.5)) {
+      const t = JSON.stringify({ k: 'res', c: 1 + r.int(5), o: r.int(99) });
+      want.push(['line', t]);
+      bufs.push(Buffer.from(t + '\n'));
+    } else {
+      const data = r.chance(0.2) ? Buffer.alloc(r.int(3000), 10) : r.bytes(r.int(3000));
+      const t = JSON.stringify({ k: 'chunk', n: data.length, last: r.chance(0.2) });
+      want.push(['line', t]);
+      if (data.length) want.push(['bytes', data.toString('latin1')]);
+      bufs.push(Buffer.from(t + '\n'), data);
+    }
+  }
+  const d = Buffer.concat(bufs);
+  ctx.input = d;
+  for (const chunks of [pieces(r, d), [d]]) {
+    const got = [];
+    const onData = lines.lineReader((b) => {
+      got.push(['line', b.toString('latin1')]);
+      const l = lines.readLine(b, true);
+      return l && l.k === 'chunk' ? l.msg.n : 0;
+    }, (bs) => got.push(['bytes', Buffer.concat(bs).toString('latin1')]));
+    for (const b of chunks) onData(b);
+    assert.deepEqual(got, want);
+  }
 });
 
 cases('runner: each line gets what PROTOCOL.md says, before and after the hello', (r, ctx) => {

@@ -7,7 +7,9 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
+import time
 import urllib.parse
 import uuid
 
@@ -80,6 +82,61 @@ def test_put_get_range_if_match_delete(serve):
     assert call(s, "GET", files(conv, "out/report.bin"))[0] == 404
     # without the token
     assert call(s, "GET", files(conv, "empty"), token=False)[0] == 401
+
+
+def test_a_slow_download_that_keeps_reading_is_not_cut(serve):
+    """--header-timeout bounds a client that takes nothing, not a body that
+    takes longer than it while bytes keep moving: a reader with a small
+    window that takes the file for several seconds gets all of it."""
+    s = serve("--header-timeout", "2")
+    conv = f"slow-{uuid.uuid4().hex[:6]}"
+    data = os.urandom(3 * MIB)
+    assert call(s, "PUT", files(conv, "big.bin"), data)[0] == 201
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # before connect: the window
+    c.connect((s.host, s.port))
+    c.sendall(f"GET {files(conv, 'big.bin')} HTTP/1.1\r\nHost: x\r\n"
+              f"Authorization: Bearer {s.token}\r\n\r\n".encode())
+    got = b""
+    while True:
+        time.sleep(0.05)  # at most 16 KiB a read: the 3 MiB take ~5 header timeouts
+        b = c.recv(16384)
+        if not b:
+            break
+        got += b
+        head, sep, body = got.partition(b"\r\n\r\n")
+        if sep and len(body) >= len(data):
+            break
+    c.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    assert len(body) == len(data) and body == data, len(body)
+
+
+def test_a_stalled_download_is_cut(serve):
+    """A client that stops taking the body is dropped after the header
+    timeout, not held forever."""
+    s = serve("--header-timeout", "2")
+    conv = f"stall-{uuid.uuid4().hex[:6]}"
+    assert call(s, "PUT", files(conv, "big.bin"), os.urandom(16 * MIB))[0] == 201
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    c.connect((s.host, s.port))
+    c.sendall(f"GET {files(conv, 'big.bin')} HTTP/1.1\r\nHost: x\r\n"
+              f"Authorization: Bearer {s.token}\r\n\r\n".encode())
+    time.sleep(4)  # takes nothing while the server would send
+    c.settimeout(60)
+    got = 0
+    while True:
+        try:
+            b = c.recv(1 << 20)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        got += len(b)
+    c.close()
+    assert got < 16 * MIB, got  # cut: the body never completed
 
 
 def test_listing_pages(serve):

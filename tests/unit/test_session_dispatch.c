@@ -88,7 +88,7 @@ static void io_drained(void *ud)
 	fx->drained = 1;
 }
 
-static const struct broker_session_io io = { io_send, io_drained };
+static const struct broker_session_io io = { io_send, io_drained, NULL };
 
 static int setup(void **state)
 {
