@@ -8,7 +8,11 @@
  *
  * Bytes move a chunk at a time, each acknowledged before the next
  * (codepod_file_ack, codepod_file_chunk in codepod.h): flow control from
- * the client to the sandbox on every transport.
+ * the client to the sandbox on every transport. To the runner, a write's
+ * and an archive_write's chunks are a line that gives their length and
+ * then the bytes themselves (runner/PROTOCOL.md), whichever way the host
+ * gave them (codepod_file_chunk decodes base64, codepod_file_bytes takes
+ * them raw).
  *
  * Ownership: the hello object built by codepod_fileop_init belongs to the
  * execution (e->fop) and is freed with it.

@@ -74,7 +74,9 @@
 #include "k8s/api/exec_frame.h"
 #include "k8s/api/kubeconfig.h"
 
-#define K8S_EXEC_STDIN_CHUNK (60u * 1024u)
+/* A file chunk (256 KiB) and its head in one message: the stream's every
+ * message costs a turn of the loop here and a frame to parse on the way. */
+#define K8S_EXEC_STDIN_CHUNK (262u * 1024u)
 #define K8S_EXEC_MAX_URL 8192u
 
 struct k8s_exec_client;

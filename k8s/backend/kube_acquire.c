@@ -242,9 +242,12 @@ static void ready(struct kube_conv *c, const json_t *pod)
 	const char *uid = pod_uid(pod);
 	if (c->k->snaps && uid && c->restore_uid[0] && strcmp(uid, c->restore_uid) == 0 &&
 	    kube_pod_annotation(pod, KUBE_ANNOT_RESTORE)) {
-		/* Ours, new: its workspace first; the waiters wait (kube_restored). */
+		/* Ours, new: its workspace first; the waiters' runners start
+		 * beside it, their programs held until it ends (kube_restored). */
 		c->restoring = 1;
 		kube_snap_restore(c);
+		if (c->restoring && c->state == KUBE_CONV_READY)
+			kube_gate_start(c);
 		return;
 	}
 	c->restore_uid[0] = '\0';
@@ -806,6 +809,7 @@ void kube_restored(struct kube_conv *c, const char *uid, int rc, const char *det
 		json_decref(pod);
 		struct codepod_proc *w = c->waiters;
 		c->waiters = NULL;
+		kube_gate_fail(c, detail ? detail : "restoring the workspace failed");
 		kube_conv_stale(c);
 		while (w) {
 			struct codepod_proc *next = w->next_wait;
@@ -818,8 +822,10 @@ void kube_restored(struct kube_conv *c, const char *uid, int rc, const char *det
 	c->restore_ms = ms;
 	json_t *patch = json_pack("{s:{s:{s:n}}}", "metadata", "annotations", KUBE_ANNOT_RESTORE);
 	patch_annotations(c, patch);
-	/* The first execution (the list's last) says how long it took. */
-	struct codepod_proc *first = c->waiters;
+	/* The first execution (the list's last) says how long it took: one
+	 * whose runner started beside the restore, else one still waiting. */
+	struct codepod_proc *first = c->gated ? NULL : c->waiters;
+	kube_gate_open(c, ms);
 	while (first && first->next_wait)
 		first = first->next_wait;
 	if (first && ms >= 0) {

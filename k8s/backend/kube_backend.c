@@ -56,10 +56,29 @@ static const struct cp_state_machine proc_machine = {
 };
 
 /* The one place p->state changes. */
+/* Off its conversation's gated list (kube_gate_start). */
+static void gate_drop(struct codepod_proc *p)
+{
+	if (!p->gated)
+		return;
+	p->gated = 0;
+	p->gate_held = 0;
+	for (struct codepod_proc **pp = &p->conv->gated; *pp; pp = &(*pp)->gate_next) {
+		if (*pp == p) {
+			*pp = p->gate_next;
+			break;
+		}
+	}
+	p->gate_next = NULL;
+}
+
 static void proc_set_state(struct codepod_proc *p, enum kube_proc_state to)
 {
 	cp_state_change(&proc_machine, p->exec_id, -1, (unsigned)p->state, (unsigned)to);
 	p->state = to;
+	/* Back to waiting for a pod (the next one restores anew), or ended. */
+	if (to == KUBE_PROC_WAIT_POD || to == KUBE_PROC_DONE)
+		gate_drop(p);
 }
 
 static void proc_free(struct codepod_proc *p)
@@ -96,6 +115,12 @@ void kube_proc_report(struct codepod_proc *p)
 		return;
 	proc_set_state(p, KUBE_PROC_DONE);
 	uv_timer_stop(&p->timer);
+	if (p->gate_why[0]) { /* its pod's restore failed: never a lost or killed runner */
+		memset(&p->exit, 0, sizeof p->exit);
+		p->exit.unavailable = 1;
+		p->exit.code = -1;
+		snprintf(p->exit.detail, sizeof p->exit.detail, "%s", p->gate_why);
+	}
 	if (p->restored) { /* the first after a restore (kube_snap.h) */
 		p->exit.usage.restored = 1;
 		p->exit.usage.restore_ms = p->restore_ms;
@@ -130,7 +155,8 @@ static void on_out(void *ud, const char *buf, size_t len)
 {
 	struct codepod_proc *p = ud;
 	p->got_output = 1;
-	cp_buf_free(&p->sent);
+	if (!p->gated) /* (a held input is still to go) */
+		cp_buf_free(&p->sent);
 	if (p->state != KUBE_PROC_DONE)
 		p->cbs->out(p->ud, buf, len);
 }
@@ -298,11 +324,25 @@ static void super_fallback(struct kube_conv *c, const char *why, int never_up)
 	}
 }
 
+/* How much of what was written goes to a stream opening now: all of it,
+ * or while gated the runner's own source only (the rest held). */
+static size_t gate_cut(struct codepod_proc *p)
+{
+	size_t n = cp_buf_len(&p->sent);
+	if (p->gated) {
+		if (n > p->input_len)
+			n = p->input_len;
+		p->gate_held = n; /* written: kube_gate_open sends from there */
+	}
+	return n;
+}
+
 static void super_open(struct codepod_proc *p)
 {
 	struct kube_conv *c = p->conv;
 	struct cp_err err;
-	int took = kube_warm_take(p);
+	/* (an inherited standby runner has had its input: not while gated) */
+	int took = p->gated ? 0 : kube_warm_take(p);
 	if (took) {
 		proc_set_state(p, KUBE_PROC_EXEC);
 		if (!p->standby)
@@ -324,11 +364,13 @@ static void super_open(struct codepod_proc *p)
 	}
 	p->sup = c->super;
 	proc_set_state(p, KUBE_PROC_EXEC);
-	if (!p->standby)
+	if (!p->standby && !p->gated)
 		count_running(p);
-	if (cp_buf_len(&p->sent)) {
-		p->fed = 1;
-		if (kube_super_write(p->sup, p->chan, cp_buf_ptr(&p->sent), cp_buf_len(&p->sent), &err))
+	size_t n = gate_cut(p);
+	if (n) {
+		if (!p->gated) /* (the runner's own source runs no program) */
+			p->fed = 1;
+		if (kube_super_write(p->sup, p->chan, cp_buf_ptr(&p->sent), n, &err))
 			kube_kill(p);
 	}
 	cp_log(CP_LOG_DEBUG, "kube.exec", "id", json_string(p->exec_id), "pod", json_string(c->pod),
@@ -495,10 +537,10 @@ static void start_direct(struct codepod_proc *p)
 	}
 	proc_set_state(p, KUBE_PROC_EXEC);
 	p->exec_wall = time(NULL);
-	if (!p->standby)
+	if (!p->standby && !p->gated)
 		count_running(p);
-	if (cp_buf_len(&p->sent) &&
-	    k8s_exec_write(p->ex, cp_buf_ptr(&p->sent), cp_buf_len(&p->sent), &err) < 0) {
+	size_t n = gate_cut(p);
+	if (n && k8s_exec_write(p->ex, cp_buf_ptr(&p->sent), n, &err) < 0) {
 		k8s_exec_abort(p->ex);
 		return;
 	}
@@ -544,6 +586,91 @@ void kube_proc_pod_ready(struct codepod_proc *p)
 		return;
 	}
 	start_exec(p);
+}
+
+/* ---- runners started during their pod's restore ---- */
+
+void kube_gate_start(struct kube_conv *c)
+{
+	struct codepod_proc *w = c->waiters;
+	c->waiters = NULL;
+	if (!w)
+		return;
+	/* The list keeps its order (the first execution last), before any
+	 * already gated. */
+	struct codepod_proc *last = w;
+	for (struct codepod_proc *p = w; p; p = p->next_wait) {
+		p->gated = 1;
+		p->gate_next = p->next_wait;
+		last = p;
+	}
+	last->gate_next = c->gated;
+	c->gated = w;
+	for (struct codepod_proc *p = w, *next; p; p = next) {
+		next = p->next_wait;
+		p->next_wait = NULL;
+		/* (one that went back to waiting for a pod meanwhile is the
+		 * next acquisition's) */
+		if (p->gated && p->state == KUBE_PROC_WAIT_POD)
+			kube_proc_pod_ready(p);
+	}
+}
+
+void kube_gate_open(struct kube_conv *c, int64_t ms)
+{
+	struct codepod_proc *g = c->gated;
+	c->gated = NULL;
+	if (g && ms >= 0) {
+		struct codepod_proc *first = g;
+		while (first->gate_next)
+			first = first->gate_next;
+		first->restored = 1;
+		first->restore_ms = (uint64_t)ms;
+		c->restore_ms = -1;
+	}
+	for (struct codepod_proc *p = g, *next; p; p = next) {
+		next = p->gate_next;
+		p->gate_next = NULL;
+		p->gated = 0;
+		if (p->state != KUBE_PROC_EXEC || (!p->sup && !p->ex))
+			continue; /* it writes its input once it starts, as ever */
+		if (!p->standby && !p->counted)
+			count_running(p);
+		struct cp_err err;
+		size_t from = p->gate_held;
+		p->gate_held = 0;
+		if (cp_buf_len(&p->sent) <= from)
+			continue;
+		const char *rest = cp_buf_ptr(&p->sent) + from;
+		size_t n = cp_buf_len(&p->sent) - from;
+		if (p->sup) {
+			p->fed = 1;
+			if (kube_super_write(p->sup, p->chan, rest, n, &err))
+				kube_kill(p);
+		} else if (k8s_exec_write(p->ex, rest, n, &err) < 0) {
+			k8s_exec_abort(p->ex);
+		}
+		if (p->got_output)
+			cp_buf_free(&p->sent);
+	}
+}
+
+void kube_gate_fail(struct kube_conv *c, const char *why)
+{
+	struct codepod_proc *g = c->gated;
+	c->gated = NULL;
+	for (struct codepod_proc *p = g, *next; p; p = next) {
+		next = p->gate_next;
+		p->gate_next = NULL;
+		p->gated = 0;
+		snprintf(p->gate_why, sizeof p->gate_why, "%s", why && why[0] ? why : "restoring the workspace failed");
+		p->retried = 1; /* never started over in another pod */
+		if (p->state == KUBE_PROC_EXEC && p->ex)
+			k8s_exec_abort(p->ex); /* its exit reports */
+		else if (p->state != KUBE_PROC_EXEC)
+			kube_kill(p);
+		/* else on the supervisor, which kube_conv_stale ends (its exit reports) */
+	}
 }
 
 /* ---- kill ---- */
@@ -697,8 +824,10 @@ static int kube_write(struct codepod_proc *p, const char *buf, size_t len, struc
 {
 	if (p->state == KUBE_PROC_DONE || p->killed)
 		return 0;
-	if (!p->got_output && cp_buf_add(&p->sent, buf, len, NULL))
+	if ((!p->got_output || p->gated) && cp_buf_add(&p->sent, buf, len, NULL))
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	if (p->gated)
+		return 0; /* kube_gate_open sends it */
 	if (p->sup) {
 		p->fed = 1;
 		return kube_super_write(p->sup, p->chan, buf, len, err);
@@ -794,7 +923,13 @@ static int kube_spawn(struct codepod_backend *b, const struct codepod_spawn_req 
 		kube_proc_unavailable(p, "the conversation has no pod here");
 	} else if (c->state == KUBE_CONV_READY && (p->maint || (!c->restoring && !c->deleting))) {
 		start_exec(p);
-	} else if (c->state == KUBE_CONV_READY) { /* its restore or delete first */
+	} else if (c->state == KUBE_CONV_READY && c->restoring && !c->deleting) {
+		/* its runner starts beside the restore, its input held */
+		p->gated = 1;
+		p->gate_next = c->gated;
+		c->gated = p;
+		start_exec(p);
+	} else if (c->state == KUBE_CONV_READY) { /* its delete first */
 		p->next_wait = c->waiters;
 		c->waiters = p;
 	} else { /* a new handle is KUBE_PROC_WAIT_POD */

@@ -88,6 +88,9 @@ struct kube_conv {
 	char restore_uid[64];          /* the pod this replica made or claimed: restored
 	                                * before anything but our own file operations runs */
 	int restoring;                 /* READY, but waiters wait for the restore */
+	struct codepod_proc *gated;    /* executions whose runners start during the
+	                                * restore, their input held until it ends
+	                                * (kube_gate_start); newest first, as waiters */
 	int64_t restore_ms;            /* the restore's time, for the next execution (-1: none) */
 	int deleting;                  /* delete_conversation in progress: waiters wait */
 	struct kube_snap_conv *snap;   /* the coordinator's (NULL: none yet) */
@@ -196,6 +199,13 @@ struct codepod_proc {
 	int counted;                   /* counted in conv->running */
 	int maint;                     /* the snapshot coordinator's file operation */
 	int restored;                  /* the first after a restore: usage says so */
+	int gated;                     /* on conv->gated: its runner starts and takes
+	                                  its own source (input_len), nothing more yet */
+	struct codepod_proc *gate_next;
+	size_t gate_held;              /* sent from here on waits for kube_gate_open
+	                                  (what a stream opened while gated was given) */
+	char gate_why[CP_ERR_MSG_MAX]; /* its pod's restore failed: it ends unavailable,
+	                                  saying this ("": not) */
 	uint64_t restore_ms;
 	struct codepod_proc_exit exit;
 };
@@ -245,6 +255,18 @@ void kube_warm_stop(struct kube *k);
 
 /* kube_backend.c: a conversation's pod is ready, or will not be */
 void kube_proc_pod_ready(struct codepod_proc *p);
+/* kube_backend.c: the pod's workspace is being restored (c->restoring):
+ * the waiters' runners start now, in parallel with the restore, and load
+ * their own source, but nothing after it (the hello, which carries the
+ * program) goes to them before kube_gate_open; a runner waiting for its
+ * hello runs nothing and reads nothing of the workspace. */
+void kube_gate_start(struct kube_conv *c);
+/* The restore ended well: their input goes in; the first execution (the
+ * list's last) says how long the restore took (@ms >= 0). */
+void kube_gate_open(struct kube_conv *c, int64_t ms);
+/* It failed: they end unavailable with @why, whatever state they are in
+ * (before kube_conv_stale ends their supervisor). */
+void kube_gate_fail(struct kube_conv *c, const char *why);
 void kube_proc_unavailable(struct codepod_proc *p, const char *detail);
 /* kube_backend.c: hand p->exit to the engine (once; from the loop) */
 void kube_proc_report(struct codepod_proc *p);

@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "base/log.h"
@@ -80,7 +79,7 @@ struct kube_snaps {
 	unsigned handles;
 	void (*drained)(void *ud);
 	void *drained_ud;
-	char *chunk, *b64;
+	char *chunk;
 };
 
 static void snap_start(struct kube_snap_conv *x);
@@ -299,11 +298,10 @@ static void h_file_ready(void *ud, struct codepod_exec *e)
 		got += (size_t)k;
 	}
 	struct cp_err err;
-	int blen = EVP_EncodeBlock((unsigned char *)ks->b64, (const unsigned char *)ks->chunk, (int)got);
 	/* Moved on first: the engine may ask for the next one from inside
-	 * codepod_file_chunk (a window of chunks in flight). */
+	 * codepod_file_bytes (a window of chunks in flight). */
 	x->sent += n;
-	if (got != n || codepod_file_chunk(e, ks->b64, (size_t)blen, x->sent >= x->pack.size, &err)) {
+	if (got != n || codepod_file_bytes(e, ks->chunk, got, x->sent >= x->pack.size, &err)) {
 		x->write_failed = 1;
 		codepod_stop(e);
 	}
@@ -849,7 +847,7 @@ int kube_snaps_new(struct codepod_backend *b, const struct kube_snaps_config *cf
 	struct kube_snaps *ks = calloc(1, sizeof *ks);
 	unsigned char r[12];
 	if (!ks || !(ks->spool = strdup(cfg->spool_dir)) || !(ks->chunk = malloc(CHUNK)) ||
-	    !(ks->b64 = malloc(CHUNK / 3 * 4 + 8)) || RAND_bytes(r, sizeof r) != 1) {
+	    RAND_bytes(r, sizeof r) != 1) {
 		if (ks) {
 			free(ks->spool);
 			free(ks->chunk);
@@ -887,7 +885,6 @@ static void store_closed(void *ud)
 	void *dud = ks->drained_ud;
 	free(ks->spool);
 	free(ks->chunk);
-	free(ks->b64);
 	free(ks);
 	if (done)
 		done(dud);

@@ -476,19 +476,34 @@
     }
   }
 
-  let inBuf = Buffer.alloc(0);
+  // stdin's pieces not yet a whole frame. A frame of a workspace's restore
+  // is hundreds of KiB in 64 KiB reads: the pieces are joined once, when
+  // the frame is whole, not on every read (each copy then grew with it).
+  let inParts = [];
+  let inLen = 0;
   function feed(chunk) {
-    inBuf = inBuf.length ? Buffer.concat([inBuf, chunk]) : chunk;
+    inParts.push(chunk);
+    inLen += chunk.length;
     for (;;) {
-      if (inBuf.length < SFRAME_HDR) return;
-      if (inBuf[0] !== SFRAME_MAGIC) { shutdown(3); return; }
-      const len = inBuf.readUInt32BE(6);
+      if (inLen < SFRAME_HDR) return;
+      if (inParts[0].length < SFRAME_HDR) inParts = [Buffer.concat(inParts, inLen)];
+      const head = inParts[0];
+      if (head[0] !== SFRAME_MAGIC) { shutdown(3); return; }
+      const len = head.readUInt32BE(6);
       if (len > MAX_IN) { shutdown(3); return; }
-      if (inBuf.length < SFRAME_HDR + len) return;
-      const kind = inBuf[1], chan = inBuf.readUInt32BE(2);
-      const body = inBuf.subarray(SFRAME_HDR, SFRAME_HDR + len);
-      inBuf = inBuf.subarray(SFRAME_HDR + len);
-      onFrame(kind, chan, Buffer.from(body));
+      const end = SFRAME_HDR + len;
+      if (inLen < end) return;
+      // Joined here: a buffer of this frame's (and of the next's first bytes,
+      // which the next join copies out); else a view of stdin's piece, copied
+      // so that what is kept of it (a channel's queued input) holds no more.
+      const joined = inParts.length > 1;
+      const buf = joined ? Buffer.concat(inParts, inLen) : head;
+      const kind = buf[1], chan = buf.readUInt32BE(2);
+      const body = buf.subarray(SFRAME_HDR, end);
+      const rest = buf.subarray(end);
+      inParts = rest.length ? [rest] : [];
+      inLen = rest.length;
+      onFrame(kind, chan, joined ? body : Buffer.from(body));
     }
   }
 

@@ -166,6 +166,13 @@ def test_reaped_pod_restored_byte_for_byte(store, fake):
         assert r["usage"]["restoreMs"] >= 0, r["usage"]
         assert fake.conv_pods(conv)[0]["metadata"]["uid"] != first_pod
         assert after == before
+        # Its runner started beside the restore (a channel of the pod's
+        # supervisor, opened before the restore ended); its program, which
+        # saw the whole workspace, only after it.
+        order = [m["event"] for m in s.log_events()
+                 if m["event"] == "snapshot.pod_restored"
+                 or (m["event"] == "kube.exec" and m.get("id") == r["id"])]
+        assert order == ["kube.exec", "snapshot.pod_restored"], order
         # Restored and read back unchanged: no upload for it.
         r2 = s.run("return 2", conversation=conv)
         assert "restoreMs" not in r2["usage"]
