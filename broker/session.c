@@ -635,6 +635,9 @@ void broker_session_file_bytes(struct broker_session *s, const char *id, const v
 		           "%s: no running execution with id %.64s on this session", type, id);
 	else if (!en->file)
 		send_error(s, id, type, NULL, INVALID, "%s: %.64s is not a file operation", type, id);
+	else if (codepod_exec_ended(en->exec))
+		; /* (the runner refused the file, e.g. the workspace is full: the
+		   * rest of the body has nowhere to go, and the outcome answers) */
 	else if (codepod_file_bytes(en->exec, buf, len, last, &err))
 		send_error(s, id, type, NULL, INVALID, "%s: %.64s: %s", type, id, err.msg);
 }

@@ -72,7 +72,8 @@ void broker_session_feed(struct broker_session *s, const json_t *msg);
 
 /* A file write's next chunk as raw bytes (borrowed, at most 256 KiB): what
  * a file_chunk message says, without its base64. An error goes back as the
- * message's would. */
+ * message's would; bytes for an operation that has ended are dropped (its
+ * outcome answers the request). */
 void broker_session_file_bytes(struct broker_session *s, const char *id, const void *buf,
                                size_t len, int last);
 

@@ -239,6 +239,10 @@ int codepod_delete_conversation(struct codepod *cp, const char *conversation,
 /* The execution's id (borrowed, valid until done() returns). */
 const char *codepod_exec_id(const struct codepod_exec *e);
 
+/* 1 once nothing more can reach its runner (it is ending, or the runner
+ * is gone): its outcome is on its way. */
+int codepod_exec_ended(const struct codepod_exec *e);
+
 /* The embedded runner program: runner/boot.js, for the command line, and
  * what it reads first on stdin, the built runner/runner.js after its length
  * and a newline (runner/prestart.h). */

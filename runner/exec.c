@@ -196,6 +196,11 @@ const char *codepod_exec_id(const struct codepod_exec *e)
 	return e->id;
 }
 
+int codepod_exec_ended(const struct codepod_exec *e)
+{
+	return e->state >= CODEPOD_ST_FINISHING || !e->proc;
+}
+
 int codepod_delete_conversation(struct codepod *cp, const char *conversation,
                                 void (*done)(void *ud, int rc, const struct cp_err *err),
                                 void *ud, struct cp_err *err)
