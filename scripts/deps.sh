@@ -119,7 +119,8 @@ bash "$here/tests/chart/get-helm.sh"
 
 # The npm cache: what sdk/typescript/test.sh installs (npm ci of the two
 # locks, then the packed @codepod/client next to ai 6, whose dependencies
-# npm resolves then) and NPM_CACHED, each package alone and all together,
+# npm resolves then), tests/mcp's lock (what tests/mcp/install.sh installs) and
+# NPM_CACHED, each package alone and all together,
 # installed and then `npm ci` from the lock just written (npm asks for a
 # package's metadata in another form when it installs from a lock).
 # Each set is fetched once, in a scratch folder, and recorded by a digest of
@@ -132,11 +133,13 @@ mkdir -p "$stamps"
 sdk="$here/sdk/typescript"
 client_deps=$("$node_bin" -p 'Object.entries(require(process.argv[1]).dependencies).map(([n, v]) => n + "@" + v).join(" ")' "$sdk/package.json")
 set_key() { printf '%s\n' "$@" | sha256sum | cut -d' ' -f1; }
-fill_sets=(sdk ai6 each all)
+mcp="$here/tests/mcp"
+fill_sets=(sdk ai6 mcp each all)
 for set in "${fill_sets[@]}"; do
 	case $set in
 	sdk) key=$(set_key "$(cat "$sdk/package.json" "$sdk/package-lock.json")") ;;
 	ai6) key=$(set_key "$(cat "$sdk/test/ai6/package.json" "$sdk/test/ai6/package-lock.json")" "$client_deps") ;;
+	mcp) key=$(set_key "$(cat "$mcp/package.json" "$mcp/package-lock.json")") ;;
 	*) key=$(set_key install+ci "${NPM_CACHED[@]}") ;;
 	esac
 	if [ "$(cat "$stamps/$set" 2>/dev/null)" = "$key" ]; then
@@ -147,6 +150,11 @@ for set in "${fill_sets[@]}"; do
 	case $set in
 	sdk)
 		cp "$sdk/package.json" "$sdk/package-lock.json" "$work/"
+		(cd "$work" && npm ci "${npm_fill[@]}" >/dev/null) ;;
+	mcp)
+		# the versions tests/mcp/install.sh installs offline: its lock's,
+		# not what the registry resolves today
+		cp "$mcp/package.json" "$mcp/package-lock.json" "$work/"
 		(cd "$work" && npm ci "${npm_fill[@]}" >/dev/null) ;;
 	ai6)
 		cp "$sdk/test/ai6/package.json" "$sdk/test/ai6/package-lock.json" "$work/"
