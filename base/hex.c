@@ -1,6 +1,7 @@
 /*
  * hex.c - the value of one hexadecimal digit, for every parser of hex text
- * (percent-encoding, JSON pointers, key files).
+ * (percent-encoding, JSON pointers, key files), and the encoder of digests
+ * and ids.
  */
 #include "base/hex.h"
 
@@ -13,4 +14,14 @@ int cp_hex_digit(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+void cp_hex_encode(const unsigned char *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * n] = '\0';
 }

@@ -6,6 +6,7 @@
 #include <openssl/rand.h>
 
 #include "base/traceparent.h"
+#include "base/hex.h"
 
 static int hexval(char c)
 {
@@ -65,12 +66,7 @@ int cp_traceparent_parse(const char *s, size_t len, struct cp_trace_ctx *out,
 
 void cp_trace_hex(const uint8_t *in, size_t n, char *out)
 {
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[in[i] >> 4];
-		out[2 * i + 1] = digits[in[i] & 15];
-	}
-	out[2 * n] = '\0';
+	cp_hex_encode(in, n, out);
 }
 
 void cp_traceparent_format(const struct cp_trace_ctx *c, char out[CP_TRACEPARENT_LEN + 1])

@@ -9,6 +9,7 @@
 
 #include "runner/fileop.h"
 #include "runner/etags.h"
+#include "base/hex.h"
 #include "base/jsonutil.h"
 
 #define MAX_LIST 10000
@@ -226,8 +227,7 @@ static void on_done_frame(struct codepod_exec *e, const char *payload, size_t le
 			codepod_exec_finish(e, CP_E_INTERNAL, "hashing the written file failed");
 			return;
 		}
-		for (unsigned i = 0; i < n; i++)
-			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		cp_hex_encode(md, n, hex);
 		json_object_set_new(v, "etag", json_string(hex));
 	}
 	/* What the runner saw of a file it hashed: for the next read, never
