@@ -174,6 +174,29 @@ def vm_hwm_kib(pid):
     return None
 
 
+def process_tree(pid):
+    """pid and its descendants as (pid, state, command line), for a report of
+    what a process that did not exit was still waiting for."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+            except OSError:
+                continue
+            fields = st[st.rindex(")") + 2:].split()
+            kids.setdefault(int(fields[1]), []).append((int(d), fields[0], cmd))
+    out, todo = [], [pid]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child[0])
+    return out
+
+
 def processes_with_marker(marker):
     """PIDs of processes whose command line contains `marker`."""
     found = []
@@ -450,9 +473,12 @@ class Session:
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            left = process_tree(self.proc.pid)
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"codepod did not exit within {timeout}s of EOF on stdin")
+            err = b"".join(self.stderr_lines[-12:]).decode(errors="replace")
+            raise AssertionError(f"codepod did not exit within {timeout}s of EOF on stdin; "
+                                 f"its processes then: {left}; stderr tail:\n{err[-3000:]}")
         self._reader.join(10)
         self._ereader.join(10)
         self._answers.put(None)

@@ -42,7 +42,8 @@ function sameForm(ours, theirs, what, hex = false) {
   if (hex &&
       !(new RegExp(`^[0-9a-f]{${theirs.length}}$`)).test(ours))
     fail(`${what}: ${JSON.stringify(ours)} is not hex of ${theirs.length} like theirs`);
-  if (typeof theirs === "string" && /^[0-9]+$/.test(theirs) && !/^[0-9]+$/.test(ours))
+  // A random hex id of theirs can be all digits; only a number's form is decimal.
+  if (!hex && typeof theirs === "string" && /^[0-9]+$/.test(theirs) && !/^[0-9]+$/.test(ours))
     fail(`${what}: ${JSON.stringify(ours)} is not decimal like theirs`);
 }
 

@@ -198,11 +198,16 @@ await tools.hold({{}});
 return require('node:fs').readFileSync('/proc/self/cgroup', 'utf8');""", tools=["hold"],
                     conversation="mem-join", policy=POLICY)
     call = s.wait_call(eid, "hold", timeout=120)
+    # sh's own fork carries its command line until it execs sleep: wait
+    # until that has passed and one runner and one sh are left.
     end = time.monotonic() + 60
-    while len(found := dict(processes_with_marker(marker))) < 2 and time.monotonic() < end:
+    while True:
+        found = dict(processes_with_marker(marker))
+        runner = [p for p, cmd in found.items() if "-child" not in cmd]
+        child = [p for p, cmd in found.items() if "-child" in cmd]
+        if (len(runner), len(child)) == (1, 1) or time.monotonic() > end:
+            break
         time.sleep(0.1)
-    runner = [p for p, cmd in found.items() if "-child" not in cmd]
-    child = [p for p, cmd in found.items() if "-child" in cmd]
     assert len(runner) == 1 and len(child) == 1, found
     init = _ppid(runner[0])
     bwrap = _ppid(init)

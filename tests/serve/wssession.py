@@ -102,9 +102,12 @@ class Server:
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            left = harness.process_tree(self.proc.pid)
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"codepod serve did not exit within {timeout}s of {sig}")
+            raise AssertionError(f"codepod serve did not exit within {timeout}s of {sig}; "
+                                 f"its processes then: {left}; "
+                                 f"stderr tail:\n{self.stderr_text()[-3000:]}")
         self._t.join(10)
         return rc
 
