@@ -108,14 +108,25 @@ int local_node_find(const char *flag, char *out, size_t cap, struct cp_err *err)
 
 int local_bwrap_usable(struct cp_err *err)
 {
-	const char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+	/* Only what `true` needs, not "/": a bind of the whole root copies every
+	 * mount under it, and one that another codepod unmounts meanwhile (a
+	 * workspace image) fails the copy, and with it the probe. */
+	const char *argv[] = { "bwrap", "--unshare-all", "--die-with-parent",
+	                       "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/bin", "/bin",
+	                       "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64",
 	                       "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true", NULL };
-	char out[64];
-	int st = local_capture_run(argv, -1, 0, out, sizeof out);
+	/* bwrap's own words say which namespace or mount it could not have
+	 * (user namespaces off, a limit reached, no memory): kept for the error. */
+	char out[200];
+	int st = local_capture_run(argv, -1, LOCAL_CAPTURE_STDERR, out, sizeof out);
 	if (st == 0)
 		return 1;
-	cp_err_set(err, CP_E_UNSUPPORTED, st == 127
-	           ? "bubblewrap (bwrap) is not installed"
-	           : "bubblewrap cannot create a sandbox here (user namespaces disabled?)");
+	size_t n = strcspn(out, "\n");
+	out[n] = '\0';
+	if (st == 127)
+		cp_err_set(err, CP_E_UNSUPPORTED, "bubblewrap (bwrap) is not installed");
+	else
+		cp_err_set(err, CP_E_UNSUPPORTED, "bubblewrap cannot create a sandbox here (%s)",
+		           n ? out : st < 0 ? "killed by a signal" : "user namespaces disabled?");
 	return 0;
 }
