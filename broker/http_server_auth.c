@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "broker/http_server_int.h"
+#include "base/hex.h"
 #include "base/log.h"
 
 #define MAX_TOKEN_FILE 4096
@@ -42,8 +43,7 @@ void broker_http_sha256_hex(const char *s, size_t len, char hex[65])
 {
 	unsigned char d[32];
 	sha256(s, len, d);
-	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	cp_hex_encode(d, sizeof d, hex);
 }
 
 /* Reads the file; the token is its content without surrounding white space. */

@@ -24,6 +24,7 @@
 
 #include "broker/http_path.h"
 #include "broker/http_server_int.h"
+#include "base/hex.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
 
@@ -557,8 +558,7 @@ static struct file_req *new_req(int op)
 	}
 	r->op = op;
 	memcpy(r->id, "http-", 5);
-	for (size_t i = 0; i < sizeof raw; i++)
-		snprintf(r->id + 5 + 2 * i, 3, "%02x", raw[i]);
+	cp_hex_encode(raw, sizeof raw, r->id + 5);
 	cp_buf_init(&r->up, UP_MAX);
 	return r;
 }

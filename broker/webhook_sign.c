@@ -2,7 +2,6 @@
  * webhook_sign.c - HMAC-SHA256 signatures of webhook requests (OpenSSL 3
  * EVP_MAC: the HMAC_CTX functions are deprecated).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +10,7 @@
 #include <openssl/params.h>
 
 #include "base/fileio.h"
+#include "base/hex.h"
 #include "broker/webhook_sign.h"
 
 int broker_webhook_sign(const unsigned char *key, size_t keylen, const char *timestamp,
@@ -36,8 +36,7 @@ int broker_webhook_sign(const unsigned char *key, size_t keylen, const char *tim
 	if (!ok)
 		return CP_E_INTERNAL;
 	memcpy(out, "v1=", 3);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 3 + 2 * i, 3, "%02x", mac[i]);
+	cp_hex_encode(mac, 32, out + 3);
 	return 0;
 }
 

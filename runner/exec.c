@@ -17,6 +17,7 @@
 #include "runner/exec_int.h"
 #include "runner/spent.h"
 #include "base/assert.h"
+#include "base/hex.h"
 #include "base/jsondepth.h"
 #include "base/jsonutil.h"
 #include "base/log.h"
@@ -860,8 +861,7 @@ static int make_nonce(char out[33], struct cp_err *err)
 	unsigned char raw[16];
 	if (RAND_bytes(raw, sizeof raw) != 1)
 		return cp_err_set(err, CP_E_INTERNAL, "no randomness for the channel key");
-	for (size_t i = 0; i < sizeof raw; i++)
-		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	cp_hex_encode(raw, sizeof raw, out);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "runner/codepod.h"
 #include "base/assert.h"
+#include "base/hex.h"
 #include "base/log.h"
 #include "base/state.h"
 #include "runner/policy.h"
@@ -285,8 +286,7 @@ static int make_tag(char out[33])
 	unsigned char raw[16];
 	if (RAND_bytes(raw, sizeof raw) != 1)
 		return -1;
-	for (size_t i = 0; i < sizeof raw; i++)
-		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	cp_hex_encode(raw, sizeof raw, out);
 	return 0;
 }
 

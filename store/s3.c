@@ -11,6 +11,7 @@
 
 #include <openssl/evp.h>
 
+#include "base/hex.h"
 #include "store/gcp_token.h"
 #include "store/s3_creds.h"
 #include "store/s3_int.h"
@@ -80,8 +81,7 @@ int store_sha256_hex(const void *p, size_t len, char out[65], struct cp_err *err
 	unsigned int n = 0;
 	if (!EVP_Digest(p, len, md, &n, EVP_sha256(), NULL) || n != 32)
 		return cp_err_set(err, CP_E_INTERNAL, "sha256 failed");
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	cp_hex_encode(md, sizeof md, out);
 	return 0;
 }
 

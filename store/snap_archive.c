@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 
 #include "base/buf.h"
+#include "base/hex.h"
 
 #define DEPTH_MAX 64
 #define CHUNK (256 * 1024)
@@ -36,12 +37,6 @@ struct packer {
 	int rc;
 };
 
-static void hex(const unsigned char *md, char out[65])
-{
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
 static int end_part(struct packer *p)
 {
 	if (!p->part_size) /* no part hashes asked for */
@@ -53,7 +48,7 @@ static int end_part(struct packer *p)
 	if (!grown)
 		return -1;
 	p->part_sha = grown;
-	hex(md, p->part_sha[p->nparts++]);
+	cp_hex_encode(md, sizeof md, p->part_sha[p->nparts++]);
 	p->part_left = p->part_size;
 	return EVP_DigestInit_ex(p->part, EVP_sha256(), NULL) ? 0 : -1;
 }
@@ -284,7 +279,7 @@ static int run(const char *dir, struct packer *p, char fp_out[65])
 	close(dfd);
 	unsigned char md[32];
 	if (!rc && EVP_DigestFinal_ex(p->fp, md, NULL))
-		hex(md, fp_out);
+		cp_hex_encode(md, sizeof md, fp_out);
 	return rc;
 }
 
@@ -386,7 +381,7 @@ static int pack_any(const char *dir, store_sink_write_fn write_fn, void *ud,
 	if (!rc && p.part_size && (p.part_left != p.part_size || p.nparts == 0) && end_part(&p))
 		rc = cp_err_set(err, CP_E_NOMEM, "out of memory");
 	if (!rc && EVP_DigestFinal_ex(p.whole, md, NULL))
-		hex(md, out->sha256);
+		cp_hex_encode(md, sizeof md, out->sha256);
 	EVP_MD_CTX_free(p.whole);
 	EVP_MD_CTX_free(p.part);
 	EVP_MD_CTX_free(p.fp);

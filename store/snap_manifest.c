@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "base/hex.h"
 #include "base/jsondepth.h"
 #include "store/s3.h"
 
@@ -18,8 +19,7 @@ char *store_manifest_json(const struct store_manifest *m, size_t *len, struct cp
 	                      "created", (json_int_t)m->created);
 	if (o && m->key_id[0]) {
 		char iv[25];
-		for (int i = 0; i < 12; i++)
-			snprintf(iv + 2 * i, 3, "%02x", m->iv[i]);
+		cp_hex_encode(m->iv, 12, iv);
 		json_object_set_new(o, "keyId", json_string(m->key_id));
 		json_object_set_new(o, "iv", json_string(iv));
 	}

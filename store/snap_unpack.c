@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "base/buf.h"
+#include "base/hex.h"
 
 #define CHUNK (256 * 1024)
 #define DEPTH_MAX 64
@@ -371,8 +371,7 @@ static int unpack(int fd, store_source_fn src, void *src_ud, const char *dir, ui
 	}
 	if (sha256 && in.md && (!rc || rc == CP_E_PARSE || rc == CP_E_DENIED) &&
 	    EVP_DigestFinal_ex(in.md, md, NULL)) {
-		for (int i = 0; i < 32; i++)
-			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		cp_hex_encode(md, sizeof md, hex);
 		if (strcmp(hex, sha256) != 0)
 			rc = cp_err_set(err, CP_E_PARSE,
 			                "snapshot archive does not match its manifest's SHA-256");

@@ -2,11 +2,12 @@
  * from the worker to the loop through a bounded queue (snap_upload.h). */
 #include "store/snap_upload.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
+
+#include "base/hex.h"
 
 #define PART_DEFAULT (8u << 20)
 #define PARTS_PLANNED 9000u /* of S3's 10000, room for the compression's overhead */
@@ -54,12 +55,6 @@ size_t store_upload_part_size(uint64_t max_bytes)
 		return PART_DEFAULT;
 	need = (need + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
 	return need > (5ull << 30) ? (size_t)(5ull << 30) : (size_t)need;
-}
-
-static void hex(const unsigned char *md, char out[65])
-{
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 static void free_queue(struct ready *r)
@@ -240,7 +235,7 @@ static int push(struct store_upload *up, int last)
 		return -1;
 	}
 	if (up->hash_parts)
-		hex(md, r->sha256);
+		cp_hex_encode(md, sizeof md, r->sha256);
 	r->buf = up->cur ? (void *)up->cur : malloc(1);
 	r->len = up->cur_len;
 	r->last = last;

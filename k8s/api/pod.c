@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/fileio.h"
+#include "base/hex.h"
 #include "k8s/api/yamljson.h"
 
 #define TEMPLATE_MAX_BYTES (1 << 20)
@@ -23,9 +24,7 @@ static int hash_hex(const char *a, const char *b, char *out, size_t hexlen,
 	EVP_MD_CTX_free(ctx);
 	if (!ok)
 		return cp_err_set(err, CP_E_INTERNAL, "sha256 failed");
-	for (size_t i = 0; i < hexlen / 2; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-	out[hexlen] = '\0';
+	cp_hex_encode(md, hexlen / 2, out);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "k8s/backend/kube_int.h"
 #include "k8s/backend/kube_snap.h"
 #include "base/assert.h"
+#include "base/hex.h"
 #include "base/log.h"
 #include "base/state.h"
 
@@ -131,8 +132,7 @@ static void snap_hash_of(const char *key, char out[33])
 	out[0] = '\0';
 	if (!EVP_Digest(key, strlen(key), md, &n, EVP_sha256(), NULL))
 		return;
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	cp_hex_encode(md, 16, out);
 }
 
 /* The key names its conversation here from now on (a conversation first

@@ -31,6 +31,7 @@
 #include "runner/local/sandbox_uids.h"
 #include "runner/local/workspace.h"
 #include "base/buf.h"
+#include "base/hex.h"
 #include "base/log.h"
 #include "store/snapshots.h"
 
@@ -201,8 +202,7 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 	if (!EVP_Digest(conversation, strlen(conversation), md, &mdlen, EVP_sha256(), NULL))
 		return cp_err_set(err, CP_E_INTERNAL, "sha256 failed");
 	char hex[33];
-	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	cp_hex_encode(md, 16, hex);
 	int n = snprintf(out, cap, "%s/%s", b->ws_root, hex);
 	if (n < 0 || (size_t)n >= cap)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "state folder path too long");
