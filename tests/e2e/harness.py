@@ -90,7 +90,11 @@ def backend_args():
 
 local_backend_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
 
-UNPRIV_UID = 47123  # as in tests/hostile: a uid with no user of its own
+# A uid with no user of its own for the unprivileged codepod (tests/hostile
+# takes it from here). Two suites at once on one machine give each its own
+# (CODEPOD_TEST_UID, tests/loaded/run.sh): the per-user process limit a fork
+# bomb runs into is the uid's, across suites.
+UNPRIV_UID = int(os.environ.get("CODEPOD_TEST_UID", "47123"))
 
 
 def unprivileged_wrap(uid=UNPRIV_UID):

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent / "e2e"))
 import harness  # noqa: E402
 from harness import BACKEND, CODEPOD_BIN, NODE_DIR, REPO, Session, assert_ok  # noqa: E402
 
-UNPRIV_UID = 47123  # no user of its own: the suite's unprivileged codepod
+UNPRIV_UID = harness.UNPRIV_UID  # no user of its own: the suite's unprivileged codepod
 POD_TEMPLATE = REPO / "charts" / "codepod" / "files" / "sandbox-pod.yaml"
 IS_ROOT = os.geteuid() == 0
 def modes():

@@ -21,10 +21,14 @@ for ((n = 1; n <= runs; n++)); do
 	pids=()
 	work=$(mktemp -d /tmp/codepod-loaded.XXXXXX)
 	start=$SECONDS
+	uid=47123
 	for x in a b; do
 		git clone -q "$src" "$work/$x" || exit 2
 		[ -d "$src/.deps" ] && cp -a "$src/.deps" "$work/$x/"
-		(cd "$work/$x" && make "$target" >"$work/$x.log" 2>&1) &
+		# each suite's unprivileged codepod its own uid: a fork bomb in one
+		# must not use up the other's per-user process limit
+		(cd "$work/$x" && CODEPOD_TEST_UID=$uid make "$target" >"$work/$x.log" 2>&1) &
+		uid=$((uid + 1))
 		pids+=($!)
 	done
 	line="loaded run $n at $commit:"
