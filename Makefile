@@ -181,8 +181,9 @@ runner-js: all
 # Two test files at a time (pytest-xdist; a file's tests stay together, in
 # order, on one worker): these suites mostly wait on processes, and two at
 # a time take about two thirds of the time. `make e2e PARALLEL=` runs them
-# one by one. tests/hostile, tests/store and the SDKs' suites stay serial:
-# fork bombs and cgroup checks reach across the host, the store is shared.
+# one by one (sdk/typescript/test.sh runs two of its files at a time too).
+# tests/hostile and tests/store stay serial: fork bombs and cgroup checks
+# reach across the host, and the store is one server.
 PARALLEL ?= -n 2 --dist loadfile
 
 e2e: all
@@ -245,7 +246,7 @@ sdk-tests: all
 	$(Q)rc=0; CODEPOD_BIN=$(abspath $(BUILD)/codepod) bash sdk/typescript/test.sh \
 	  $(abspath $(BUILD))/sdk-typescript || rc=1; \
 	CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
-	  sdk/python/tests || rc=1; exit $$rc
+	  $(PARALLEL) sdk/python/tests || rc=1; exit $$rc
 
 # The test groups: each a target of its own. `make test` runs all of them even
 # when one fails, then fails, its last line `N passed, M failed (test groups)`

@@ -45,7 +45,7 @@ echo "== sdk/typescript: tests (ai $(node -p 'require("./node_modules/ai/package
 # any test cancelled, skipped or left todo fails the run (read from a TAP copy).
 run_tests() {
 	local tap=$1; shift
-	node --test --test-timeout=120000 --test-reporter=spec --test-reporter-destination=stdout \
+	node --test --test-concurrency=2 --test-timeout=120000 --test-reporter=spec --test-reporter-destination=stdout \
 		--test-reporter=tap --test-reporter-destination="$tap" "$@"
 	local n
 	for what in cancelled skipped todo; do
