@@ -91,10 +91,12 @@ def backend_args():
 local_backend_only = pytest.mark.skipif(BACKEND != "local", reason="a property of the local backend")
 
 # A uid with no user of its own for the unprivileged codepod (tests/hostile
-# takes it from here). Two suites at once on one machine give each its own
-# (CODEPOD_TEST_UID, tests/loaded/run.sh): the per-user process limit a fork
-# bomb runs into is the uid's, across suites.
-UNPRIV_UID = int(os.environ.get("CODEPOD_TEST_UID", "47123"))
+# takes it from here). The per-user process limit a fork bomb runs into is
+# the uid's, across suites: two suites at once on one machine each give
+# theirs (CODEPOD_TEST_UID, tests/loaded/run.sh), and each pytest-xdist
+# worker of a suite adds its number (gw0, gw1, ...) to it.
+UNPRIV_UID = (int(os.environ.get("CODEPOD_TEST_UID", "47123"))
+              + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0))
 
 
 def unprivileged_wrap(uid=UNPRIV_UID):
