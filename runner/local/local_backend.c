@@ -594,6 +594,11 @@ static void on_sigchld(uv_signal_t *h, int signum)
 		if (p->init_pid > 0 && b->subreaper) {
 			pid_t r = wait4_now(p->init_pid, &st, &p->init_rusage);
 			if (r == 0) {
+				/* It outlives bubblewrap's process: a kill that came
+				 * before it had asked to die with its parent (a runner
+				 * killed just after its start) missed it. Not reaped,
+				 * it is ours and its pid its own: the signal reaches it. */
+				kill(p->init_pid, SIGKILL);
 				pp = &p->next_running;
 				continue;
 			}
