@@ -203,13 +203,13 @@ e2e-kube: all
 # as root and as an unprivileged user (the suite starts that codepod itself
 # through setpriv), then on the Kubernetes backend against the fake API
 # server with the chart's pod template.
-.PHONY: hostile
 # Under the sanitizers, what hostile programs do to codepod's own code: the
 # channel to the runner and the processes codepod must end. The rest of the
 # suite tests what the kernel refuses (memory, disk, processes, privileges,
 # reach), which a sanitizer does not change; so do the fork bombs, each a
 # minute of the kernel forking 4096 processes.
 HOSTILE_C := tests/hostile/test_channel.py tests/hostile/test_procs.py -k "not fork_bomb"
+.PHONY: hostile
 hostile: all
 	$(Q)rc=0; CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  $(if $(SANITIZED),$(HOSTILE_C),tests/hostile) || rc=1; \
@@ -261,9 +261,9 @@ test: all
 
 # ASan + UBSan + LSan over every suite that runs codepod's C code; any
 # report fails the run. SANITIZED=1 leaves out what mostly repeats C paths
-# the rest takes, or takes none: the end-to-end suite again on the Kubernetes backend
-# (tests/kube runs that backend's own scenarios) and again over a WebSocket
-# (tests/serve runs the server's), the hostile suite again in pods and its
+# the rest takes, or takes none: the end-to-end suite again on the
+# Kubernetes backend (tests/kube runs that backend's own scenarios) and
+# again over a WebSocket (tests/serve runs the server's), the hostile suite again in pods and its
 # kernel-containment half (HOSTILE_C above), the SDKs' suites (their codepod
 # is the server tests/serve drives), and the groups that run no C of
 # codepod's (lint, the JavaScript runner, the fake API server, the chart,

@@ -180,26 +180,36 @@ def vm_hwm_kib(pid):
     return None
 
 
+def children(pid):
+    """The child pids of `pid` (of its main thread), [] once it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def descendants(pid):
+    out = []
+    for k in children(pid):
+        out.append(k)
+        out += descendants(k)
+    return out
+
+
 def process_tree(pid):
-    """pid and its descendants as (pid, state, command line), for a report of
-    what a process that did not exit was still waiting for."""
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    st = f.read()
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
-            except OSError:
-                continue
-            fields = st[st.rindex(")") + 2:].split()
-            kids.setdefault(int(fields[1]), []).append((int(d), fields[0], cmd))
-    out, todo = [], [pid]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child[0])
+    """pid's descendants as (pid, state, command line), for a report of what
+    a process that did not exit was still waiting for."""
+    out = []
+    for d in descendants(pid):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+        except OSError:
+            continue
+        out.append((d, st[st.rindex(")") + 2:].split()[0], cmd))
     return out
 
 

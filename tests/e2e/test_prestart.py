@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness import BACKEND, Session, assert_ok, local_backend_only
+from harness import BACKEND, Session, assert_ok, children, local_backend_only
 
 # A program that looks for any trace of an earlier one in its process, leaves
 # traces of its own (globals, environment, a timer that would keep a reused
@@ -122,14 +122,6 @@ def test_memory_ceiling_holds_on_a_waiting_runner(pool):
     assert prestarted(pool, eid) is True
     assert res["status"] == "failed" and res["error"]["code"] == "PROCESS_EXITED", res
     assert "out of memory" in res["error"]["message"], res
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
 
 
 @local_backend_only

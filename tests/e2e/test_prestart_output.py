@@ -11,20 +11,12 @@ import os
 import signal
 import time
 
-from harness import Session, assert_ok, local_backend_only
-from test_prestart import children, prestarted, wait_event
+from harness import Session, assert_ok, children, descendants, local_backend_only
+from test_prestart import prestarted, wait_event
 
 pytestmark = local_backend_only
 
 INSPECTOR_PORT = 9229
-
-
-def descendants(pid):
-    out = []
-    for k in children(pid):
-        out.append(k)
-        out += descendants(k)
-    return out
 
 
 def comm(pid):

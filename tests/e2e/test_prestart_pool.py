@@ -5,8 +5,8 @@ longest ago loses its runner first (if that was over a second before: a burst
 of new conversations does not churn the pool)."""
 import time
 
-from harness import BACKEND, Session, assert_ok
-from test_prestart import children, prestarted, wait_event
+from harness import BACKEND, Session, assert_ok, children
+from test_prestart import prestarted, wait_event
 
 # Ends over a second after it started, so the conversations before it were
 # last active more than a second before its end: the pool may evict then.

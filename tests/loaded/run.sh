@@ -28,8 +28,8 @@ for ((n = 1; n <= runs; n++)); do
 		# each suite's unprivileged codepod its own uid: a fork bomb in one
 		# must not use up the other's per-user process limit
 		(cd "$work/$x" && CODEPOD_TEST_UID=$uid make "$target" >"$work/$x.log" 2>&1) &
-		uid=$((uid + 100)) # (a suite's test workers add 0, 1, ...)
 		pids+=($!)
+		uid=$((uid + 100)) # (a suite's test workers add 0, 1, ...)
 	done
 	line="loaded run $n at $commit:"
 	for i in 0 1; do
