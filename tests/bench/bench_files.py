@@ -76,7 +76,7 @@ def main():
         os.environ["CODEPOD_BACKEND"] = "kubernetes"
     import harness  # noqa: E402  (reads CODEPOD_BACKEND)
     from wssession import Server  # noqa: E402
-    runs = 2 if a.quick else 3
+    runs = 3 if a.quick else 5
     tmp = tempfile.mkdtemp(prefix="codepod-bench-files-")
     figs = {"backend": a.backend}
     try:
