@@ -23,8 +23,10 @@
 # Prints each step's and each test group's result, and as its last line
 # `fresh machine: make run OK|FAILED, the .deb and the SDK packages OK|FAILED,
 # make test OK|FAILED (N passed, M failed), ...`.
-# Exit status: 0 when every step passed. Needs root and about 15-30
-# minutes (more on a loaded machine); not part of `make test`. WORK_DIR
+# Exit status: 0 when every step passed. Needs root and about 60-90
+# minutes (more on a loaded machine); not part of `make test`.
+# FRESH_STEPS=root runs only the /root/p part (deps.sh, then make test
+# offline), FRESH_STEPS=home all but it; default both. WORK_DIR
 # (default: a new folder under /var/tmp) is removed at the end unless
 # KEEP=1. Logs: WORK_DIR/run.log, WORK_DIR/test.log (kept with KEEP=1).
 set -euo pipefail
@@ -128,30 +130,8 @@ in_tree() {
 	' in-tree "$root" "$extra_ca" "$dir" "$@"
 }
 
-run_rc=0
-step "make run (log: $work/run.log)"
-in_tree /home/dev/codepod make run >"$work/run.log" 2>&1 || run_rc=$?
-tail -n 15 "$work/run.log"
-step "make run: $([ "$run_rc" = 0 ] && echo OK || echo "FAILED (exit $run_rc)") after $((SECONDS - start)) s"
-
-# As a new user installs it: the .deb built by make deb in the checkout, then
-# a backend project of its own (/home/dev/backend) with the SDK packages of
-# make sdk, running the README's example on both transports
-# (tests/fresh-machine/backend.sh; it removes the package again, so make
-# test below sees the checkout's codepod only).
-backend_rc=0
-t0=$SECONDS
-if [ "$run_rc" = 0 ]; then
-	step "the .deb, and a backend project with the SDK packages (log: $work/backend.log)"
-	in_tree /home/dev/codepod bash tests/fresh-machine/backend.sh /home/dev/codepod /home/dev/backend \
-		>"$work/backend.log" 2>&1 || backend_rc=$?
-	grep '^backend: ' "$work/backend.log" || true
-	[ "$backend_rc" = 0 ] || tail -n 25 "$work/backend.log"
-else
-	backend_rc=1
-	step "the .deb and the SDK packages: skipped (make run failed)"
-fi
-step "the .deb and the SDK packages: $([ "$backend_rc" = 0 ] && echo OK || echo "FAILED (exit $backend_rc)") after $((SECONDS - t0)) s"
+steps=${FRESH_STEPS:-home,root}
+wants() { case ",$steps," in *",$1,"*) return 0 ;; esac; return 1; }
 
 # Prints a test log's group results and each failed group's last lines.
 report() {
@@ -163,20 +143,53 @@ report() {
 	done
 }
 
-test_rc=0
-t0=$SECONDS
-step "make test in /home/dev/codepod (log: $work/test.log)"
-in_tree /home/dev/codepod make test >"$work/test.log" 2>&1 || test_rc=$?
-step "make test: $([ "$test_rc" = 0 ] && echo OK || echo "FAILED (exit $test_rc)") after $((SECONDS - t0)) s"
-report "$work/test.log"
+run_rc=0 backend_rc=0 test_rc=0 root_rc=0
+: >"$work/test.log"
+: >"$work/test-root.log"
 
-root_rc=0
-t0=$SECONDS
-step "scripts/deps.sh, then make test offline, in /root/p (log: $work/test-root.log)"
-{ in_tree /root/p bash scripts/deps.sh && OFFLINE=1 in_tree /root/p make test; } \
-	>"$work/test-root.log" 2>&1 || root_rc=$?
-step "make test in /root/p, offline: $([ "$root_rc" = 0 ] && echo OK || echo "FAILED (exit $root_rc)") after $((SECONDS - t0)) s"
-report "$work/test-root.log"
+if wants home; then
+	step "make run (log: $work/run.log)"
+	in_tree /home/dev/codepod make run >"$work/run.log" 2>&1 || run_rc=$?
+	tail -n 15 "$work/run.log"
+	step "make run: $([ "$run_rc" = 0 ] && echo OK || echo "FAILED (exit $run_rc)") after $((SECONDS - start)) s"
+
+	# As a new user installs it: the .deb built by make deb in the
+	# checkout, then a backend project of its own (/home/dev/backend) with
+	# the SDK packages of make sdk, running the README's example on both
+	# transports (tests/fresh-machine/backend.sh; it removes the package
+	# again, so make test below sees the checkout's codepod only).
+	t0=$SECONDS
+	if [ "$run_rc" = 0 ]; then
+		step "the .deb, and a backend project with the SDK packages (log: $work/backend.log)"
+		in_tree /home/dev/codepod bash tests/fresh-machine/backend.sh /home/dev/codepod /home/dev/backend \
+			>"$work/backend.log" 2>&1 || backend_rc=$?
+		grep '^backend: ' "$work/backend.log" || true
+		[ "$backend_rc" = 0 ] || tail -n 25 "$work/backend.log"
+	else
+		backend_rc=1
+		step "the .deb and the SDK packages: skipped (make run failed)"
+	fi
+	step "the .deb and the SDK packages: $([ "$backend_rc" = 0 ] && echo OK || echo "FAILED (exit $backend_rc)") after $((SECONDS - t0)) s"
+
+	t0=$SECONDS
+	step "make test in /home/dev/codepod (log: $work/test.log)"
+	in_tree /home/dev/codepod make test >"$work/test.log" 2>&1 || test_rc=$?
+	step "make test: $([ "$test_rc" = 0 ] && echo OK || echo "FAILED (exit $test_rc)") after $((SECONDS - t0)) s"
+	report "$work/test.log"
+else
+	step "make run, the .deb and make test in /home/dev/codepod: skipped (FRESH_STEPS=$steps)"
+fi
+
+if wants root; then
+	t0=$SECONDS
+	step "scripts/deps.sh, then make test offline, in /root/p (log: $work/test-root.log)"
+	{ in_tree /root/p bash scripts/deps.sh && OFFLINE=1 in_tree /root/p make test; } \
+		>"$work/test-root.log" 2>&1 || root_rc=$?
+	step "make test in /root/p, offline: $([ "$root_rc" = 0 ] && echo OK || echo "FAILED (exit $root_rc)") after $((SECONDS - t0)) s"
+	report "$work/test-root.log"
+else
+	step "make test in /root/p: skipped (FRESH_STEPS=$steps)"
+fi
 
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/test.log" | tail -n 1 || true)
 summary_root=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/test-root.log" | tail -n 1 || true)
