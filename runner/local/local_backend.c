@@ -680,13 +680,26 @@ static int bwrap_args_fd(const char **argv, struct cp_err *err)
 		cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, errno, "memfd_create");
 		return -1;
 	}
+	/* One write, not one per option: a sandbox has hundreds of them, and
+	 * every execution's start paid a system call for each on the loop. */
+	struct cp_buf all;
+	cp_buf_init(&all, SIZE_MAX);
 	for (size_t i = 1; i < dd; i++) {
-		size_t len = strlen(argv[i]) + 1;
-		if (write(fd, argv[i], len) != (ssize_t)len) {
+		if (cp_buf_add(&all, argv[i], strlen(argv[i]) + 1, err)) {
+			cp_buf_free(&all);
 			close(fd);
-			cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, errno, "writing bubblewrap's options");
 			return -1;
 		}
+	}
+	ssize_t wrote = write(fd, all.bytes, all.len);
+	int werr = errno;
+	size_t want = all.len;
+	cp_buf_free(&all);
+	if (wrote != (ssize_t)want) {
+		close(fd);
+		cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, wrote < 0 ? werr : EIO,
+		             "writing bubblewrap's options");
+		return -1;
 	}
 	if (lseek(fd, 0, SEEK_SET) != 0) {
 		close(fd);
