@@ -447,6 +447,8 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 		               "22.13 or later.");
 		return;
 	}
+	if (pid > 0)
+		e->runner_pid = (long)pid;
 	if (pid > 1 && ops->note_pid && e->proc)
 		ops->note_pid(e->proc, (long)pid, start > 0 ? (unsigned long long)start : 0);
 	uv_timer_stop(&e->timer);

@@ -135,6 +135,7 @@ struct codepod_exec {
 	/* usage (docs/contract.md §4) */
 	struct codepod_usage usage;  /* the largest of every reading of the backend */
 	uint64_t hello_cpu_us;   /* the runner's own CPU time when it read the hello */
+	long runner_pid;         /* the runner's PID as it sees it (its ready frame), 0: not known */
 	uint64_t tool_calls;     /* calls handed to the host */
 	uint64_t tool_input_bytes, tool_output_bytes;
 	uint64_t result_bytes;   /* the result's JSON text (or its reported size) */
@@ -180,6 +181,11 @@ struct codepod_exec {
 	size_t fop_q_cap[CODEPOD_FILE_WINDOW]; /* each slot's buffer is kept for the next chunk */
 	char *fop_wbuf;          /* write: a chunk's line and bytes on their way to the runner */
 	void *fop_sha;           /* write: EVP_MD_CTX, the SHA-256 of the bytes sent (the etag) */
+	struct codepod_fop_sink *fop_sink; /* write: the file written by codepod itself, NULL when
+	                          * the runner writes the bytes (runner/fileop.c) */
+	int fop_w_offered;       /* write: the runner's descriptor came and was not taken */
+	struct codepod_fop_pump *fop_pump; /* read: the file read by codepod itself, NULL when
+	                          * the runner sends the bytes (runner/fileop.c) */
 	char *fop_done;          /* its F frame, held until the queue is delivered */
 	size_t fop_done_len;
 

@@ -2,8 +2,11 @@
  * fileop.c - the file kind of execution (fileop.h): its request, its
  * chunks both ways, its end and its outcome.
  */
+#include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
+#include <unistd.h>
+#include <uv.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,10 +14,41 @@
 #include "runner/etags.h"
 #include "base/hex.h"
 #include "base/jsonutil.h"
+#include "base/log.h"
 
 #define MAX_LIST 10000
 #define MAX_CURSOR 4096
 #define MAX_ERR_MSG 200
+
+/* A read by descriptor (below). */
+struct codepod_fop_pump {
+	uv_fs_t req;
+	struct codepod_exec *e; /* NULL once the execution was freed */
+	int fd;
+	char *buf;              /* CODEPOD_FILE_CHUNK: the read in flight's */
+	uint64_t pos, stop;
+	int busy;               /* a read is out */
+	int ended;              /* stop reached, the file ended early, or failed */
+	int failed;
+};
+
+/* A write by descriptor (below). */
+#define SINK_SLOTS 4
+#define SINK_BUF (64 + CODEPOD_FILE_CHUNK + 3) /* a chunk's line's room, its bytes */
+
+struct codepod_fop_sink {
+	uv_work_t work;
+	struct codepod_exec *e; /* NULL once the execution was freed */
+	int fd;
+	EVP_MD_CTX *ctx;
+	char *buf[SINK_SLOTS];
+	size_t at[SINK_SLOTS], len[SINK_SLOTS]; /* the bytes of each slot */
+	uint64_t off[SINK_SLOTS];               /* where in the file */
+	unsigned head, count;   /* queued; the head is written while busy */
+	int busy;
+	int werr;               /* errno of a write that failed, or -1: the hash */
+	int aborted, ended;     /* the runner was told */
+};
 
 static const struct {
 	const char *type, *op;
@@ -166,16 +200,28 @@ static int writes(const struct codepod_exec *e)
 	return is_op(e, "write") || is_op(e, "archive_write");
 }
 
+/* A read or write the runner is told it may hand over by descriptor
+ * (hello's "byFd"): where the backend can open one, and for a write where
+ * the kernel bounds the workspace (elsewhere the runner holds a write to
+ * maxWorkspaceBytes itself). */
+static int by_fd(const struct codepod_exec *e)
+{
+	const struct codepod_backend *b = e->cp->cfg.backend;
+	return b->ops->open_fd != NULL && (is_op(e, "read") || (is_op(e, "write") && !b->ws_unbounded));
+}
+
 json_t *codepod_fileop_hello(const struct codepod_exec *e)
 {
 	const char *path = json_string_value(json_object_get(e->fop, "path"));
 	int hashes = is_op(e, "read") || (is_op(e, "write") && json_object_get(e->fop, "ifMatch"));
 	json_t *known = hashes && path ? codepod_etags_hint(e->cp->etags, e->conversation, path) : NULL;
-	if (!known)
+	if (!known && !by_fd(e))
 		return json_incref(e->fop);
 	json_t *f = json_copy(e->fop);
-	if (f)
+	if (f && known)
 		json_object_set(f, "known", known);
+	if (f && by_fd(e))
+		json_object_set_new(f, "byFd", json_true());
 	json_decref(known);
 	return f ? f : json_incref(e->fop);
 }
@@ -222,7 +268,9 @@ static void on_done_frame(struct codepod_exec *e, const char *payload, size_t le
 		unsigned char md[32];
 		char hex[65];
 		unsigned n = 0;
-		if (!e->fop_sha || !EVP_DigestFinal_ex(e->fop_sha, md, &n) || n != sizeof md) {
+		EVP_MD_CTX *ctx = e->fop_sink ? e->fop_sink->ctx : e->fop_sha;
+		if (!ctx || (e->fop_sink && e->fop_sink->werr) || !EVP_DigestFinal_ex(ctx, md, &n) ||
+		    n != sizeof md) {
 			json_decref(v);
 			codepod_exec_finish(e, CP_E_INTERNAL, "hashing the written file failed");
 			return;
@@ -267,8 +315,303 @@ static void offer(struct codepod_exec *e)
 	e->host->file_data(e->ud, e, e->fop_q[e->fop_q_head], e->fop_q_len[e->fop_q_head]);
 }
 
+/* ---- a read by descriptor ----
+ *
+ * Where the backend can open the descriptor the runner has on the file
+ * (open_fd: the local backend, through /proc), codepod reads the bytes
+ * itself, on libuv's thread pool, one chunk at a time into the window's
+ * slots: no hop through the runner's stdout (two copies of every byte, and
+ * the runner's CPU). The runner has opened the file by the workspace's
+ * rules and hashed it; its end (F) comes at once and is held until the
+ * last byte read is delivered. An execution freed while a read is out
+ * leaves the pump to free itself when the read comes back (p->e NULL). */
+
+static void pump_free(struct codepod_fop_pump *p)
+{
+	close(p->fd);
+	free(p->buf);
+	free(p);
+}
+
+static void pump_drop(struct codepod_exec *e)
+{
+	struct codepod_fop_pump *p = e->fop_pump;
+	e->fop_pump = NULL;
+	if (p && p->busy)
+		p->e = NULL;
+	else if (p)
+		pump_free(p);
+}
+
+/* The runner's end, once every byte read was delivered. */
+static void pump_maybe_done(struct codepod_exec *e)
+{
+	struct codepod_fop_pump *p = e->fop_pump;
+	if (!p || !p->ended || e->fop_q_count || !e->fop_done)
+		return;
+	char *d = e->fop_done;
+	e->fop_done = NULL;
+	if (p->failed)
+		codepod_exec_finish(e, CP_E_INTERNAL, "reading the file failed");
+	else
+		on_done_frame(e, d, e->fop_done_len);
+	free(d);
+}
+
+static void pump_next(struct codepod_exec *e);
+
+static void pump_read_done(uv_fs_t *req)
+{
+	struct codepod_fop_pump *p = req->data;
+	ssize_t n = req->result;
+	uv_fs_req_cleanup(req);
+	p->busy = 0;
+	struct codepod_exec *e = p->e;
+	if (!e) {
+		pump_free(p);
+		return;
+	}
+	if (n <= 0) { /* an error, or the file shrank: what came is what there is */
+		p->ended = 1;
+		p->failed = n < 0;
+		pump_maybe_done(e);
+		return;
+	}
+	/* the filled buffer becomes the slot's; the slot's old one reads next */
+	unsigned slot = (e->fop_q_head + e->fop_q_count) % CODEPOD_FILE_WINDOW;
+	char *old = e->fop_q[slot];
+	int big = e->fop_q_cap[slot] >= CODEPOD_FILE_CHUNK;
+	e->fop_q[slot] = p->buf;
+	e->fop_q_cap[slot] = CODEPOD_FILE_CHUNK;
+	e->fop_q_len[slot] = (size_t)n;
+	p->buf = big ? old : NULL;
+	if (!big)
+		free(old);
+	e->fop_q_count++;
+	e->fop_bytes += (uint64_t)n;
+	p->pos += (uint64_t)n;
+	offer(e);
+	pump_next(e);
+}
+
+/* The next read, while a slot is free. */
+static void pump_next(struct codepod_exec *e)
+{
+	struct codepod_fop_pump *p = e->fop_pump;
+	if (!p || p->busy || p->ended || e->fop_q_count == CODEPOD_FILE_WINDOW ||
+	    e->state >= CODEPOD_ST_FINISHING)
+		return;
+	if (p->pos >= p->stop) {
+		p->ended = 1;
+		pump_maybe_done(e);
+		return;
+	}
+	if (!p->buf && !(p->buf = malloc(CODEPOD_FILE_CHUNK))) {
+		p->ended = p->failed = 1;
+		pump_maybe_done(e);
+		return;
+	}
+	uint64_t left = p->stop - p->pos;
+	uv_buf_t b = uv_buf_init(p->buf, (unsigned)(left < CODEPOD_FILE_CHUNK ? left : CODEPOD_FILE_CHUNK));
+	p->req.data = p;
+	if (uv_fs_read(e->cp->cfg.loop, &p->req, p->fd, &b, 1, (int64_t)p->pos, pump_read_done)) {
+		p->ended = p->failed = 1;
+		pump_maybe_done(e);
+		return;
+	}
+	p->busy = 1;
+}
+
+/* The read's size and etag came with the runner's descriptor @fd: codepod
+ * takes the file over when the backend opens it (0), else the runner sends
+ * the bytes (its answer says which). */
+static int pump_start(struct codepod_exec *e, const json_t *info, json_int_t fd)
+{
+	struct cp_err err;
+	const struct codepod_backend_ops *bops = e->cp->cfg.backend->ops;
+	int own = fd >= 0 && fd <= 65535 && e->runner_pid > 0 && bops->open_fd && e->proc
+	                  ? bops->open_fd(e->proc, e->runner_pid, (int)fd, 0, &err)
+	                  : -1;
+	struct codepod_fop_pump *p = own >= 0 ? calloc(1, sizeof *p) : NULL;
+	if (!p) {
+		if (own >= 0)
+			close(own);
+		else if (bops->open_fd)
+			cp_log(CP_LOG_DEBUG, "file.read_by_runner", "id", json_string(e->id), "detail",
+			       json_string(err.msg), NULL);
+		static const char line[] = "{\"k\":\"ack\"}\n";
+		return codepod_exec_send_line(e, line, sizeof line - 1);
+	}
+	uint64_t size = (uint64_t)json_integer_value(json_object_get(info, "size"));
+	const json_t *off = json_object_get(e->fop, "offset"), *len = json_object_get(e->fop, "length");
+	p->e = e;
+	p->fd = own;
+	p->pos = off ? (uint64_t)json_integer_value(off) : 0;
+	p->stop = size;
+	if (len && p->pos + (uint64_t)json_integer_value(len) < size)
+		p->stop = p->pos + (uint64_t)json_integer_value(len);
+	e->fop_pump = p;
+	static const char taken[] = "{\"k\":\"ack\",\"taken\":true}\n";
+	int rc = codepod_exec_send_line(e, taken, sizeof taken - 1);
+	if (!rc)
+		pump_next(e);
+	return rc;
+}
+
+/* ---- a write by descriptor ----
+ *
+ * The same for a write: the runner opens the new file by the workspace's
+ * rules and hands its descriptor over; codepod writes each chunk, and
+ * hashes it for the etag, on libuv's thread pool (one work item at a time,
+ * in order, while the loop takes the next chunk), then tells the runner to
+ * put the file in place ({"k":"ack","end":true}) or to drop it
+ * ({"k":"ack","abort":{code,message}}: over maxFileBytes, the workspace
+ * full, a write that failed). The runner's F ends it as ever. */
+
+
+static void sink_free(struct codepod_fop_sink *k)
+{
+	close(k->fd);
+	for (unsigned i = 0; i < SINK_SLOTS; i++)
+		free(k->buf[i]);
+	EVP_MD_CTX_free(k->ctx);
+	free(k);
+}
+
+static void sink_drop(struct codepod_exec *e)
+{
+	struct codepod_fop_sink *k = e->fop_sink;
+	e->fop_sink = NULL;
+	if (k && k->busy)
+		k->e = NULL;
+	else if (k)
+		sink_free(k);
+}
+
+/* Thread pool: touches only the head slot, the descriptor and the hash. */
+static void sink_work(uv_work_t *w)
+{
+	struct codepod_fop_sink *k = w->data;
+	const char *p = k->buf[k->head] + k->at[k->head];
+	size_t n = k->len[k->head];
+	uint64_t off = k->off[k->head];
+	while (n > 0 && !k->werr) {
+		ssize_t put = pwrite(k->fd, p, n, (off_t)off);
+		if (put < 0 && errno == EINTR)
+			continue;
+		if (put <= 0) {
+			k->werr = put < 0 ? errno : EIO;
+			break;
+		}
+		p += put;
+		n -= (size_t)put;
+		off += (uint64_t)put;
+	}
+	if (!k->werr && !EVP_DigestUpdate(k->ctx, k->buf[k->head] + k->at[k->head], k->len[k->head]))
+		k->werr = -1;
+}
+
+/* Tells the runner to drop the file (once); its F with the error ends it. */
+static void sink_abort(struct codepod_exec *e, const char *code, const char *message)
+{
+	struct codepod_fop_sink *k = e->fop_sink;
+	if (k->aborted || k->ended)
+		return;
+	k->aborted = 1;
+	e->fop_w_last = 1; /* no more chunks asked for */
+	json_t *m = json_pack("{s:s,s:{s:s,s:s}}", "k", "ack", "abort", "code", code, "message", message);
+	codepod_exec_send(e, m);
+}
+
+static void sink_kick(struct codepod_fop_sink *k, uv_loop_t *loop);
+
+static void sink_after(uv_work_t *w, int status)
+{
+	struct codepod_fop_sink *k = w->data;
+	k->busy = 0;
+	if (status && !k->werr)
+		k->werr = EIO;
+	struct codepod_exec *e = k->e;
+	if (!e) {
+		sink_free(k);
+		return;
+	}
+	k->head = (k->head + 1) % SINK_SLOTS;
+	k->count--;
+	if (k->werr) {
+		int full = k->werr == ENOSPC || k->werr == EDQUOT || k->werr == EFBIG;
+		sink_abort(e, full ? "TOO_LARGE" : "INTERNAL",
+		           full ? "the workspace is full (its size ceiling); nothing was replaced"
+		                : "writing the file failed; nothing was replaced");
+		return;
+	}
+	sink_kick(k, e->cp->cfg.loop);
+	if (k->count == 0 && e->fop_w_last && !k->aborted && !k->ended) {
+		static const char end[] = "{\"k\":\"ack\",\"end\":true}\n";
+		k->ended = 1;
+		codepod_exec_send_line(e, end, sizeof end - 1);
+		return;
+	}
+	if (!e->fop_await_chunk && !e->fop_w_last && e->state < CODEPOD_ST_FINISHING) {
+		e->fop_await_chunk = 1;
+		e->host->file_ready(e->ud, e);
+	}
+}
+
+static void sink_kick(struct codepod_fop_sink *k, uv_loop_t *loop)
+{
+	if (k->busy || !k->count || k->werr)
+		return;
+	k->work.data = k;
+	if (uv_queue_work(loop, &k->work, sink_work, sink_after) == 0)
+		k->busy = 1;
+	else
+		k->werr = EIO;
+}
+
+/* The runner's descriptor @fd of the new file came with its first A: codepod
+ * takes the write over when the backend opens it, else the runner takes
+ * the chunks (its next A says it is ready for them). */
+static int sink_start(struct codepod_exec *e, json_int_t fd)
+{
+	struct cp_err err;
+	const struct codepod_backend_ops *bops = e->cp->cfg.backend->ops;
+	int own = fd >= 0 && fd <= 65535 && e->runner_pid > 0 && e->proc
+	                  ? bops->open_fd(e->proc, e->runner_pid, (int)fd, 1, &err)
+	                  : -1;
+	struct codepod_fop_sink *k = own >= 0 ? calloc(1, sizeof *k) : NULL;
+	if (k && (!(k->ctx = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(k->ctx, EVP_sha256(), NULL))) {
+		EVP_MD_CTX_free(k->ctx);
+		free(k);
+		k = NULL;
+	}
+	if (!k) {
+		if (own >= 0)
+			close(own);
+		else
+			cp_log(CP_LOG_DEBUG, "file.write_by_runner", "id", json_string(e->id), "detail",
+			       json_string(err.msg), NULL);
+		e->fop_w_offered = 1;
+		static const char line[] = "{\"k\":\"ack\"}\n";
+		return codepod_exec_send_line(e, line, sizeof line - 1);
+	}
+	k->e = e;
+	k->fd = own;
+	e->fop_sink = k;
+	static const char taken[] = "{\"k\":\"ack\",\"taken\":true}\n";
+	int rc = codepod_exec_send_line(e, taken, sizeof taken - 1);
+	if (rc)
+		return rc;
+	e->fop_w_opened = 1;
+	e->fop_await_chunk = 1;
+	e->host->file_ready(e->ud, e);
+	return 0;
+}
+
 static void free_queue(struct codepod_exec *e)
 {
+	pump_drop(e);
+	sink_drop(e);
 	for (unsigned i = 0; i < CODEPOD_FILE_WINDOW; i++) {
 		free(e->fop_q[i]);
 		e->fop_q[i] = NULL;
@@ -301,7 +644,7 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 	}
 	switch (kind) {
 	case CODEPOD_FRAME_FILE_DATA:
-		if (!reads(e) || e->fop_q_count == CODEPOD_FILE_WINDOW ||
+		if (!reads(e) || e->fop_pump || e->fop_q_count == CODEPOD_FILE_WINDOW ||
 		    len > CODEPOD_FILE_CHUNK || !e->host->file_data || e->fop_done) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a data frame out of turn");
 			return;
@@ -339,12 +682,32 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 				return;
 			}
 			e->fop_info = v;
+			const json_t *fd = json_object_get(v, "fd");
+			if (fd && (!json_is_integer(fd) || !by_fd(e))) {
+				codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a descriptor not asked for");
+				return;
+			}
+			if (fd)
+				pump_start(e, v, json_integer_value(fd));
 			return;
 		}
 		/* The first says the file is open; each other one that a chunk
 		 * was taken. The host may have up to CODEPOD_FILE_WINDOW - 1
 		 * chunks on their way to the runner (codepod_file_chunk). */
-		if (!writes(e) || len || !e->host->file_ready ||
+		if (writes(e) && len && !e->fop_w_opened && !e->fop_w_offered && !e->fop_sink &&
+		    by_fd(e) && e->host->file_ready) { /* the new file's descriptor */
+			json_t *v = cp_json_load(payload, len, NULL);
+			const json_t *fd = json_object_get(v, "fd");
+			json_int_t n = json_is_integer(fd) ? json_integer_value(fd) : -1;
+			json_decref(v);
+			if (n < 0) {
+				codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a malformed descriptor frame");
+				return;
+			}
+			sink_start(e, n);
+			return;
+		}
+		if (!writes(e) || len || !e->host->file_ready || e->fop_sink ||
 		    (e->fop_w_opened && e->fop_w_inflight == 0)) {
 			codepod_exec_finish(e, CP_E_INTERNAL, "control channel: a ready frame out of turn");
 			return;
@@ -358,7 +721,7 @@ void codepod_fileop_frame(struct codepod_exec *e, char kind, const char *payload
 		}
 		break;
 	default:
-		if (e->fop_q_count) { /* after the chunks still held */
+		if (e->fop_q_count || (e->fop_pump && !e->fop_pump->ended)) { /* after the chunks still held or read */
 			e->fop_done = malloc(len ? len : 1);
 			if (!e->fop_done) {
 				codepod_exec_finish(e, CP_E_INTERNAL, "out of memory holding a file result");
@@ -385,6 +748,13 @@ int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
 	e->fop_q_head = (e->fop_q_head + 1) % CODEPOD_FILE_WINDOW;
 	e->fop_q_count--;
 	codepod_exec_rearm(e);
+	if (e->fop_pump) { /* a slot is free: codepod reads one more */
+		if (e->fop_q_count)
+			offer(e);
+		pump_next(e);
+		pump_maybe_done(e);
+		return 0;
+	}
 	/* a slot is free: the runner may send one more (none once it ended) */
 	int rc = e->proc && !e->fop_done ? runner_ack(e) : 0;
 	if (rc)
@@ -406,9 +776,61 @@ int codepod_file_ack(struct codepod_exec *e, struct cp_err *err)
 
 static char *wbuf(struct codepod_exec *e)
 {
+	struct codepod_fop_sink *k = e->fop_sink;
+	if (k) { /* the next free slot (want_next: there is one) */
+		unsigned i = (k->head + k->count) % SINK_SLOTS;
+		if (k->count == SINK_SLOTS)
+			return NULL;
+		if (!k->buf[i])
+			k->buf[i] = malloc(SINK_BUF);
+		return k->buf[i];
+	}
 	if (!e->fop_wbuf)
 		e->fop_wbuf = malloc(CHUNK_HEAD_MAX + CODEPOD_FILE_CHUNK + 3);
 	return e->fop_wbuf;
+}
+
+/* A chunk for codepod's own write: into the next slot (wbuf's), where
+ * @data may already be (decoded from base64 there). */
+static int sink_chunk(struct codepod_exec *e, const char *data, size_t len, int last,
+                      struct cp_err *err)
+{
+	struct codepod_fop_sink *k = e->fop_sink;
+	e->fop_await_chunk = 0;
+	e->fop_w_last = last;
+	codepod_exec_rearm(e);
+	if (k->aborted)
+		return 0; /* after the runner was told to drop it: the F that follows tells */
+	char *buf = wbuf(e);
+	if (!buf)
+		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+	unsigned i = (k->head + k->count) % SINK_SLOTS;
+	size_t hn = data >= buf && data < buf + SINK_BUF ? (size_t)(data - buf) : 0;
+	if (!hn)
+		memcpy(buf, data, len);
+	uint64_t off = e->fop_bytes;
+	e->fop_bytes += len;
+	if (e->fop_bytes > e->pol.max_file_bytes) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "the file is over maxFileBytes (%llu bytes); nothing was replaced",
+		         (unsigned long long)e->pol.max_file_bytes);
+		sink_abort(e, "TOO_LARGE", msg);
+		return 0;
+	}
+	k->at[i] = hn;
+	k->len[i] = len;
+	k->off[i] = off;
+	k->count++;
+	sink_kick(k, e->cp->cfg.loop);
+	if (!k->busy) { /* the thread pool refused the work */
+		sink_abort(e, "INTERNAL", "writing the file failed; nothing was replaced");
+		return 0;
+	}
+	if (!last && k->count < SINK_SLOTS && e->state < CODEPOD_ST_FINISHING) {
+		e->fop_await_chunk = 1;
+		e->host->file_ready(e->ud, e);
+	}
+	return 0;
 }
 
 /* The write's next chunk to the runner: a line that says how many bytes
@@ -416,6 +838,8 @@ static char *wbuf(struct codepod_exec *e)
 static int send_chunk(struct codepod_exec *e, const char *data, size_t len, int last,
                       struct cp_err *err)
 {
+	if (e->fop_sink)
+		return sink_chunk(e, data, len, last, err);
 	e->fop_await_chunk = 0;
 	e->fop_bytes += len;
 	e->fop_w_last = last;
@@ -478,14 +902,16 @@ int codepod_file_chunk(struct codepod_exec *e, const char *b64, size_t len, int 
 		return rc;
 	/* decoded into the write buffer, after the room its line takes */
 	if (!wbuf(e))
-		return cp_err_set(err, CP_E_NOMEM, "out of memory");
+		return cp_err_set(err, e->fop_sink ? CP_E_STATE : CP_E_NOMEM,
+		                  e->fop_sink ? "send each file_chunk after the file_ack of the one before"
+		                              : "out of memory");
 	char head[CHUNK_HEAD_MAX];
 	int hn = snprintf(head, sizeof head, "{\"k\":\"chunk\",\"n\":%zu,\"last\":%s}\n", raw,
 	                  last ? "true" : "false");
-	if (len && EVP_DecodeBlock((unsigned char *)e->fop_wbuf + hn, (const unsigned char *)b64,
-	                           (int)len) < 0)
+	char *buf = wbuf(e);
+	if (len && EVP_DecodeBlock((unsigned char *)buf + hn, (const unsigned char *)b64, (int)len) < 0)
 		return cp_err_set(err, CP_E_INVALID_REQUEST, "data must be base64");
-	return send_chunk(e, e->fop_wbuf + hn, raw, last, err);
+	return send_chunk(e, buf + hn, raw, last, err);
 }
 
 int codepod_file_bytes(struct codepod_exec *e, const void *data, size_t len, int last,

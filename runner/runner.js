@@ -991,10 +991,22 @@
           } catch (e) { fail(e); }
         };
         const acked = () => { onFileAck = acked; ahead--; pump(); };
-        onFileAck = acked;
         holdStdin = true;
         refresh();
-        if (start < stop) frame(FRAME_FILE_ACK, stringify({ size, etag }));
+        if (start >= stop) return pump();
+        if (fop.byFd === true) {
+          // codepod may read the bytes itself through this descriptor
+          // (runner/PROTOCOL.md, "A read by descriptor"): its answer says
+          // whether it did; until then the file stays open here.
+          onFileAck = (msg) => {
+            if (msg && msg.taken === true) return end(seen ? { op: 'read', size, etag, seen } : { op: 'read', size, etag });
+            onFileAck = acked;
+            pump();
+          };
+          return frame(FRAME_FILE_ACK, stringify({ size, etag, fd }));
+        }
+        onFileAck = acked;
+        frame(FRAME_FILE_ACK, stringify({ size, etag }));
         return pump();
       }
       if (op === 'write') {
@@ -1056,6 +1068,29 @@
         };
         holdStdin = true;
         refresh();
+        if (fop.byFd === true) {
+          // codepod may write the bytes itself through this descriptor
+          // (runner/PROTOCOL.md, "A file by descriptor"). Not taken: this
+          // process takes the chunks, after the A that says it is ready.
+          onFileAck = (msg) => {
+            if (!msg || msg.taken !== true) {
+              frame(FRAME_FILE_ACK, '');
+              return readChunks();
+            }
+            onFileAck = (m) => { // written: put in place, or dropped
+              try {
+                if (m && m.abort) return abort(new FileRule(String(m.abort.code), String(m.abort.message)));
+                size = fstatSync(tfd).size;
+                if (mode !== 0o644) fs.fchmodSync(tfd, mode);
+                closeFd(tfd);
+                match();
+                fs.renameSync(via(dfd, tmp), via(dfd, name));
+                end({ op: 'write', size, created });
+              } catch (e) { abort(e); }
+            };
+          };
+          return frame(FRAME_FILE_ACK, stringify({ fd: tfd }));
+        }
         frame(FRAME_FILE_ACK, '');
         return readChunks();
       }
@@ -1200,7 +1235,7 @@
     } else if (l.k === 'in') {
       commandInput(l.msg);
     } else if (l.k === 'ack') {
-      if (onFileAck) { const f = onFileAck; onFileAck = null; f(); }
+      if (onFileAck) { const f = onFileAck; onFileAck = null; f(l.msg); }
     } else if (l.k === 'chunk') {
       // Its bytes follow the line (stdin_lines.js): onBytes gets them.
       chunkMsg = l.msg;

@@ -141,6 +141,13 @@ struct codepod_backend_ops {
 	 * (the transfer ended, or an execution waits for it). May be NULL: the
 	 * backend gives every start the same CPU. */
 	void (*foreground)(struct codepod_proc *p);
+	/* A descriptor of codepod's own (read-only, or write-only with
+	 * @for_write) on the regular file that descriptor @fd of the runner
+	 * (its PID @ns_pid as it sees it, from its ready frame) has open: the
+	 * caller owns it and closes it. -1 with @err filled when it cannot be
+	 * had. For a file read or write: codepod then moves the bytes itself
+	 * (runner/fileop.c). May be NULL: the runner moves them. */
+	int (*open_fd)(struct codepod_proc *p, long ns_pid, int fd, int for_write, struct cp_err *err);
 	/* Read the process tree's usage now; the reading comes through the
 	 * usage() callback. Without it (NULL) the engine has the readings of
 	 * killed() and exited() only, and cannot hold a program to a CPU

@@ -1834,6 +1834,63 @@ static size_t local_stats(const struct codepod_backend *base, struct codepod_bac
 	return n;
 }
 
+/* The last PID in /proc/@pid/status's NSpid line: the process's PID in its
+ * own namespace; 0 when unreadable. */
+static long ns_pid_of(pid_t pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if (cp_read_small(path, buf, sizeof buf) < 0)
+		return 0;
+	const char *l = strstr(buf, "\nNSpid:");
+	if (!l)
+		return 0;
+	long last = 0;
+	for (char *at = (char *)l + 7, *end;; at = end) {
+		long v = strtol(at, &end, 10);
+		if (end == at || (*end != ' ' && *end != '\t' && *end != '\n'))
+			break;
+		last = v;
+		if (*end == '\n')
+			break;
+	}
+	return last;
+}
+
+/* The runner is bubblewrap's grandchild (its PID-namespace init's child)
+ * or, without isolation, the process spawned: the one of those whose own
+ * PID is @ns_pid. Its descriptor @fd is opened again through /proc (a new
+ * description of the same file); anything but a regular file is refused. */
+static int local_open_fd(struct codepod_proc *p, long ns_pid, int fd, int for_write,
+                         struct cp_err *err)
+{
+	if (p->exited || p->pid <= 0 || p->outer_reaped)
+		return cp_err_set(err, CP_E_STATE, "the runner is gone"), -1;
+	pid_t found = ns_pid_of(p->pid) == ns_pid ? p->pid : 0;
+	pid_t kids[KIDS_MAX], grand[KIDS_MAX];
+	int n = found ? 0 : children_of(p->pid, kids);
+	for (int i = 0; i < n && !found; i++) {
+		int m = children_of(kids[i], grand);
+		for (int j = 0; j < m && !found; j++)
+			if (ns_pid_of(grand[j]) == ns_pid)
+				found = grand[j];
+	}
+	if (!found)
+		return cp_err_set(err, CP_E_STATE, "the runner's process was not found"), -1;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)found, fd);
+	/* (O_NONBLOCK: were it ever not a regular file, a FIFO would not hold the loop) */
+	int own = open(path, (for_write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (own < 0)
+		return cp_err_errno(err, CP_E_IO, errno, "opening the runner's file"), -1;
+	struct stat st;
+	if (fstat(own, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(own);
+		return cp_err_set(err, CP_E_STATE, "the runner's descriptor is not a regular file"), -1;
+	}
+	return own;
+}
+
 /* Launched already, its start weighs as any other's; not yet (waiting for
  * its workspace), it launches so. */
 static void local_foreground(struct codepod_proc *p)
@@ -1847,7 +1904,7 @@ static void local_foreground(struct codepod_proc *p)
 
 static const struct codepod_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
-	.foreground = local_foreground, .note_pid = local_note_pid, .sample = local_sample, .stats = local_stats,
+	.foreground = local_foreground, .open_fd = local_open_fd, .note_pid = local_note_pid, .sample = local_sample, .stats = local_stats,
 	.delete_conversation = local_delete_conversation, .destroy = local_destroy,
 };
 
