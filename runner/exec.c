@@ -252,8 +252,6 @@ static void maybe_release(struct codepod_exec *e)
 {
 	if (e->state != CODEPOD_ST_DONE || e->proc || uv_is_closing((uv_handle_t *)&e->timer))
 		return;
-	if (e->prestart_noted && e->fop)
-		codepod_prestart_file_op(e->cp->prestart, e->conversation, 0);
 	if (e->prestart_noted) /* the runner is gone: the pool may start the next */
 		codepod_prestart_exec_ended(e->cp->prestart, e->conversation);
 	uv_close((uv_handle_t *)&e->timer, on_timer_closed);
@@ -823,7 +821,7 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 	struct codepod_backend *b = e->cp->cfg.backend;
 	unsigned long mb = (unsigned long)e->pol.max_memory_mb;
 	struct codepod_runner_spec spec = { e->conversation, e->id, mb, e->tag, 0,
-	                                    e->pol.max_workspace_bytes, e->pol.max_workspace_files, 0 };
+	                                    e->pol.max_workspace_bytes, e->pol.max_workspace_files };
 	/* A runner already waiting serves this execution (and only this one);
 	 * its tag is the one the hello must carry. */
 	if (!codepod_prestart_take(e->cp->prestart, &spec, e->id, &proc_cbs, e, &e->proc, e->tag)) {
@@ -837,7 +835,7 @@ static int start_runner(struct codepod_exec *e, struct cp_err *err)
 	e->trace.t_acquired_ms = codepod_exec_now_ms();
 	codepod_prestart_exec_started(e->cp->prestart, &spec);
 	if (e->fop)
-		codepod_prestart_file_op(e->cp->prestart, e->conversation, 1);
+		codepod_prestart_no_program(e->cp->prestart, e->conversation);
 	json_t *hello = json_pack("{s:s,s:s,s:s,s:s%,s:s,s:o,s:{s:I,s:I,s:i}}",
 	                          "k", "hello", "nonce", e->nonce, "tag", e->tag,
 	                          "src", e->src, e->src_len,

@@ -35,8 +35,7 @@ static int runner_req(const struct codepod_runner_spec *spec, char heap[48], cha
 	                              .argv = argv, .input = (const char *)codepod_runner_input,
 	                              .input_len = codepod_runner_input_len,
 	                              .memory_mb = spec->memory_mb, .tag = spec->tag,
-	                              .standby = spec->standby, .background = spec->background,
-	                              .ws_bytes = spec->ws_bytes,
+	                              .standby = spec->standby, .ws_bytes = spec->ws_bytes,
 	                              .ws_files = spec->ws_files };
 	return 0;
 }
@@ -62,7 +61,7 @@ void codepod_runner_default(struct codepod_backend *b)
 	struct codepod_policy pol;
 	codepod_policy_defaults(&pol);
 	struct codepod_runner_spec spec = { NULL, NULL, (unsigned long)pol.max_memory_mb, NULL, 1,
-	                                    pol.max_workspace_bytes, pol.max_workspace_files, 0 };
+	                                    pol.max_workspace_bytes, pol.max_workspace_files };
 	char heap[48], *boot = NULL;
 	const char *argv[6];
 	struct codepod_spawn_req req;
@@ -106,7 +105,6 @@ struct ps_conv {
 	int ts;                     /* the last program needed the type stripper */
 	unsigned deleted_running;   /* executions running when it was deleted: their
 	                               ends start no runner */
-	unsigned moving;            /* file operations running */
 	struct ps_runner *waiting;
 };
 
@@ -118,7 +116,6 @@ struct ps_runner {
 	unsigned long memory_mb;
 	uint64_t ws_bytes, ws_files;
 	char tag[33];
-	int background;             /* spawned in the background (sandbox.h) */
 	const struct codepod_proc_cbs *cbs; /* the taker's, once taken */
 	void *ud;
 };
@@ -327,9 +324,8 @@ static void start_waiting(struct codepod_prestart *ps, struct ps_conv *c)
 	r->memory_mb = c->memory_mb;
 	r->ws_bytes = c->ws_bytes;
 	r->ws_files = c->ws_files;
-	r->background = c->moving > 0 && ps->b->ops->foreground != NULL;
 	struct codepod_runner_spec spec = { c->key, "prestart", c->memory_mb, r->tag, 1,
-	                                    c->ws_bytes, c->ws_files, r->background };
+	                                    c->ws_bytes, c->ws_files };
 	struct cp_err err;
 	if (codepod_runner_spawn(ps->b, &spec, &runner_cbs, r, &r->proc, &err)) {
 		cp_log(CP_LOG_DEBUG, "prestart.not_started", "detail", json_string(err.msg), NULL);
@@ -415,15 +411,6 @@ static int fits(const struct ps_runner *r, const struct codepod_runner_spec *spe
 	       r->ws_files == spec->ws_files;
 }
 
-/* A runner started in the background boots as any other from now on. */
-static void foreground(struct ps_runner *r)
-{
-	if (!r->background)
-		return;
-	r->background = 0;
-	r->ps->b->ops->foreground(r->proc);
-}
-
 int codepod_prestart_take(struct codepod_prestart *ps, const struct codepod_runner_spec *want,
                      const char *exec_id,
                      const struct codepod_proc_cbs *cbs, void *ud,
@@ -443,7 +430,6 @@ int codepod_prestart_take(struct codepod_prestart *ps, const struct codepod_runn
 	ps_set_state(r, PS_TAKEN);
 	*proc = r->proc;
 	memcpy(tag, r->tag, 33);
-	foreground(r);
 	if (ps->b->ops->adopt)
 		ps->b->ops->adopt(r->proc, exec_id);
 	return 1;
@@ -475,18 +461,10 @@ void codepod_prestart_exec_started(struct codepod_prestart *ps, const struct cod
 }
 
 
-void codepod_prestart_file_op(struct codepod_prestart *ps, const char *conversation, int started)
+void codepod_prestart_no_program(struct codepod_prestart *ps, const char *conversation)
 {
 	struct ps_conv *c = ps && !ps->stopped ? conv_find(ps, conversation) : NULL;
-	if (!c)
-		return;
-	if (!started) {
-		if (c->moving && --c->moving == 0 && c->waiting)
-			foreground(c->waiting);
-		return;
-	}
-	c->moving++;
-	if (ps->b->shared_sandbox || c->waiting || c->deleted_running)
+	if (!c || ps->b->shared_sandbox || c->waiting || c->deleted_running)
 		return;
 	c->want = 1;
 	rearm(ps);

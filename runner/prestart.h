@@ -55,7 +55,6 @@ struct codepod_runner_spec {
 	int standby;              /* sandbox.h: started ahead of its execution */
 	uint64_t ws_bytes;        /* sandbox.h: the workspace's bounds */
 	uint64_t ws_files;
-	int background;           /* sandbox.h: booting beside a file transfer */
 };
 
 /*
@@ -95,18 +94,13 @@ int codepod_prestart_take(struct codepod_prestart *ps, const struct codepod_runn
  * (its outcome delivered, its process gone). Calls pair up. */
 void codepod_prestart_exec_started(struct codepod_prestart *ps, const struct codepod_runner_spec *spec);
 
-/* An execution of @conversation that runs no program (a file operation:
- * the runner moves bytes and ends) started (@started 1, after
- * codepod_prestart_exec_started) or ended (0, before
- * codepod_prestart_exec_ended). Where each runner has a sandbox of its
- * own, the next runner starts beside it at once, not when it ends: a file
- * operation right after this one (an upload, then its download) then finds
- * its runner waiting instead of waiting for a Node start. While any file
- * operation of the conversation runs, that start is in the background
- * (sandbox.h): on a machine with few CPUs a Node start beside a 64 MiB
- * transfer took a fifth of the transfer's CPU. It boots as any other once
- * the last one ends or an execution takes it. */
-void codepod_prestart_file_op(struct codepod_prestart *ps, const char *conversation, int started);
+/* The execution of @conversation that just started runs no program (a
+ * file operation: the runner moves bytes and ends). Where each runner has
+ * a sandbox of its own, the next runner starts beside it at once, not
+ * when it ends: a file operation right after this one (an upload, then
+ * its download) then finds its runner waiting instead of waiting for a
+ * Node start. No program shares the CPU with that start. */
+void codepod_prestart_no_program(struct codepod_prestart *ps, const char *conversation);
 void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conversation);
 
 /* The runner of @conversation's running execution said whether its program

@@ -103,11 +103,6 @@ struct codepod_spawn_req {
 	                              (runner/prestart.h): no work yet, so not
 	                              "in use" (a pod with only standby runners
 	                              is idle), until adopt() */
-	int background;            /* 1: a standby runner started while its
-	                              conversation moves a file: it may boot
-	                              with the least CPU the backend can give,
-	                              so it takes none from the transfer, until
-	                              foreground() */
 };
 
 /* One counter a backend reports for /metrics: counters of one name come
@@ -137,10 +132,6 @@ struct codepod_backend_ops {
 	/* A standby runner now serves execution @exec_id (borrowed for the
 	 * call; may be NULL: nothing to do). */
 	void (*adopt)(struct codepod_proc *p, const char *exec_id);
-	/* A runner spawned with background 1 boots as any other from now on
-	 * (the transfer ended, or an execution waits for it). May be NULL: the
-	 * backend gives every start the same CPU. */
-	void (*foreground)(struct codepod_proc *p);
 	/* A descriptor of codepod's own (read-only, or write-only with
 	 * @for_write) on the regular file that descriptor @fd of the runner
 	 * (its PID @ns_pid as it sees it, from its ready frame) has open: the

@@ -399,15 +399,6 @@ void local_cg_started(const struct local_cg_root *r, const struct local_cg *cg)
 	weigh(r, cg, 1);
 }
 
-void local_cg_starting(const struct local_cg_root *r, const struct local_cg *cg, int background)
-{
-	if (!background)
-		weigh(r, cg, LOCAL_CG_START_WEIGHT);
-	else if (cg->dir[LOCAL_CG_CPU])
-		put_ul(cg->dir[LOCAL_CG_CPU], r->kind == LOCAL_CG_V2 ? "cpu.weight" : "cpu.shares",
-		       r->kind == LOCAL_CG_V2 ? 1ul : 2ul);
-}
-
 static int limits(const struct local_cg_root *r, struct local_cg *cg, unsigned long share)
 {
 	unsigned long long bytes = ((unsigned long long)cg->limit_mb) << 20;
@@ -432,7 +423,7 @@ static int limits(const struct local_cg_root *r, struct local_cg *cg, unsigned l
 		if (r->have_memsw && put(mem, "memory.memsw.limit_in_bytes", b))
 			return -1;
 	}
-	local_cg_starting(r, cg, 0);
+	weigh(r, cg, LOCAL_CG_START_WEIGHT);
 	if (cg->dir[LOCAL_CG_PIDS] && put_ul(cg->dir[LOCAL_CG_PIDS], "pids.max", share))
 		return -1;
 	return 0;

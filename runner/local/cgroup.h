@@ -21,9 +21,7 @@
  *           however many processes it has; until its runner is ready
  *           (only bubblewrap's and Node's own code runs then) an
  *           execution weighs LOCAL_CG_START_WEIGHT times more, so a start
- *           is not starved by busy neighbours (local_cg_started); a
- *           start nothing waits for yet may weigh the least instead
- *           (local_cg_starting).
+ *           is not starved by busy neighbours (local_cg_started).
  *
  * Context: every call is a few synchronous writes and reads on the cgroup
  * pseudo-filesystem (kernel memory, no disk): they are made on the loop.
@@ -116,12 +114,6 @@ size_t local_cg_procs(const struct local_cg *cg, const char **out, size_t max);
 
 /* The runner is ready: the execution's CPU weight becomes an equal one. */
 void local_cg_started(const struct local_cg_root *r, const struct local_cg *cg);
-
-/* A start's weight (local_cg_make gives it): LOCAL_CG_START_WEIGHT times an
- * execution's, or with @background 1 the least the kernel takes (cpu.shares
- * 2, cpu.weight 1), for a runner started ahead that nothing waits for yet
- * (runner/sandbox.h, background). */
-void local_cg_starting(const struct local_cg_root *r, const struct local_cg *cg, int background);
 
 /* OOM kills counted in the execution's folder (0: none, or unknown). */
 unsigned long local_cg_oom_kills(const struct local_cg_root *r, const struct local_cg *cg);

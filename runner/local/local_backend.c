@@ -110,7 +110,6 @@ struct codepod_proc {
 	struct deferred *def; /* waiting for a restore or its workspace, or NULL */
 	int waiting_ws;       /* waiting for its workspace (workspace.h) */
 	int ws_held;          /* it holds its workspace: dropped when freed */
-	int background;       /* spawned with background 1, not foreground() yet */
 	char ws_hash[33];     /* the workspace's folder name, for snapshots */
 	char *ws;
 };
@@ -891,8 +890,6 @@ static int launch(struct codepod_proc *p, const struct codepod_spawn_req *req, c
 			close(afd);
 		return rc;
 	}
-	if (p->cg && p->background)
-		local_cg_starting(&b->cg, p->cg, 1);
 	if (p->cg)
 		prepend_join(p->cg, argv);
 	pid_t pid = 0;
@@ -1112,7 +1109,6 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	p->cbs = cbs;
 	p->ud = ud;
 	p->wait_status = -1;
-	p->background = req->background;
 	uv_pipe_init(b->loop, &p->in, 0);
 	uv_pipe_init(b->loop, &p->out, 0);
 	uv_pipe_init(b->loop, &p->err, 0);
@@ -1891,20 +1887,9 @@ static int local_open_fd(struct codepod_proc *p, long ns_pid, int fd, int for_wr
 	return own;
 }
 
-/* Launched already, its start weighs as any other's; not yet (waiting for
- * its workspace), it launches so. */
-static void local_foreground(struct codepod_proc *p)
-{
-	if (!p->background)
-		return;
-	p->background = 0;
-	if (p->cg)
-		local_cg_starting(&p->b->cg, p->cg, 0);
-}
-
 static const struct codepod_backend_ops local_ops = {
 	.spawn = local_spawn, .write = local_write, .kill = local_kill,
-	.foreground = local_foreground, .open_fd = local_open_fd, .note_pid = local_note_pid, .sample = local_sample, .stats = local_stats,
+	.open_fd = local_open_fd, .note_pid = local_note_pid, .sample = local_sample, .stats = local_stats,
 	.delete_conversation = local_delete_conversation, .destroy = local_destroy,
 };
 

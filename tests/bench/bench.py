@@ -237,6 +237,11 @@ def files_lines(f, k=None):
              % (f["up_s"], f["plain_up_s"], 100 * f["up_ratio"], verdict(f["up_ratio"] >= 0.5)))
     L.append("    download %.2f s vs plain %.2f s: %.0f%% of plain (goal >= 50%%: %s)"
              % (f["down_s"], f["plain_down_s"], 100 * f["down_ratio"], verdict(f["down_ratio"] >= 0.5)))
+    if "b2b_up_s" in f:
+        L.append("    (each into a conversation whose sandbox is ready; back to back, each waiting for the"
+                 " next runner's start: upload %.2f s, %.0f%%; download %.2f s, %.0f%%; reported)"
+                 % (f["b2b_up_s"], 100 * f["plain_up_s"] / f["b2b_up_s"], f["b2b_down_s"],
+                    100 * f["plain_down_s"] / f["b2b_down_s"]))
     grown = (f["peak_rss_kib"] - f["idle_rss_kib"]) / 1024
     L.append("    8 uploads at once (%d ok): controller RSS %.1f MiB above idle (goal < 32 MiB: %s)"
              % (f["uploads_ok"], grown, verdict(grown < 32)))

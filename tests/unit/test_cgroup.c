@@ -131,11 +131,6 @@ static void test_v2(void **state)
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/cpu.weight"), "800");
 	local_cg_started(&r, &a);
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/cpu.weight"), "100");
-	/* a start nothing waits for weighs the least, until it is waited for */
-	local_cg_starting(&r, &a, 1);
-	assert_string_equal(got(fs, "svc/codepod-1-2/e1/cpu.weight"), "1");
-	local_cg_starting(&r, &a, 0);
-	assert_string_equal(got(fs, "svc/codepod-1-2/e1/cpu.weight"), "800");
 	assert_string_equal(got(fs, "svc/codepod-1-2/e1/pids.max"), "436");
 	assert_int_equal(a.oom_fd, -1); /* v2: the OOM group kills; no event needed */
 	assert_int_equal(local_cg_make(&r, &b, "e2", 64, &err), 0);
@@ -256,8 +251,6 @@ static void test_v1(void **state)
 	assert_string_equal(got(fs, "cpu,cpuacct/b/codepod-1-2/e1/cpu.shares"), "8192");
 	local_cg_started(&r, &a);
 	assert_string_equal(got(fs, "cpu,cpuacct/b/codepod-1-2/e1/cpu.shares"), "1024");
-	local_cg_starting(&r, &a, 1);
-	assert_string_equal(got(fs, "cpu,cpuacct/b/codepod-1-2/e1/cpu.shares"), "2");
 	const char *procs[LOCAL_CG_NCTL];
 	assert_int_equal(local_cg_procs(&a, procs, LOCAL_CG_NCTL), 3); /* v1: one per hierarchy */
 	assert_non_null(strstr(procs[0], "/memory/a/codepod-1-2/e1/cgroup.procs"));

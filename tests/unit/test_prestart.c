@@ -21,7 +21,6 @@ struct codepod_proc {
 	const struct codepod_proc_cbs *cbs;
 	void *ud;
 	int killed, exited;
-	int background; /* spawned in the background, not foreground() since */
 };
 
 static struct codepod_proc procs[MAX_PROCS];
@@ -32,10 +31,11 @@ static int fake_spawn(struct codepod_backend *b, const struct codepod_spawn_req 
                       struct cp_err *err)
 {
 	(void)b;
+	(void)req;
 	(void)err;
 	assert_true(nprocs < MAX_PROCS);
 	struct codepod_proc *p = &procs[nprocs++];
-	*p = (struct codepod_proc){ cbs, ud, 0, 0, req->background };
+	*p = (struct codepod_proc){ cbs, ud, 0, 0 };
 	*out = p;
 	return 0;
 }
@@ -54,15 +54,8 @@ static void fake_kill(struct codepod_proc *p)
 	p->killed++;
 }
 
-static void fake_foreground(struct codepod_proc *p)
-{
-	assert_true(p->background); /* only a background start is brought forward */
-	p->background = 0;
-}
-
 static const struct codepod_backend_ops fake_ops = { .spawn = fake_spawn, .write = fake_write,
-                                                     .kill = fake_kill,
-                                                     .foreground = fake_foreground };
+                                                     .kill = fake_kill };
 static struct codepod_backend fake = { .ops = &fake_ops, .name = "fake" };
 
 static void exit_proc(struct codepod_proc *p)
@@ -96,7 +89,7 @@ static const struct codepod_proc_cbs taker = { never_out, never_out, taker_exite
 static uv_loop_t loop;
 
 /* What the executions of conversation "c" ask for. */
-static const struct codepod_runner_spec want_c = { "c", "e1", 512, NULL, 0, 1u << 30, 100000, 0 };
+static const struct codepod_runner_spec want_c = { "c", "e1", 512, NULL, 0, 1u << 30, 100000 };
 
 /* A pool with one runner waiting for conversation "c": that runner. */
 static struct codepod_proc *one_waiting(struct codepod_prestart **ps)
@@ -189,57 +182,6 @@ static void test_stderr_while_waiting_kills_it_and_it_is_not_handed_out(void **s
 	wrote_while_waiting(1);
 }
 
-/* A file operation's next runner starts at once, in the background while
- * the file moves, and as any other start once the last file operation of
- * the conversation ends. */
-static void test_a_runner_started_beside_a_file_op_is_background_until_it_ends(void **state)
-{
-	(void)state;
-	nprocs = 0;
-	struct codepod_prestart *ps;
-	struct cp_err err;
-	assert_int_equal(codepod_prestart_new(&loop, &fake, 2, 120, &ps, &err), 0);
-	codepod_prestart_exec_started(ps, &want_c); /* two uploads at once */
-	codepod_prestart_file_op(ps, "c", 1);
-	codepod_prestart_exec_started(ps, &want_c);
-	codepod_prestart_file_op(ps, "c", 1);
-	uv_run(&loop, UV_RUN_NOWAIT);
-	assert_int_equal(nprocs, 1);
-	assert_int_equal(procs[0].background, 1);
-	codepod_prestart_file_op(ps, "c", 0);
-	codepod_prestart_exec_ended(ps, "c");
-	assert_int_equal(procs[0].background, 1); /* one still moves */
-	codepod_prestart_file_op(ps, "c", 0);
-	codepod_prestart_exec_ended(ps, "c");
-	assert_int_equal(procs[0].background, 0);
-	done(ps);
-}
-
-/* An execution that takes a runner still booting in the background waits
- * for it: from then on it boots as any other start. */
-static void test_taking_a_background_runner_brings_it_forward(void **state)
-{
-	(void)state;
-	nprocs = 0;
-	struct codepod_prestart *ps;
-	struct cp_err err;
-	assert_int_equal(codepod_prestart_new(&loop, &fake, 2, 120, &ps, &err), 0);
-	codepod_prestart_exec_started(ps, &want_c);
-	codepod_prestart_file_op(ps, "c", 1);
-	uv_run(&loop, UV_RUN_NOWAIT);
-	assert_int_equal(nprocs, 1);
-	assert_int_equal(procs[0].background, 1);
-	struct codepod_proc *got = NULL;
-	char tag[33];
-	assert_int_equal(codepod_prestart_take(ps, &want_c, "e2", &taker, NULL, &got, tag), 1);
-	assert_ptr_equal(got, &procs[0]);
-	assert_int_equal(procs[0].background, 0);
-	codepod_prestart_file_op(ps, "c", 0); /* nothing waits now: nothing to bring forward */
-	codepod_prestart_exec_ended(ps, "c");
-	exit_proc(&procs[0]);
-	done(ps);
-}
-
 int main(void)
 {
 	uv_loop_init(&loop);
@@ -248,8 +190,6 @@ int main(void)
 		cmocka_unit_test(test_other_workspace_bounds_get_a_fresh_runner),
 		cmocka_unit_test(test_stdout_while_waiting_kills_it_and_it_is_not_handed_out),
 		cmocka_unit_test(test_stderr_while_waiting_kills_it_and_it_is_not_handed_out),
-		cmocka_unit_test(test_a_runner_started_beside_a_file_op_is_background_until_it_ends),
-		cmocka_unit_test(test_taking_a_background_runner_brings_it_forward),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
