@@ -19,6 +19,7 @@ private tmpfs, so a secret there is ENOENT and a write lands in the tmpfs:
 that proves nothing about the host), nor in the checkout (which may be under
 /tmp itself).
 """
+import atexit
 import os
 import shutil
 import subprocess
@@ -49,11 +50,44 @@ def _setpriv(uid):
 
 
 def _runnable_by(uid):
-    """Can `uid` run codepod and the project's Node from this checkout?"""
+    """Can `uid` run codepod and the project's Node from where they are?"""
     node = NODE_DIR / "node"
     r = subprocess.run([*_setpriv(uid), "sh", "-c", 'test -x "$0" && test -x "$1"',
                         CODEPOD_BIN, str(node)], capture_output=True)
     return r.returncode == 0
+
+
+def _link_or_copy(src, dst):
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _reachable_copy():
+    """As root, with a checkout UNPRIV_UID cannot search (under /root,
+    mode 0700): codepod and Node linked (or copied) into a folder under
+    /var/tmp it can, and every mode of this suite run from there, with its
+    folders there too, so that the unprivileged cases run from any checkout
+    rather than skip. The folder, or None when the checkout is reachable."""
+    global CODEPOD_BIN, NODE_DIR
+    if not IS_ROOT or BACKEND != "local" or _runnable_by(UNPRIV_UID):
+        return None
+    top = Path(tempfile.mkdtemp(prefix="codepod-hostile-bin-", dir="/var/tmp"))
+    atexit.register(shutil.rmtree, top, True)
+    (top / "node" / "bin").mkdir(parents=True)
+    for d in (top, top / "node", top / "node" / "bin"):
+        os.chmod(d, 0o755)
+    _link_or_copy(CODEPOD_BIN, top / "codepod")
+    _link_or_copy(NODE_DIR / "node", top / "node" / "bin" / "node")
+    CODEPOD_BIN = harness.CODEPOD_BIN = str(top / "codepod")
+    NODE_DIR = harness.NODE_DIR = top / "node" / "bin"
+    os.environ["CODEPOD_NODE"] = str(NODE_DIR / "node")
+    return top
+
+
+# (set before the test modules import CODEPOD_BIN from harness)
+REACHABLE = _reachable_copy()
 
 
 class Hostile:
@@ -69,7 +103,7 @@ class Hostile:
         pod mode, "chart" (the chart's pod template) or "builtin" (codepod's
         own)."""
         self.mode = mode
-        self.dir = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
+        self.dir = (REACHABLE or HERE) / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(mode=0o755)
         state = Path(state) if state is not None else self.dir / "state"
         self.state = state
