@@ -173,6 +173,9 @@ def test_if_match_and_max_file_bytes_leave_the_old_file(session):
     assert error_code(m) == "TOO_LARGE" and "maxFileBytes" in m["error"]["message"], m
     assert read_file(session, conv, "doc.txt")[0] == b"version 2"
     assert [e["name"] for e in op(session, "file_list", conv)["entries"]] == ["doc.txt"]
+    # (a listing leaves temporaries out: a program sees the folder as it is)
+    seen = assert_ok(session.run("return require('fs').readdirSync('.').sort();", conversation=conv))
+    assert seen["result"] == ["doc.txt"], seen
 
 
 def test_a_program_and_the_api_see_the_same_files(session):
