@@ -42,8 +42,9 @@ PKGS=(build-essential clang pkg-config libcurl4-openssl-dev libjansson-dev
 # (k8s/pod_helper/pod_helper.c): the other one's compiler and C library.
 PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 # The snapshot tests' S3 store (tests/store/ceph.py: a one-node Ceph with its
-# RADOS Gateway), the archive library of snapshots, and boto3 to read back.
-PKGS+=(ceph-mon ceph-osd radosgw libarchive-dev python3-boto3)
+# RADOS Gateway), the archive library of snapshots, boto3 to read back, and
+# the zstd command that packs the hostile archives as another tool would.
+PKGS+=(ceph-mon ceph-osd radosgw libarchive-dev python3-boto3 zstd)
 
 missing=()
 for p in "${PKGS[@]}"; do
