@@ -427,7 +427,7 @@ static void pump_next(struct codepod_exec *e)
  * the bytes (its answer says which). */
 static int pump_start(struct codepod_exec *e, const json_t *info, json_int_t fd)
 {
-	struct cp_err err;
+	struct cp_err err = { .code = CP_E_STATE, .msg = "no descriptor to open" };
 	const struct codepod_backend_ops *bops = e->cp->cfg.backend->ops;
 	int own = fd >= 0 && fd <= 65535 && e->runner_pid > 0 && bops->open_fd && e->proc
 	                  ? bops->open_fd(e->proc, e->runner_pid, (int)fd, 0, &err)
@@ -467,7 +467,6 @@ static int pump_start(struct codepod_exec *e, const json_t *info, json_int_t fd)
  * put the file in place ({"k":"ack","end":true}) or to drop it
  * ({"k":"ack","abort":{code,message}}: over maxFileBytes, the workspace
  * full, a write that failed). The runner's F ends it as ever. */
-
 
 static void sink_free(struct codepod_fop_sink *k)
 {
@@ -574,7 +573,7 @@ static void sink_kick(struct codepod_fop_sink *k, uv_loop_t *loop)
  * the chunks (its next A says it is ready for them). */
 static int sink_start(struct codepod_exec *e, json_int_t fd)
 {
-	struct cp_err err;
+	struct cp_err err = { .code = CP_E_STATE, .msg = "no descriptor to open" };
 	const struct codepod_backend_ops *bops = e->cp->cfg.backend->ops;
 	int own = fd >= 0 && fd <= 65535 && e->runner_pid > 0 && e->proc
 	                  ? bops->open_fd(e->proc, e->runner_pid, (int)fd, 1, &err)
