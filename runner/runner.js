@@ -979,11 +979,12 @@
         const buf = bufAllocUnsafe(HEAD_ROOM + FILE_CHUNK);
         let pos = start;
         let ahead = 0; // chunks sent, their acks not back
+        const done = () => end(seen ? { op: 'read', size, etag, seen } : { op: 'read', size, etag });
         const pump = () => {
           try {
             while (ahead < FILE_AHEAD) {
               const n = pos < stop ? readSync(fd, buf, HEAD_ROOM, Math.min(FILE_CHUNK, stop - pos), pos) : 0;
-              if (n === 0) return end(seen ? { op: 'read', size, etag, seen } : { op: 'read', size, etag });
+              if (n === 0) return done();
               pos += n;
               ahead++;
               frameAt(FRAME_FILE_DATA, buf, n);
@@ -996,10 +997,10 @@
         if (start >= stop) return pump();
         if (fop.byFd === true) {
           // codepod may read the bytes itself through this descriptor
-          // (runner/PROTOCOL.md, "A read by descriptor"): its answer says
+          // (runner/PROTOCOL.md, "A file by descriptor"): its answer says
           // whether it did; until then the file stays open here.
           onFileAck = (msg) => {
-            if (msg && msg.taken === true) return end(seen ? { op: 'read', size, etag, seen } : { op: 'read', size, etag });
+            if (msg && msg.taken === true) return done();
             onFileAck = acked;
             pump();
           };
@@ -1042,6 +1043,14 @@
           try { fs.unlinkSync(via(dfd, tmp)); } catch (_) {}
           fail(e);
         };
+        // every byte written (by this process or by codepod): in place
+        const putInPlace = () => {
+          if (mode !== 0o644) fs.fchmodSync(tfd, mode); // the umask took bits off
+          closeFd(tfd);
+          match();
+          fs.renameSync(via(dfd, tmp), via(dfd, name));
+          end({ op: 'write', size, created });
+        };
         onFileChunk = (msg) => {
           try {
             const bufs = msg.bufs;
@@ -1059,11 +1068,7 @@
             }
             size += len;
             if (msg.last !== true) return;
-            if (mode !== 0o644) fs.fchmodSync(tfd, mode); // the umask took bits off
-            closeFd(tfd);
-            match();
-            fs.renameSync(via(dfd, tmp), via(dfd, name));
-            end({ op: 'write', size, created });
+            putInPlace();
           } catch (e) { abort(e); }
         };
         holdStdin = true;
@@ -1081,11 +1086,7 @@
               try {
                 if (m && m.abort) return abort(new FileRule(String(m.abort.code), String(m.abort.message)));
                 size = fstatSync(tfd).size;
-                if (mode !== 0o644) fs.fchmodSync(tfd, mode);
-                closeFd(tfd);
-                match();
-                fs.renameSync(via(dfd, tmp), via(dfd, name));
-                end({ op: 'write', size, created });
+                putInPlace();
               } catch (e) { abort(e); }
             };
           };
