@@ -430,6 +430,11 @@ static void on_hold_timer(uv_timer_t *t)
 		     c->tool, (unsigned long long)waited);
 		hold_end(e);
 	}
+	/* libuv fires a timer by the loop's time, cached when this iteration
+	 * began, while hold_until_ms is read from the clock: a timer can fire
+	 * a little before the call is due, and then must be armed again. */
+	if (e->state == CODEPOD_ST_RUNNING)
+		hold_rearm(e);
 	codepod_approval_poke(e);
 }
 

@@ -439,9 +439,10 @@ class Session:
                 self.cond.wait(min(left, 0.5))
 
     def _context(self):
-        tail = self.messages[-8:]
+        # each message cut on its own, so one long result cannot hide the rest
+        tail = [json.dumps(m)[:400] for m in self.messages[-8:]]
         err = b"".join(self.stderr_lines[-8:]).decode(errors="replace")
-        return f"last messages: {json.dumps(tail)[:3000]}; stderr tail: {err[-2000:]}"
+        return f"last messages: {tail}; stderr tail: {err[-2000:]}"
 
     def wait_result(self, eid, timeout=60):
         """The `result` for eid. An `error` for eid that refuses the execute itself
