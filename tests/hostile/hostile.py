@@ -90,6 +90,14 @@ def _reachable_copy():
 REACHABLE = _reachable_copy()
 
 
+def new_folder():
+    """A new folder (0755) of this suite's, which every mode can reach: in
+    the checkout, or beside the linked copy when the checkout is closed."""
+    top = (REACHABLE or HERE) / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
+    top.mkdir(mode=0o755)
+    return top
+
+
 class Hostile:
     """One codepod session in one mode, with a private folder in the checkout
     (its state dir: under /tmp when the checkout is) and one under /var/tmp
@@ -103,8 +111,7 @@ class Hostile:
         pod mode, "chart" (the chart's pod template) or "builtin" (codepod's
         own)."""
         self.mode = mode
-        self.dir = (REACHABLE or HERE) / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
-        self.dir.mkdir(mode=0o755)
+        self.dir = new_folder()
         state = Path(state) if state is not None else self.dir / "state"
         self.state = state
         args, env, wrap = list(args), os.environ.copy(), tuple(wrap)

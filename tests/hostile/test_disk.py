@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 
-from hostile import (BACKEND, HERE, Hostile, IS_ROOT, UNPRIV_UID, _session, _setpriv, local_only,
+from hostile import (BACKEND, HERE, Hostile, new_folder, IS_ROOT, UNPRIV_UID, _session, _setpriv, local_only,
                      modes)
 from harness import CODEPOD_BIN, REPO, assert_failed, assert_ok
 
@@ -498,15 +498,14 @@ def test_unprivileged_without_the_disk_bound_refuses_unless_told():
         assert_ok(h.run("return 1;"))
     finally:
         h.close()
-    top = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
-    top.mkdir(mode=0o755)
+    top = new_folder()
     try:
         state = top / "state"
         state.mkdir()
         os.chown(state, UNPRIV_UID, UNPRIV_UID)
         r = subprocess.run([*_setpriv(UNPRIV_UID), CODEPOD_BIN, "serve", "--stdio",
                             "--state-dir", str(state), "--no-memory-bound"], input=b"",
-                           capture_output=True, timeout=120, cwd=str(REPO),
+                           capture_output=True, timeout=120, cwd=str(top),
                            env=dict(os.environ, HOME=str(state)))
     finally:
         shutil.rmtree(top, ignore_errors=True)

@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
-from hostile import (BACKEND, HERE, Hostile, IS_ROOT, UNPRIV_UID, _session, _setpriv, local_only,
+from hostile import (BACKEND, Hostile, new_folder, IS_ROOT, UNPRIV_UID, _session, _setpriv, local_only,
                      modes)
-from harness import CODEPOD_BIN, REPO, assert_failed, assert_ok, processes_with_marker
+from harness import CODEPOD_BIN, assert_failed, assert_ok, processes_with_marker
 
 MB = 64  # maxMemoryMb of the hostile cases: a limit of 128 MiB
 POLICY = {"maxMemoryMb": MB, "timeoutMs": 60000}
@@ -149,15 +149,14 @@ def test_unprivileged_without_a_cgroup_refuses_unless_told():
         assert_ok(h.run("return 1;"))
     finally:
         h.close()
-    top = HERE / f"codepod-hostile-{uuid.uuid4().hex[:12]}"
-    top.mkdir(mode=0o755)
+    top = new_folder()
     try:
         state = top / "state"
         state.mkdir()
         os.chown(state, UNPRIV_UID, UNPRIV_UID)
         r = subprocess.run([*_setpriv(UNPRIV_UID), CODEPOD_BIN, "serve", "--stdio",
                             "--state-dir", str(state)], input=b"", capture_output=True,
-                           timeout=120, cwd=str(REPO), env=dict(os.environ, HOME=str(state)))
+                           timeout=120, cwd=str(top), env=dict(os.environ, HOME=str(state)))
     finally:
         shutil.rmtree(top, ignore_errors=True)
     err = r.stderr.decode(errors="replace")
