@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -395,18 +394,6 @@ def test_an_unused_workspace_is_unmounted_and_comes_back():
         h.close()
 
 
-def codepod_pids():
-    """The host's codepod processes now (alive, or not reaped yet)."""
-    pids = set()
-    for p in Path("/proc").iterdir():
-        try:
-            if p.name.isdigit() and (p / "comm").read_text().strip() == "codepod":
-                pids.add(int(p.name))
-        except OSError:
-            pass
-    return pids
-
-
 @local_only
 def test_a_dead_codepods_mounts_are_swept_at_the_next_start():
     """codepod killed (SIGKILL) leaves its workspaces mounted, and its
@@ -421,7 +408,6 @@ def test_a_dead_codepods_mounts_are_swept_at_the_next_start():
         need_bound(h)
         assert_ok(h.run("require('fs').writeFileSync('f', 'kept'); return 1;", conversation="disk-dead"))
         assert mounts_under(state / "workspaces" / ws_hash("disk-dead"))
-        before = codepod_pids()
         h.session.proc.kill()
         h.session.proc.wait(30)
         assert mounts_under(state / "workspaces" / ws_hash("disk-dead"))
@@ -430,10 +416,10 @@ def test_a_dead_codepods_mounts_are_swept_at_the_next_start():
         assert not mounts_under(state / "workspaces"), mounts_under(state / "workspaces")
         swept = [json.loads(raw) for raw in h2.session.stderr_lines
                  if b'"local.workspace_swept"' in raw]
-        # Any codepod that starts sweeps: one of another suite on the same
-        # host, started since the kill, may have come first.
-        others = codepod_pids() - before - {h2.session.proc.pid}
-        if not others:
+        # Any codepod that starts sweeps: where other suites run on the
+        # same host (tests/loaded/run.sh says so) one of theirs may come
+        # first, and this one finds nothing left (gone, as checked above).
+        if not os.environ.get("CODEPOD_TEST_HOST_SHARED"):
             assert any(s["mountPoint"].endswith(ws_hash("disk-dead")) for s in swept), swept
             assert any(s["mountPoint"] == str((state / "workspaces").resolve()) for s in swept), swept
         h2.next_works()

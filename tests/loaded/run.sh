@@ -27,7 +27,10 @@ for ((n = 1; n <= runs; n++)); do
 		[ -d "$src/.deps" ] && cp -a "$src/.deps" "$work/$x/"
 		# each suite's unprivileged codepod its own uid: a fork bomb in one
 		# must not use up the other's per-user process limit
-		(cd "$work/$x" && CODEPOD_TEST_UID=$uid make "$target" >"$work/$x.log" 2>&1) &
+		# (and CODEPOD_TEST_HOST_SHARED: what one suite leaves on the host,
+		# the other's codepods may clean up first)
+		(cd "$work/$x" && CODEPOD_TEST_UID=$uid CODEPOD_TEST_HOST_SHARED=1 \
+			make "$target" >"$work/$x.log" 2>&1) &
 		pids+=($!)
 		uid=$((uid + 100)) # (a suite's test workers add 0, 1, ...)
 	done
