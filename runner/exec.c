@@ -429,10 +429,11 @@ static void on_ready(struct codepod_exec *e, const char *payload, size_t len)
 	int node_ok = node ? node_version_ok(node) : 1;
 	char found[16];
 	snprintf(found, sizeof found, "%s", node_ok == 0 ? node : "");
-	/* The program needed the type stripper: the conversation's next waiting
-	 * runner warms it up (prestart.h). */
+	/* What the program or command needed, the conversation's next waiting
+	 * runner loads while it waits (prestart.h). */
 	if (e->prestart_noted)
-		codepod_prestart_note_ts(e->cp->prestart, e->conversation, json_is_true(json_object_get(v, "ts")));
+		codepod_prestart_note(e->cp->prestart, e->conversation, e->cmd != NULL,
+		                      json_is_true(json_object_get(v, "ts")));
 	json_decref(v);
 	if (node_ok == 0) {
 		codepod_exec_finish(e, CP_E_SANDBOX_UNAVAILABLE,

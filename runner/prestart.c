@@ -103,6 +103,7 @@ struct ps_conv {
 	uint64_t active_ms;         /* last execution start or end */
 	int want;                   /* start a waiting runner on the next turn */
 	int ts;                     /* the last program needed the type stripper */
+	int cmd;                    /* the last execution was a command */
 	unsigned deleted_running;   /* executions running when it was deleted: their
 	                               ends start no runner */
 	struct ps_runner *waiting;
@@ -332,8 +333,10 @@ static void start_waiting(struct codepod_prestart *ps, struct ps_conv *c)
 		free(r);
 		return;
 	}
-	static const char warm[] = "{\"k\":\"warm\",\"ts\":true}\n";
-	if (c->ts && ps->b->ops->write(r->proc, warm, sizeof warm - 1, &err))
+	char warm[48];
+	int n = snprintf(warm, sizeof warm, "{\"k\":\"warm\"%s%s}\n", c->ts ? ",\"ts\":true" : "",
+	                 c->cmd ? ",\"cmd\":true" : "");
+	if ((c->ts || c->cmd) && ps->b->ops->write(r->proc, warm, (size_t)n, &err))
 		ps->b->ops->kill(r->proc); /* exited() follows and tells the story */
 	r->conv = c;
 	c->waiting = r;
@@ -488,10 +491,13 @@ void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conver
 	rearm(ps);
 }
 
-void codepod_prestart_note_ts(struct codepod_prestart *ps, const char *conversation, int ts)
+void codepod_prestart_note(struct codepod_prestart *ps, const char *conversation, int cmd, int ts)
 {
 	struct ps_conv *c = ps && !ps->stopped ? conv_find(ps, conversation) : NULL;
-	if (c)
+	if (!c)
+		return;
+	c->cmd = cmd;
+	if (!cmd)
 		c->ts = ts;
 }
 

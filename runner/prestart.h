@@ -103,14 +103,17 @@ void codepod_prestart_exec_started(struct codepod_prestart *ps, const struct cod
 void codepod_prestart_no_program(struct codepod_prestart *ps, const char *conversation);
 void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conversation);
 
-/* The runner of @conversation's running execution said whether its program
- * needed the type stripper (its Y frame): the conversation's next waiting
- * runner is told, before its hello, to warm the stripper up while it waits
- * (`{"k":"warm","ts":true}`, runner/PROTOCOL.md), so a TypeScript program
- * does not pay the stripper's start on its critical path; a plain
- * JavaScript one's runner is not (the warm stripper costs memory, `make
- * bench` shows how much). Follows the latest program. NULL @ps is ignored. */
-void codepod_prestart_note_ts(struct codepod_prestart *ps, const char *conversation, int ts);
+/* The runner of @conversation's running execution said what it needed
+ * (its Y frame): @cmd, it runs a command; else a program, @ts whether that
+ * program needed the type stripper. The conversation's next waiting runner
+ * is told, before its hello, to load the same while it waits
+ * (`{"k":"warm","ts":true,"cmd":true}`, runner/PROTOCOL.md): the type
+ * stripper, after a program that needed it; Node's child_process, after a
+ * command; so neither start is on the next one's critical path, and a
+ * plain JavaScript program's runner loads neither (each costs memory,
+ * `make bench` shows how much). The stripper follows the latest program,
+ * child_process the latest execution. NULL @ps is ignored. */
+void codepod_prestart_note(struct codepod_prestart *ps, const char *conversation, int cmd, int ts);
 
 /* @conversation was deleted: its waiting runner (whose workspace is going)
  * is killed, and none is started when the executions running now end (the

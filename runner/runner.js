@@ -504,8 +504,13 @@
   const STDIO_GRACE_MS = 200;
   let child = null;
   let childIn = null;
+  let childProcessLoaded = null;
+  function childProcessModule() {
+    if (!childProcessLoaded) childProcessLoaded = require('node:child_process');
+    return childProcessLoaded;
+  }
   function command(cmd, used) {
-    const childProcess = require('node:child_process');
+    const childProcess = childProcessModule();
     const osConstants = require('node:os').constants;
     frame(FRAME_READY, '{"pid":' + process.pid + ',"start":' + START_TICKS +
       ',"cpu":' + (used.user + used.system) + ',"node":' + JSON.stringify(process.version) + '}');
@@ -1228,6 +1233,9 @@
       // waiting, on a fixed string, when the conversation's last program
       // needed it. No program has run; none sees more than a loaded module.
       if (l.msg.ts === true) { try { nodeModule.stripTypeScriptTypes('let a: number;'); } catch (_) {} }
+      // Likewise child_process, after a command (~3 ms to load): the next
+      // is likely a command too.
+      if (l.msg.cmd === true) childProcessModule();
     } else if (l.k === 'hello') {
       started = true;
       start(l.msg);

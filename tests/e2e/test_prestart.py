@@ -97,6 +97,36 @@ def test_a_typescript_conversation_gets_its_stripper_warm_and_still_a_fresh_runn
     assert used == [False, True, True, True]
 
 
+LOADED_CHILD_PROCESS = "return process.moduleLoadList.includes('NativeModule child_process');"
+
+
+def test_after_a_command_the_next_runner_has_child_process_loaded(pool):
+    # A command's runner needs node:child_process; after a command the
+    # conversation's next runner loads it while it waits (a program can see
+    # that, as a loaded built-in module, and nothing else), and after a
+    # program the one after does not.
+    conv = pool.conv_prefix + "cmd"
+    assert assert_ok(pool.run(LOADED_CHILD_PROCESS, tools=[], conversation=conv))["result"] is False
+    started = 1
+    for i in range(2):
+        wait_event(pool, "prestart.started", count=started)
+        cid = pool.new_id("c")
+        pool.send({"type": "command", "id": cid, "conversation": conv, "argv": ["sh", "-c", "echo ran"]})
+        res = pool.wait_for(lambda m: m.get("id") == cid and m["type"] in ("command_result", "error"),
+                            60, "command_result")
+        assert res["type"] == "command_result" and res["exitCode"] == 0 and res["stdout"] == "ran\n", res
+        assert prestarted(pool, cid) is True
+        started += 1
+    wait_event(pool, "prestart.started", count=started)
+    eid = pool.execute(LOADED_CHILD_PROCESS, tools=[], conversation=conv)
+    assert assert_ok(pool.wait_result(eid))["result"] is True
+    assert prestarted(pool, eid) is True
+    wait_event(pool, "prestart.started", count=started + 1)
+    eid = pool.execute(LOADED_CHILD_PROCESS, tools=[], conversation=conv)
+    assert assert_ok(pool.wait_result(eid))["result"] is False
+    assert prestarted(pool, eid) is True
+
+
 def test_another_heap_size_gets_a_fresh_start(pool):
     conv = pool.conv_prefix + "heap"
     assert_ok(pool.run("return 1", tools=[], conversation=conv, timeout=120))
