@@ -103,7 +103,7 @@ struct ps_conv {
 	uint64_t active_ms;         /* last execution start or end */
 	int want;                   /* start a waiting runner on the next turn */
 	int ts;                     /* the last program needed the type stripper */
-	int cmd;                    /* the last execution was a command */
+	int cmd;                    /* it has run a command */
 	unsigned deleted_running;   /* executions running when it was deleted: their
 	                               ends start no runner */
 	struct ps_runner *waiting;
@@ -496,8 +496,9 @@ void codepod_prestart_note(struct codepod_prestart *ps, const char *conversation
 	struct ps_conv *c = ps && !ps->stopped ? conv_find(ps, conversation) : NULL;
 	if (!c)
 		return;
-	c->cmd = cmd;
-	if (!cmd)
+	if (cmd)
+		c->cmd = 1;
+	else
 		c->ts = ts;
 }
 

@@ -108,11 +108,11 @@ void codepod_prestart_exec_ended(struct codepod_prestart *ps, const char *conver
  * program needed the type stripper. The conversation's next waiting runner
  * is told, before its hello, to load the same while it waits
  * (`{"k":"warm","ts":true,"cmd":true}`, runner/PROTOCOL.md): the type
- * stripper, after a program that needed it; Node's child_process, after a
- * command; so neither start is on the next one's critical path, and a
- * plain JavaScript program's runner loads neither (each costs memory,
- * `make bench` shows how much). The stripper follows the latest program,
- * child_process the latest execution. NULL @ps is ignored. */
+ * stripper, after a program that needed it; Node's child_process (~6 ms,
+ * ~2 MiB), once the conversation has run a command (programs and commands
+ * often take turns); so neither start is on the next one's critical path,
+ * and a plain JavaScript conversation's runner loads neither. The stripper
+ * follows the latest program. NULL @ps is ignored. */
 void codepod_prestart_note(struct codepod_prestart *ps, const char *conversation, int cmd, int ts);
 
 /* @conversation was deleted: its waiting runner (whose workspace is going)

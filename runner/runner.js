@@ -1233,8 +1233,8 @@
       // waiting, on a fixed string, when the conversation's last program
       // needed it. No program has run; none sees more than a loaded module.
       if (l.msg.ts === true) { try { nodeModule.stripTypeScriptTypes('let a: number;'); } catch (_) {} }
-      // Likewise child_process, after a command (~3 ms to load): the next
-      // is likely a command too.
+      // Likewise child_process (~6 ms to load), once the conversation has
+      // run a command: its next execution may well be one.
       if (l.msg.cmd === true) childProcessModule();
     } else if (l.k === 'hello') {
       started = true;

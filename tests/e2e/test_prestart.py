@@ -101,10 +101,9 @@ LOADED_CHILD_PROCESS = "return process.moduleLoadList.includes('NativeModule chi
 
 
 def test_after_a_command_the_next_runner_has_child_process_loaded(pool):
-    # A command's runner needs node:child_process; after a command the
-    # conversation's next runner loads it while it waits (a program can see
-    # that, as a loaded built-in module, and nothing else), and after a
-    # program the one after does not.
+    # A command's runner needs node:child_process; once the conversation
+    # has run a command, its next runners load it while they wait (a
+    # program can see that, as a loaded built-in module, and nothing else).
     conv = pool.conv_prefix + "cmd"
     assert assert_ok(pool.run(LOADED_CHILD_PROCESS, tools=[], conversation=conv))["result"] is False
     started = 1
@@ -123,6 +122,13 @@ def test_after_a_command_the_next_runner_has_child_process_loaded(pool):
     assert prestarted(pool, eid) is True
     wait_event(pool, "prestart.started", count=started + 1)
     eid = pool.execute(LOADED_CHILD_PROCESS, tools=[], conversation=conv)
+    assert assert_ok(pool.wait_result(eid))["result"] is True
+    assert prestarted(pool, eid) is True
+    # another conversation's runners, which never ran one, do not load it
+    other = conv + "-js"
+    assert assert_ok(pool.run(LOADED_CHILD_PROCESS, tools=[], conversation=other))["result"] is False
+    wait_event(pool, "prestart.started", count=started + 3)  # (its own, after conv's next)
+    eid = pool.execute(LOADED_CHILD_PROCESS, tools=[], conversation=other)
     assert assert_ok(pool.wait_result(eid))["result"] is False
     assert prestarted(pool, eid) is True
 
