@@ -134,23 +134,27 @@ def main():
         try:
             conv = "bench-" + uuid.uuid4().hex[:6]
             sess.run("return 1;", conversation=conv)
-            n = 10 if a.quick else 30
-            def timed(send, done):
-                ts = []
-                for _ in range(n):
-                    t = time.perf_counter()
-                    i = send()
-                    done(i)
-                    ts.append(time.perf_counter() - t)
-                return statistics.median(ts)
-            prog = timed(lambda: sess.execute("return 1;", conversation=conv),
-                         lambda i: sess.wait_result(i))
+            n = 10 if a.quick else 40
             def cmd():
                 cid = sess.new_id("c")
                 sess.send({"type": "command", "id": cid, "conversation": conv, "argv": ["true"]})
                 return cid
-            com = timed(cmd, lambda i: sess.wait_for(
-                lambda m: m.get("id") == i and m["type"] == "command_result", 60, "result"))
+            # alternated, one of each in turn, so that a change of the
+            # machine's load meanwhile falls on both alike; each after a
+            # pause, into a ready sandbox (as a chat's turns come), not
+            # waiting for part of the runner the one before used up
+            progs, coms = [], []
+            for _ in range(n):
+                time.sleep(0.5)
+                t = time.perf_counter()
+                sess.wait_result(sess.execute("return 1;", conversation=conv))
+                progs.append(time.perf_counter() - t)
+                time.sleep(0.5)
+                t = time.perf_counter()
+                i = cmd()
+                sess.wait_for(lambda m: m.get("id") == i and m["type"] == "command_result", 60, "result")
+                coms.append(time.perf_counter() - t)
+            prog, com = statistics.median(progs), statistics.median(coms)
             figs.update(return1_ms=prog * 1000, true_ms=com * 1000, true_ratio=com / prog)
         finally:
             sess.close()
