@@ -9,6 +9,7 @@
 #include "runner/command.h"
 #include "runner/fileop.h"
 #include "base/jsonutil.h"
+#include "base/log.h"
 
 #define MAX_ARGS 4096
 #define MAX_ENV 1024
@@ -105,7 +106,10 @@ void codepod_command_ended(struct codepod_exec *e, const char *payload, size_t l
 	if (s && strncmp(s, "SIG", 3) == 0 && strlen(s) < sizeof e->cmd_signal &&
 	    strspn(s + 3, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+") == strlen(s + 3))
 		snprintf(e->cmd_signal, sizeof e->cmd_signal, "%s", s);
+	e->cmd_ahead = json_is_true(json_object_get(v, "ahead"));
 	json_decref(v);
+	cp_log(CP_LOG_DEBUG, "command.ended", "id", json_string(e->id), "exitCode",
+	       json_integer(e->cmd_exit), "shellAhead", json_boolean(e->cmd_ahead), NULL);
 	codepod_exec_finish(e, CP_OK, "%s", "");
 }
 

@@ -162,6 +162,7 @@ struct codepod_exec {
 	int cmd_stdin_closed;    /* its eof was sent */
 	int cmd_exit;            /* its exit code from the P frame, -1: none */
 	char cmd_signal[16];     /* the signal that ended it ("SIGKILL"), "" if none */
+	int cmd_ahead;           /* 1: it was the runner's shell started ahead (P's "ahead") */
 	struct codepod_logwin errlogs; /* its stderr (logs holds its stdout) */
 
 	/* a file operation (runner/fileop.h): NULL otherwise */

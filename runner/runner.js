@@ -20,6 +20,7 @@
   const bufFrom = Buffer.from;
   const bufConcat = Buffer.concat;
   const bufAllocUnsafe = Buffer.allocUnsafe;
+  const bufByteLength = Buffer.byteLength;
   const bufUtf8Write = uncurry(Buffer.prototype.utf8Write);
   const bufLatin1Write = uncurry(Buffer.prototype.latin1Write);
   const typedSet = uncurry(Uint8Array.prototype.set);
@@ -430,6 +431,7 @@
       hello = null; // drop every reference to the nonce's string
       return command(cmd, used);
     }
+    dropShell(); // no command: nothing of it may outlive the wait
     if (hello.fop && typeof hello.fop === 'object') {
       const fop = hello.fop;
       const maxFile = lim.maxFileBytes >= 0 ? lim.maxFileBytes : 1073741824;
@@ -509,6 +511,98 @@
     if (!childProcessLoaded) childProcessLoaded = require('node:child_process');
     return childProcessLoaded;
   }
+  // A shell started ahead. Node forks a process of its own size for every
+  // child (~3 ms here, ~8 ms for its first, which also builds child_process's
+  // internals): a command would pay that on its path. So a waiting runner
+  // warmed for commands starts /bin/sh at once, parked in a read of one
+  // line; the command's runner writes it `[export/unset ...;] cd DIR &&
+  // exec ARGV`, and the shell becomes the command, already this runner's
+  // child with its pipes. What a line cannot say exactly (an environment
+  // name a shell cannot set, a NUL), a command that would not start (its
+  // program not found or not executable, its folder missing: the plain
+  // spawn says why, as it always did), or a shell that is gone, takes the
+  // plain spawn. A program or file operation kills the shell before it
+  // starts. The shell has nothing but the runner's environment; it exits
+  // at the end of its stdin (the runner gone).
+  const SHELL_AHEAD = "_cp_nl='\n'; IFS= read -r _cp_l || exit 0; eval \"$_cp_l\"";
+  const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+  // Names a shell will not set (bash's read-only ones) or the line's own.
+  const SHELL_FIXED = new Set(['_cp_nl', '_cp_l', 'UID', 'EUID', 'PPID', 'BASHOPTS',
+    'SHELLOPTS', 'BASH_VERSINFO', 'GROUPS']);
+  const SHELL_LINE_MAX = 4096;
+  let shell = null; // {child, env, gone}
+  function parkShell(env) {
+    let child;
+    try {
+      child = childProcessModule().spawn('/bin/sh', ['-c', SHELL_AHEAD], {
+        env, stdio: ['pipe', 'pipe', 'pipe'], windowsHide: true,
+      });
+    } catch (_) { return null; }
+    const s = { child, env, gone: false };
+    child.on('error', () => { s.gone = true; });
+    child.on('exit', () => { s.gone = true; });
+    child.stdin.on('error', () => {});
+    child.unref();
+    for (const p of [child.stdin, child.stdout, child.stderr]) p.unref();
+    return s;
+  }
+  function startShell() {
+    if (shell || started) return;
+    const env = Object.assign({}, process.env);
+    for (const k of Object.keys(env)) {
+      if (SHELL_FIXED.has(k) || !SHELL_NAME.test(k) || env[k].includes('\0')) return;
+    }
+    // A first shell told to exit at once: what Node runs when a child
+    // writes, ends and exits is compiled on first use (~6 ms), now, not on
+    // the command's path.
+    const first = parkShell(env);
+    if (first) {
+      const c = first.child;
+      for (const p of [c.stdout, c.stderr]) p.on('data', () => {});
+      c.stdin.end('exit 0\n');
+    }
+    shell = parkShell(env);
+  }
+  function dropShell() {
+    if (!shell) return;
+    const c = shell.child;
+    shell = null;
+    try { c.kill('SIGKILL'); } catch (_) {}
+    for (const p of [c.stdin, c.stdout, c.stderr]) p.destroy();
+  }
+  const shellQuote = (v) => "'" + v.replace(/'/g, "'\\''").replace(/\n/g, "'\"$_cp_nl\"'") + "'";
+  // The file execvp would run for @name, or null.
+  function executable(name, cwd, env) {
+    const dirs = name.includes('/') ? [''] : typeof env.PATH === 'string' ? env.PATH.split(':') : null;
+    if (!dirs || !name) return null;
+    for (const d of dirs) {
+      const f = path.resolve(cwd, d ? d + '/' + name : name);
+      try {
+        if (fs.statSync(f).isFile()) { fs.accessSync(f, fs.constants.X_OK); return f; }
+      } catch (_) {}
+    }
+    return null;
+  }
+  // The line that makes the shell the command, or null (use spawn).
+  function shellLine(argv, cwd, env) {
+    if (!shell || shell.gone) return null;
+    const parts = [];
+    for (const k of Object.keys(env)) {
+      if (shell.env[k] === env[k]) continue;
+      if (SHELL_FIXED.has(k) || !SHELL_NAME.test(k)) return null;
+      parts.push('export ' + k + '=' + shellQuote(env[k]));
+    }
+    for (const k of Object.keys(shell.env)) if (!(k in env)) parts.push('unset ' + k);
+    for (const v of [cwd, ...argv, ...Object.values(env)]) if (v.includes('\0')) return null;
+    try { if (!fs.statSync(cwd).isDirectory()) return null; } catch (_) { return null; }
+    if (!executable(argv[0], cwd, env)) return null;
+    parts.push('cd -- ' + shellQuote(cwd) + ' && exec ' + argv.map(shellQuote).join(' '));
+    const line = parts.join('; ') + '\n';
+    // A shell reads a pipe a byte at a time (~0.7 us a byte in the sandbox):
+    // past a few KiB the fork it saves is spent.
+    return bufByteLength(line) <= SHELL_LINE_MAX ? line : null;
+  }
+
   function command(cmd, used) {
     const childProcess = childProcessModule();
     const osConstants = require('node:os').constants;
@@ -528,14 +622,25 @@
       const [code, signal] = exited;
       let n = typeof code === 'number' ? code : 0;
       if (signal) n = 128 + ((osConstants.signals && osConstants.signals[signal]) || 0);
-      finish(FRAME_PROCESS_ENDED, stringify({ code: n, signal: signal || null }));
+      const ended = { code: n, signal: signal || null };
+      if (viaShell) ended.ahead = true;
+      finish(FRAME_PROCESS_ENDED, stringify(ended));
     };
-    try {
-      child = childProcess.spawn(argv[0], argv.slice(1), {
-        cwd, env, stdio: [cmd.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'], windowsHide: true,
-      });
-    } catch (e) {
-      return finish(FRAME_PROCESS_ENDED, stringify({ code: 127, signal: null, spawn: String(e && e.code || 'error') }));
+    const viaShell = argv.length ? shellLine(argv, cwd, env) : null;
+    if (viaShell) {
+      child = shell.child;
+      shell = null;
+      child.ref();
+      for (const p of [child.stdin, child.stdout, child.stderr]) p.ref();
+    } else {
+      dropShell();
+      try {
+        child = childProcess.spawn(argv[0], argv.slice(1), {
+          cwd, env, stdio: [cmd.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'], windowsHide: true,
+        });
+      } catch (e) {
+        return finish(FRAME_PROCESS_ENDED, stringify({ code: 127, signal: null, spawn: String(e && e.code || 'error') }));
+      }
     }
     child.on('error', (e) => {
       // Not started (no such program, cwd missing): as a shell says it.
@@ -549,6 +654,10 @@
       const decoder = new StringDecoder('utf8');
       s.on('data', (b) => text(kind, bufFrom(decWrite(decoder, b), 'utf8')));
       s.on('close', () => { if (--open === 0) end(); });
+    }
+    if (viaShell) {
+      child.stdin.write(viaShell);
+      if (!cmd.stdin) child.stdin.end(); // as spawn's 'ignore': the command reads an end
     }
     if (cmd.stdin) {
       childIn = child.stdin;
@@ -1233,9 +1342,10 @@
       // waiting, on a fixed string, when the conversation's last program
       // needed it. No program has run; none sees more than a loaded module.
       if (l.msg.ts === true) { try { nodeModule.stripTypeScriptTypes('let a: number;'); } catch (_) {} }
-      // Likewise child_process (~6 ms to load), once the conversation has
-      // run a command: its next execution may well be one.
-      if (l.msg.cmd === true) childProcessModule();
+      // Likewise child_process (~6 ms to load) and the shell a command
+      // becomes (startShell), once the conversation has run a command: its
+      // next execution may well be one.
+      if (l.msg.cmd === true) startShell();
     } else if (l.k === 'hello') {
       started = true;
       start(l.msg);

@@ -4,6 +4,7 @@ execution (docs/contract.md §2.11), goes after the conversation's idle time, an
 needing another Node start gets a fresh one. These tests force the pool on
 (--prestart) whatever CODEPOD_PRESTART says; the rest of the suite runs with it
 on by default and off with CODEPOD_PRESTART=0."""
+import base64
 import os
 import signal
 import time
@@ -131,6 +132,88 @@ def test_after_a_command_the_next_runner_has_child_process_loaded(pool):
     eid = pool.execute(LOADED_CHILD_PROCESS, tools=[], conversation=other)
     assert assert_ok(pool.wait_result(eid))["result"] is False
     assert prestarted(pool, eid) is True
+
+
+def command_ended(session, cid, timeout=60):
+    """cid's command.ended log line (shellAhead: whether the shell its
+    runner started ahead became the command)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = [m for m in session.log_events("command.ended") if m.get("id") == cid]
+        if got:
+            return got[0]
+        assert time.monotonic() < deadline, f"no command.ended for {cid}"
+        time.sleep(0.05)
+
+
+# A program that waits until no process of its sandbox is a parked shell
+# (what a command's runner starts ahead): what it finds each time it looks.
+NO_PARKED_SHELL = r"""
+const fs = require('node:fs');
+const parked = () => fs.readdirSync('/proc').filter((p) => /^[0-9]+$/.test(p)).filter((p) => {
+  try { return fs.readFileSync('/proc/' + p + '/cmdline', 'latin1').includes('_cp_l'); } catch (_) { return false; }
+});
+for (;;) {
+  if (parked().length === 0) return true;
+  await new Promise((r) => setTimeout(r, 20));
+}
+"""
+
+
+def test_a_command_behaves_the_same_as_the_shell_started_ahead(pool):
+    # Once a conversation has run a command, its next runner starts a shell
+    # while it waits and the command replaces that shell: arguments,
+    # environment, folder, stdin, exit code and signal as a fresh spawn
+    # gives them; a program that starts finds no such shell.
+    conv = pool.conv_prefix + "ahead"
+    started = 0  # runners started ahead for conv so far
+
+    def command(**fields):
+        nonlocal started
+        wait_event(pool, "prestart.started", count=started)
+        started += 1
+        cid = pool.new_id("c")
+        pool.send(dict(type="command", id=cid, conversation=conv, **fields))
+        r = pool.wait_for(lambda m: m.get("id") == cid and m["type"] in ("command_result", "error"),
+                          60, "command_result")
+        assert r["type"] == "command_result" and r["status"] == "ok", r
+        return r, command_ended(pool, cid)["shellAhead"]
+
+    r, ahead = command(argv=["sh", "-c", "mkdir -p \"it's a dir\""])
+    assert r["exitCode"] == 0 and ahead is False, r  # the conversation's first
+    odd = "it's\n$HOME `x` \\ \"q\" *"
+    r, ahead = command(argv=["printf", "%s|", odd, ""], env={"ODD": odd, "PATH": "/usr/bin:/bin"},
+                       cwd="it's a dir")
+    assert ahead is True and r["exitCode"] == 0 and r["stdout"] == odd + "||", r
+    r, ahead = command(argv=["sh", "-c", 'printf "%s|%s|%s" "$ODD" "$(pwd)" "$PATH"; exit 7'],
+                       env={"ODD": odd, "PATH": "/usr/bin:/bin"}, cwd="it's a dir")
+    out = r["stdout"].split("|")
+    assert ahead is True and r["exitCode"] == 7, r
+    assert out[0] == odd and out[1].endswith("/it's a dir") and out[2] == "/usr/bin:/bin", r
+    cid = pool.new_id("c")
+    wait_event(pool, "prestart.started", count=started)
+    started += 1
+    pool.send({"type": "command", "id": cid, "conversation": conv, "stdin": True,
+               "argv": ["sh", "-c", "read a; read b; echo \"$b$a\""]})
+    pool.send({"type": "command_stdin", "id": cid, "data": base64.b64encode(b"x\ny\n").decode(),
+               "eof": True})
+    r = pool.wait_for(lambda m: m.get("id") == cid and m["type"] == "command_result", 60, "result")
+    assert r["stdout"] == "yx\n" and command_ended(pool, cid)["shellAhead"] is True, r
+    r, ahead = command(argv=["cat"])  # no stdin asked for: it reads an end at once
+    assert ahead is True and r["exitCode"] == 0 and r["stdout"] == "", r
+    r, ahead = command(argv=["sh", "-c", "kill -TERM $$; sleep 5"])
+    assert ahead is True and r["exitCode"] == 143 and r["signal"] == "SIGTERM", r
+    # what a shell would say differently takes the plain spawn, as before
+    r, ahead = command(argv=["no-such-program-x"])
+    assert ahead is False and r["exitCode"] in (126, 127) and "cannot run" in r["stderr"], r
+    r, ahead = command(argv=["true"], cwd="no-such-dir")
+    assert ahead is False and r["exitCode"] in (126, 127), r
+    r, ahead = command(argv=["printf", "%s", "y" * 5000])  # a shell reads it a byte at a time
+    assert ahead is False and r["stdout"] == "y" * 5000, r
+    r, ahead = command(argv=["printf", "%s", "y" * 3000])
+    assert ahead is True and r["stdout"] == "y" * 3000, r
+    wait_event(pool, "prestart.started", count=started)
+    assert assert_ok(pool.run(NO_PARKED_SHELL, tools=[], conversation=conv))["result"] is True
 
 
 def test_another_heap_size_gets_a_fresh_start(pool):
