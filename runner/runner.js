@@ -542,8 +542,6 @@
     child.on('error', () => { s.gone = true; });
     child.on('exit', () => { s.gone = true; });
     child.stdin.on('error', () => {});
-    child.unref();
-    for (const p of [child.stdin, child.stdout, child.stderr]) p.unref();
     return s;
   }
   function startShell() {
@@ -562,6 +560,8 @@
       c.stdin.end('exit 0\n');
     }
     shell = parkShell(env);
+    // And the line's code, compiled on its first call: on a line not sent.
+    shellLine(['true'], process.cwd(), env);
   }
   function dropShell() {
     if (!shell) return;
@@ -578,7 +578,8 @@
     for (const d of dirs) {
       const f = path.resolve(cwd, d ? d + '/' + name : name);
       try {
-        if (fs.statSync(f).isFile()) { fs.accessSync(f, fs.constants.X_OK); return f; }
+        const st = fs.statSync(f, { throwIfNoEntry: false }); // (a throw costs more than the stat)
+        if (st && st.isFile()) { fs.accessSync(f, fs.constants.X_OK); return f; }
       } catch (_) {}
     }
     return null;
@@ -594,7 +595,10 @@
     }
     for (const k of Object.keys(shell.env)) if (!(k in env)) parts.push('unset ' + k);
     for (const v of [cwd, ...argv, ...Object.values(env)]) if (v.includes('\0')) return null;
-    try { if (!fs.statSync(cwd).isDirectory()) return null; } catch (_) { return null; }
+    try {
+      const dir = fs.statSync(cwd, { throwIfNoEntry: false });
+      if (!dir || !dir.isDirectory()) return null;
+    } catch (_) { return null; }
     if (!executable(argv[0], cwd, env)) return null;
     parts.push('cd -- ' + shellQuote(cwd) + ' && exec ' + argv.map(shellQuote).join(' '));
     const line = parts.join('; ') + '\n';
@@ -630,8 +634,6 @@
     if (viaShell) {
       child = shell.child;
       shell = null;
-      child.ref();
-      for (const p of [child.stdin, child.stdout, child.stderr]) p.ref();
     } else {
       dropShell();
       try {

@@ -129,7 +129,10 @@ def main():
             figs.update(idle_rss_kib=idle, peak_rss_kib=peak, uploads_ok=sum(p.returncode == 0 for p in procs))
         finally:
             s.stop()
-        # run("true") against return 1, a conversation with a sandbox, over stdio
+        # run("true") against return 1, a conversation with a sandbox, over stdio;
+        # after the uploads' 512 MiB reached the disk (writeback slows every
+        # exec meanwhile, and a command is mostly an exec)
+        os.sync()
         sess = harness.Session(os.path.join(tmp, "stdio"))
         try:
             conv = "bench-" + uuid.uuid4().hex[:6]
