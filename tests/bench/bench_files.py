@@ -95,9 +95,6 @@ def main():
             ("127.0.0.1", 0), lambda *x: PutHandler(*x, directory=plain_dir))
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{httpd.server_address[1]}"
-        plain_up = statistics.median(curl(["-T", src, base + "/up.bin"]) for _ in range(runs))
-        plain_down = statistics.median(curl([base + "/src.bin"]) for _ in range(runs))
-        httpd.shutdown()
         s = Server(os.path.join(tmp, "state"))
         try:
             auth = ["-H", f"Authorization: Bearer {s.token}"]
@@ -105,12 +102,22 @@ def main():
             curl([*auth, "-T", src, url])  # the sandbox exists from here on
 
             def ready(args):
-                time.sleep(1.0)  # the next runner has started meanwhile
+                time.sleep(1.0)  # the next runner has started meanwhile (both, alike)
                 return curl(args)
-            cp_up = statistics.median(ready([*auth, "-T", src, url]) for _ in range(runs))
-            cp_down = statistics.median(ready([*auth, url]) for _ in range(runs))
+            # the plain copy and codepod's in turn, so that a change of the
+            # machine's load meanwhile falls on both alike
+            plain_ups, cp_ups, plain_downs, cp_downs = [], [], [], []
+            for _ in range(runs):
+                plain_ups.append(ready(["-T", src, base + "/up.bin"]))
+                cp_ups.append(ready([*auth, "-T", src, url]))
+            for _ in range(runs):
+                plain_downs.append(ready([base + "/src.bin"]))
+                cp_downs.append(ready([*auth, url]))
+            plain_up, cp_up = statistics.median(plain_ups), statistics.median(cp_ups)
+            plain_down, cp_down = statistics.median(plain_downs), statistics.median(cp_downs)
             b2b_up = statistics.median(curl([*auth, "-T", src, url]) for _ in range(runs))
             b2b_down = statistics.median(curl([*auth, url]) for _ in range(runs))
+            httpd.shutdown()
             figs.update(plain_up_s=plain_up, plain_down_s=plain_down, up_s=cp_up, down_s=cp_down,
                         up_ratio=plain_up / cp_up, down_ratio=plain_down / cp_down,
                         b2b_up_s=b2b_up, b2b_down_s=b2b_down)
