@@ -547,9 +547,7 @@
   function startShell() {
     if (shell || started) return;
     const env = Object.assign({}, process.env);
-    for (const k of Object.keys(env)) {
-      if (SHELL_FIXED.has(k) || !SHELL_NAME.test(k) || env[k].includes('\0')) return;
-    }
+    for (const k of Object.keys(env)) if (SHELL_FIXED.has(k) || !SHELL_NAME.test(k)) return;
     // A first shell told to exit at once: what Node runs when a child
     // writes, ends and exits is compiled on first use (~6 ms), now, not on
     // the command's path.

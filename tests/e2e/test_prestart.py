@@ -43,16 +43,20 @@ def wait_event(session, event, count=1, timeout=60):
         time.sleep(0.05)
 
 
-def prestarted(session, eid, timeout=60):
-    """Whether eid's runner was waiting for it (its exec.done log line, which
-    may be read a little after the result)."""
+def logged(session, event, eid, timeout=60):
+    """eid's @event log line, which may be read a little after the result."""
     deadline = time.monotonic() + timeout
     while True:
-        done = [m for m in session.log_events("exec.done") if m.get("id") == eid]
-        if done:
-            return done[0].get("prestarted")
-        assert time.monotonic() < deadline, f"no exec.done for {eid}"
+        got = [m for m in session.log_events(event) if m.get("id") == eid]
+        if got:
+            return got[0]
+        assert time.monotonic() < deadline, f"no {event} for {eid}"
         time.sleep(0.02)
+
+
+def prestarted(session, eid):
+    """Whether eid's runner was waiting for it (its exec.done line)."""
+    return logged(session, "exec.done", eid).get("prestarted")
 
 
 @pytest.fixture
@@ -134,18 +138,6 @@ def test_after_a_command_the_next_runner_has_child_process_loaded(pool):
     assert prestarted(pool, eid) is True
 
 
-def command_ended(session, cid, timeout=60):
-    """cid's command.ended log line (shellAhead: whether the shell its
-    runner started ahead became the command)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = [m for m in session.log_events("command.ended") if m.get("id") == cid]
-        if got:
-            return got[0]
-        assert time.monotonic() < deadline, f"no command.ended for {cid}"
-        time.sleep(0.05)
-
-
 # A program that waits until no process of its sandbox is a parked shell
 # (what a command's runner starts ahead): what it finds each time it looks.
 NO_PARKED_SHELL = r"""
@@ -168,16 +160,21 @@ def test_a_command_behaves_the_same_as_the_shell_started_ahead(pool):
     conv = pool.conv_prefix + "ahead"
     started = 0  # runners started ahead for conv so far
 
-    def command(**fields):
+    def command(stdin_data=None, **fields):
+        # (shellAhead, of its command.ended line: whether the shell its
+        # runner started ahead became the command)
         nonlocal started
         wait_event(pool, "prestart.started", count=started)
         started += 1
         cid = pool.new_id("c")
         pool.send(dict(type="command", id=cid, conversation=conv, **fields))
+        if stdin_data is not None:
+            pool.send({"type": "command_stdin", "id": cid, "eof": True,
+                       "data": base64.b64encode(stdin_data).decode()})
         r = pool.wait_for(lambda m: m.get("id") == cid and m["type"] in ("command_result", "error"),
                           60, "command_result")
         assert r["type"] == "command_result" and r["status"] == "ok", r
-        return r, command_ended(pool, cid)["shellAhead"]
+        return r, logged(pool, "command.ended", cid)["shellAhead"]
 
     r, ahead = command(argv=["sh", "-c", "mkdir -p \"it's a dir\""])
     assert r["exitCode"] == 0 and ahead is False, r  # the conversation's first
@@ -190,15 +187,9 @@ def test_a_command_behaves_the_same_as_the_shell_started_ahead(pool):
     out = r["stdout"].split("|")
     assert ahead is True and r["exitCode"] == 7, r
     assert out[0] == odd and out[1].endswith("/it's a dir") and out[2] == "/usr/bin:/bin", r
-    cid = pool.new_id("c")
-    wait_event(pool, "prestart.started", count=started)
-    started += 1
-    pool.send({"type": "command", "id": cid, "conversation": conv, "stdin": True,
-               "argv": ["sh", "-c", "read a; read b; echo \"$b$a\""]})
-    pool.send({"type": "command_stdin", "id": cid, "data": base64.b64encode(b"x\ny\n").decode(),
-               "eof": True})
-    r = pool.wait_for(lambda m: m.get("id") == cid and m["type"] == "command_result", 60, "result")
-    assert r["stdout"] == "yx\n" and command_ended(pool, cid)["shellAhead"] is True, r
+    r, ahead = command(argv=["sh", "-c", "read a; read b; echo \"$b$a\""], stdin=True,
+                       stdin_data=b"x\ny\n")
+    assert ahead is True and r["stdout"] == "yx\n", r
     r, ahead = command(argv=["cat"])  # no stdin asked for: it reads an end at once
     assert ahead is True and r["exitCode"] == 0 and r["stdout"] == "", r
     r, ahead = command(argv=["sh", "-c", "kill -TERM $$; sleep 5"])
