@@ -39,8 +39,8 @@ static const char *const proc_state_names[] = {
 #define N_PROC_STATES (KUBE_PROC_DONE + 1)
 static const unsigned char proc_legal[N_PROC_STATES][N_PROC_STATES] = {
 	[KUBE_PROC_WAIT_POD] = { [KUBE_PROC_WAIT_CREDS] = 1, [KUBE_PROC_DONE] = 1 },
-	[KUBE_PROC_WAIT_CREDS] = { [KUBE_PROC_WAIT_SUPER] = 1, [KUBE_PROC_EXEC] = 1,
-	                           [KUBE_PROC_DONE] = 1 },
+	[KUBE_PROC_WAIT_CREDS] = { [KUBE_PROC_WAIT_POD] = 1, [KUBE_PROC_WAIT_SUPER] = 1,
+	                           [KUBE_PROC_EXEC] = 1, [KUBE_PROC_DONE] = 1 },
 	[KUBE_PROC_WAIT_SUPER] = { [KUBE_PROC_WAIT_POD] = 1, [KUBE_PROC_WAIT_CREDS] = 1,
 	                           [KUBE_PROC_EXEC] = 1, [KUBE_PROC_DONE] = 1 },
 	[KUBE_PROC_EXEC] = { [KUBE_PROC_WAIT_POD] = 1, [KUBE_PROC_WAIT_CREDS] = 1,

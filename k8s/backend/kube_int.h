@@ -148,6 +148,9 @@ struct kube {
  *   WAIT_POD -> WAIT_CREDS    the pod is ready (at once, or later)
  *   WAIT_CREDS -> WAIT_SUPER  the supervisor is not up yet
  *   WAIT_CREDS -> EXEC        on the supervisor, or a direct exec
+ *   WAIT_CREDS -> WAIT_POD    the supervisor, up, refused a channel (its
+ *                             stream just went): again in the
+ *                             conversation's next pod
  *   WAIT_SUPER -> EXEC        it came up, or failed (a direct exec)
  *   WAIT_SUPER -> WAIT_CREDS  it went or failed: one exec per script
  *   WAIT_SUPER -> WAIT_POD    it was dropped with its pod
