@@ -4,11 +4,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +44,7 @@ struct waiter {
 	struct waiter *next;
 	store_restore_fn done;
 	void *ud;
+	struct store_restore_need *need; /* store_snaps_restore_into(), or NULL */
 };
 
 /* A store_snaps_take() caller, told when its snapshot ends. */
@@ -80,6 +83,11 @@ struct conv {
 	int restoring;
 	struct waiter *waiters;
 	char *rws;
+	char *rpending;          /* store_snaps_restore_into(): its @pending, else NULL */
+	int rskip;               /* ... which was gone: nothing touched */
+	int unrestored;          /* the last restore_into failed: no snapshot of the
+	                            workspace it left, which would replace the one kept */
+	struct store_restore_need need;
 	uid_t uid;
 	gid_t gid;
 	uint64_t t0;
@@ -242,8 +250,8 @@ void store_snaps_touch(struct store_snaps *s, const char *hash, const char *ws)
 	if (s->freed)
 		return;
 	struct conv *c = conv_of(s, hash);
-	if (!c)
-		return;
+	if (!c || c->unrestored)
+		return; /* its files are still in the store only: nothing to take */
 	if (!c->ws || strcmp(c->ws, ws) != 0) {
 		char *w = strdup(ws);
 		if (!w)
@@ -566,10 +574,16 @@ static void restore_end(struct conv *c, int rc, const struct cp_err *e, int64_t 
 	c->rfd = -1;
 	free(c->rws);
 	c->rws = NULL;
-	if (rc)
+	if (c->rpending)
+		c->unrestored = rc != 0;
+	free(c->rpending);
+	c->rpending = NULL;
+	if (rc && rc != CP_E_TOO_BIG) /* too big: the caller makes room and asks again */
 		c->s->st.restore_failures++;
 	while (w) {
 		struct waiter *n = w->next;
+		if (w->need)
+			*w->need = c->need;
 		w->done(w->ud, rc, e, ms);
 		free(w);
 		w = n;
@@ -594,21 +608,44 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 	return remove(path) && errno != ENOENT ? -1 : 0;
 }
 
-/* Unpacks while the archive downloads (snap_download.h), into a folder of
- * its own that becomes the workspace only once the size and SHA-256 of
- * the whole archive matched its manifest. */
+/* What is inside a folder, not the folder itself. */
+static int rm_inside(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return ftw->level == 0 ? 0 : rm_one(path, st, flag, ftw);
+}
+
+/* Unpacks while the archive downloads (snap_download.h), either into a
+ * folder of its own that becomes @rws only once the size and SHA-256 of
+ * the whole archive matched its manifest, or (restore_into) into @rws
+ * itself, emptied first and again after a failure: nothing runs there
+ * while its pending file says it waits. */
 static void restore_work(uv_work_t *w)
 {
 	struct conv *c = w->data;
 	cp_err_clear(&c->rerr);
 	const void *rest;
 	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.restore-XXXXXX", c->rws);
-	if (!mkdtemp(tmp)) {
-		c->rrc = cp_err_errno(&c->rerr, CP_E_IO, errno, "restore folder");
-		while (store_download_read(c->dl, &rest) > 0) /* the download's end */
-			;
-		return;
+	struct stat st;
+	if (c->rpending) {
+		snprintf(tmp, sizeof tmp, "%s", c->rws);
+		if (lstat(c->rpending, &st) != 0) {
+			c->rskip = 1; /* filled by the restore before this one */
+		} else if (nftw(tmp, rm_inside, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+			c->rrc = cp_err_errno(&c->rerr, CP_E_IO, errno, "emptying the workspace");
+		}
+		if (c->rskip || c->rrc) {
+			while (store_download_read(c->dl, &rest) > 0) /* the download's end */
+				;
+			return;
+		}
+	} else {
+		snprintf(tmp, sizeof tmp, "%s.restore-XXXXXX", c->rws);
+		if (!mkdtemp(tmp)) {
+			c->rrc = cp_err_errno(&c->rerr, CP_E_IO, errno, "restore folder");
+			while (store_download_read(c->dl, &rest) > 0) /* the download's end */
+				;
+			return;
+		}
 	}
 	uint64_t files = 0;
 	struct store_crypt dec = { .aad = c->m.archive };
@@ -626,6 +663,11 @@ static void restore_work(uv_work_t *w)
 		                    (unsigned long long)c->m.files);
 	if (!c->rrc)
 		c->rrc = store_archive_fingerprint(tmp, c->rfp, &c->rerr);
+	if (c->rpending) {
+		if (c->rrc)
+			nftw(tmp, rm_inside, 16, FTW_DEPTH | FTW_PHYS);
+		return;
+	}
 	if (!c->rrc && c->uid != (uid_t)-1 && chown(tmp, c->uid, c->gid))
 		c->rrc = cp_err_errno(&c->rerr, CP_E_IO, errno, "restore folder owner");
 	if (!c->rrc && rename(tmp, c->rws))
@@ -650,8 +692,20 @@ static void restore_after(uv_work_t *w, int status)
 	}
 	cp_log(CP_LOG_DEBUG, "snapshot.downloaded", "conversation", json_string(c->hash),
 	       "bytes", json_integer((json_int_t)got), NULL);
+	if (!status && c->rskip) {
+		restore_end(c, 0, NULL, -1);
+		return;
+	}
 	if (status || c->rrc) {
-		restore_fail(c, "the conversation's snapshot does not verify", &c->rerr);
+		restore_fail(c, c->rrc == CP_E_IO ? "the conversation's snapshot cannot be written"
+		                                 : "the conversation's snapshot does not verify",
+		             &c->rerr);
+		return;
+	}
+	if (c->rpending && unlink(c->rpending) != 0 && errno != ENOENT) {
+		struct cp_err e = { 0 };
+		cp_err_errno(&e, CP_E_IO, errno, "removing the workspace's restore mark");
+		restore_fail(c, "restore", &e);
 		return;
 	}
 	snprintf(c->cur_archive, sizeof c->cur_archive, "%s", c->m.archive);
@@ -680,6 +734,28 @@ static void archive_failed(struct conv *c, int rc, const struct cp_err *err)
 	                                : "the snapshot store is unreachable", err);
 }
 
+/* restore_into: the manifest's files fit the file system of the folder
+ * they go to, with a block more for each (the last one's part, a folder's
+ * own); else what they need, in c->need. A folder with entries (a restore
+ * cut short by a crash: they are removed first) is not judged: its space
+ * is not all free yet, and a restore that does not fit fails on ENOSPC. */
+static int fits(struct conv *c)
+{
+	struct statvfs sv;
+	DIR *d = opendir(c->rws);
+	int empty = d != NULL;
+	for (struct dirent *de; empty && (de = readdir(d));)
+		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+	if (d)
+		closedir(d);
+	if (!empty || statvfs(c->rws, &sv) != 0)
+		return 1;
+	uint64_t bs = sv.f_frsize ? sv.f_frsize : 4096;
+	c->need.bytes = c->m.bytes + c->m.files * bs;
+	c->need.files = c->m.files + 1;
+	return c->need.bytes <= (uint64_t)sv.f_bavail * bs && c->need.files <= sv.f_favail;
+}
+
 static void manifest_got(void *ud, const struct store_result *r)
 {
 	struct conv *c = ud;
@@ -688,6 +764,12 @@ static void manifest_got(void *ud, const struct store_result *r)
 		 * execution that leaves it empty uploads nothing */
 		snprintf(c->last_fp, sizeof c->last_fp, "%s",
 		         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+		if (c->rpending && unlink(c->rpending) != 0 && errno != ENOENT) {
+			struct cp_err e = { 0 };
+			cp_err_errno(&e, CP_E_IO, errno, "removing the workspace's restore mark");
+			restore_fail(c, "restore", &e);
+			return;
+		}
 		restore_end(c, 0, NULL, -1);
 		return;
 	}
@@ -708,6 +790,13 @@ static void manifest_got(void *ud, const struct store_result *r)
 		restore_fail(c, "the conversation's snapshot cannot be decrypted", &e);
 		return;
 	}
+	if (c->rpending && !fits(c)) {
+		cp_err_set(&e, CP_E_TOO_BIG, "the snapshot (%llu bytes in %llu entries) does not fit "
+		           "the workspace", (unsigned long long)c->m.bytes,
+		           (unsigned long long)c->m.files);
+		restore_end(c, CP_E_TOO_BIG, &e, -1);
+		return;
+	}
 	if (store_download_new(c->s->loop, c->s->s3, c->m.archive, c->m.size, DOWN_CAP, &c->dl,
 	                       &e)) {
 		restore_fail(c, "restore", &e);
@@ -722,8 +811,10 @@ static void manifest_got(void *ud, const struct store_result *r)
 	}
 }
 
-int store_snaps_restore(struct store_snaps *s, const char *hash, const char *ws, uid_t uid,
-                        gid_t gid, store_restore_fn done, void *ud, struct cp_err *err)
+static int restore_start(struct store_snaps *s, const char *hash, const char *ws,
+                         const char *pending, uid_t uid, gid_t gid,
+                         struct store_restore_need *need, store_restore_fn done, void *ud,
+                         struct cp_err *err)
 {
 	struct conv *c = conv_of(s, hash);
 	struct waiter *w = malloc(sizeof *w);
@@ -733,17 +824,25 @@ int store_snaps_restore(struct store_snaps *s, const char *hash, const char *ws,
 	}
 	w->done = done;
 	w->ud = ud;
+	w->need = need;
 	w->next = c->waiters;
 	c->waiters = w;
 	if (c->restoring)
 		return 0;
 	c->rws = strdup(ws);
-	if (!c->rws) {
+	c->rpending = pending ? strdup(pending) : NULL;
+	if (!c->rws || (pending && !c->rpending)) {
 		c->waiters = w->next;
 		free(w);
+		free(c->rws);
+		free(c->rpending);
+		c->rws = c->rpending = NULL;
 		return cp_err_set(err, CP_E_NOMEM, "out of memory");
 	}
 	c->restoring = 1;
+	c->rskip = 0;
+	c->rrc = 0;
+	memset(&c->need, 0, sizeof c->need);
 	c->uid = uid;
 	c->gid = gid;
 	c->t0 = uv_now(s->loop);
@@ -754,10 +853,25 @@ int store_snaps_restore(struct store_snaps *s, const char *hash, const char *ws,
 		c->waiters = w->next;
 		free(w);
 		free(c->rws);
-		c->rws = NULL;
+		free(c->rpending);
+		c->rws = c->rpending = NULL;
 		return err ? err->code : CP_E_INTERNAL;
 	}
 	return 0;
+}
+
+int store_snaps_restore(struct store_snaps *s, const char *hash, const char *ws, uid_t uid,
+                        gid_t gid, store_restore_fn done, void *ud, struct cp_err *err)
+{
+	return restore_start(s, hash, ws, NULL, uid, gid, NULL, done, ud, err);
+}
+
+int store_snaps_restore_into(struct store_snaps *s, const char *hash, const char *ws,
+                             const char *pending, uid_t uid, gid_t gid,
+                             struct store_restore_need *need, store_restore_fn done, void *ud,
+                             struct cp_err *err)
+{
+	return restore_start(s, hash, ws, pending, uid, gid, need, done, ud, err);
 }
 
 /* -- delete and expiry ------------------------------------------------------ */

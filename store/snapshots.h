@@ -105,6 +105,32 @@ typedef void (*store_restore_fn)(void *ud, int rc, const struct cp_err *err, int
 int store_snaps_restore(struct store_snaps *s, const char *hash, const char *ws, uid_t uid,
                         gid_t gid, store_restore_fn done, void *ud, struct cp_err *err);
 
+/* What a snapshot that did not fit needs of its workspace's file system. */
+struct store_restore_need {
+	uint64_t bytes, files;
+};
+
+/**
+ * store_snaps_restore_into() - as store_snaps_restore(), into @ws itself:
+ * a folder that exists, made ready for its first process (a workspace
+ * image mounted, its owner set), so the files are written once, where they
+ * stay. The file @pending says @ws waits for its restore: the caller makes
+ * it before the first try; it is removed here once @ws is whole, or when
+ * there is no snapshot, and stays after a failure or a crash, so the next
+ * try starts over. While it exists nothing in @ws is anyone's: its entries
+ * are removed before the archive is unpacked, and again after a failure.
+ * Without @pending nothing is touched and @done says "nothing to restore"
+ * (@ms -1): the restore that joined late finds @ws filled by the one
+ * before. A snapshot whose files do not fit @ws's file system (free bytes,
+ * free inodes): CP_E_TOO_BIG before any download, its needs in @need (the
+ * caller's, written before @done), not counted as a failure: the caller
+ * makes room and asks again.
+ */
+int store_snaps_restore_into(struct store_snaps *s, const char *hash, const char *ws,
+                             const char *pending, uid_t uid, gid_t gid,
+                             struct store_restore_need *need, store_restore_fn done, void *ud,
+                             struct cp_err *err);
+
 typedef void (*store_deleted_fn)(void *ud, int rc, const struct cp_err *err);
 
 /** store_snaps_delete() - every object of @hash's folder, then @done. */

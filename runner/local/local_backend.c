@@ -108,6 +108,9 @@ struct codepod_proc {
 	int oom_killed;       /* the OOM event came: the group was killed */
 	struct codepod_proc_exit ex;
 	struct deferred *def; /* waiting for a restore or its workspace, or NULL */
+	int restoring;        /* its workspace waits for a restore, into it once ready */
+	int regrown;          /* ... which was made larger for a snapshot once */
+	struct store_restore_need need; /* what a snapshot too large needs */
 	int waiting_ws;       /* waiting for its workspace (workspace.h) */
 	int ws_held;          /* it holds its workspace: dropped when freed */
 	char ws_hash[33];     /* the workspace's folder name, for snapshots */
@@ -271,8 +274,9 @@ static void report_if_done(struct codepod_proc *p)
 	p->reported = 1;
 	uv_timer_stop(&p->drain);
 	/* The workspace may have changed: a snapshot follows (debounced),
-	 * the outcome does not wait for it. */
-	if (p->b->snaps && p->ws && p->ws_hash[0])
+	 * the outcome does not wait for it. Not of one whose restore did not
+	 * end: that would replace the conversation's snapshot with nothing. */
+	if (p->b->snaps && p->ws && p->ws_hash[0] && !p->restoring)
 		store_snaps_touch(p->b->snaps, p->ws_hash, p->ws);
 	p->cbs->exited(p->ud, &p->ex);
 	close_all(p);
@@ -934,6 +938,7 @@ static void never_started(struct codepod_proc *p, int unavailable, const char *w
 }
 
 static struct deferred *defer(const struct codepod_spawn_req *req);
+static int restore_start(struct codepod_proc *p, struct cp_err *err);
 
 /* The deferred request starts now in its workspace: what write() queued
  * meanwhile follows the runner's input. */
@@ -970,6 +975,12 @@ static void ws_ready(void *ud, int rc, const struct cp_err *rerr)
 		              rc && rerr ? rerr->msg : !p->def ? "out of memory" : NULL);
 		return;
 	}
+	if (p->restoring) {
+		struct cp_err err = { 0 };
+		if (restore_start(p, &err))
+			never_started(p, 1, err.msg);
+		return;
+	}
 	launch_deferred(p);
 }
 
@@ -990,10 +1001,16 @@ static int ready_then_launch(struct codepod_proc *p, const struct codepod_spawn_
 	}
 	if (rc == 0) {
 		p->ws_held = b->wsm != NULL;
-		if (p->def) { /* after a restore */
+		if (p->restoring && !p->def)
+			p->def = defer(req);
+		if (p->restoring && !p->def)
+			return cp_err_set(err, CP_E_NOMEM, "out of memory");
+		if (p->def) {
 			p->def->uid = uid;
 			p->def->gid = gid;
-			launch_deferred(p);
+			if (p->restoring)
+				return restore_start(p, err);
+			launch_deferred(p); /* made larger for a snapshot */
 			return 0;
 		}
 		return launch(p, req, p->ws, uid, gid, err);
@@ -1015,32 +1032,58 @@ static void restored(void *ud, int rc, const struct cp_err *rerr, int64_t ms)
 {
 	struct codepod_proc *p = ud;
 	struct deferred *d = p->def;
+	struct local *b = p->b;
+	if (rc == CP_E_TOO_BIG && !p->regrown && !d->kill_asked) {
+		/* a snapshot larger than the workspace's bounds (taken under
+		 * other ones): the workspace made as large as its files need and a
+		 * quarter more, as a folder moved into an image is, then again */
+		p->regrown = 1;
+		uint64_t want = p->need.bytes + p->need.bytes / 4;
+		uint64_t files = p->need.files + p->need.files / 4 + 64;
+		if (want > (d->ws_bytes ? d->ws_bytes : LOCAL_WS_DEFAULT_BYTES))
+			d->ws_bytes = want;
+		if (files > (d->ws_files ? d->ws_files : LOCAL_WS_DEFAULT_FILES))
+			d->ws_files = files;
+		cp_log(CP_LOG_INFO, "snapshot.workspace_grown", "conversation",
+		       json_string(p->ws_hash), "bytes", json_integer((json_int_t)d->ws_bytes),
+		       "files", json_integer((json_int_t)d->ws_files), NULL);
+		if (p->ws_held && b->wsm)
+			local_ws_drop(b->wsm, p->ws_hash);
+		p->ws_held = 0;
+		struct codepod_spawn_req req = {
+			.conversation = d->conversation, .exec_id = d->exec_id,
+			.ws_bytes = d->ws_bytes, .ws_files = d->ws_files,
+		};
+		struct cp_err err = { 0 };
+		if (ready_then_launch(p, &req, d->uid, d->gid, (uid_t)-1, &err))
+			never_started(p, 1, err.msg);
+		return;
+	}
 	if (rc || d->kill_asked) {
 		never_started(p, rc != 0, rc && rerr ? rerr->msg : NULL);
 		return;
 	}
+	p->restoring = 0;
 	if (ms >= 0) {
 		p->seen.restored = 1;
 		p->seen.restore_ms = (uint64_t)ms;
 	}
-	char ws[4096];
-	uid_t uid, move = (uid_t)-1;
-	gid_t gid;
-	struct cp_err err = { 0 };
-	/* No snapshot: the new workspace gets the owner taken for it already. */
-	if (ms < 0 && d->uid != (uid_t)-1 && mkdir(p->ws, 0700) == 0 &&
-	    lchown(p->ws, d->uid, d->gid) != 0)
-		rc = cp_err_errno(&err, CP_E_IO, errno, "chown %s", p->ws);
-	if (!rc)
-		rc = workspace_path(p->b, d->conversation, ws, sizeof ws, &uid, &gid, &move, &err);
-	struct codepod_spawn_req req = {
-		.conversation = d->conversation, .exec_id = d->exec_id,
-		.ws_bytes = d->ws_bytes, .ws_files = d->ws_files,
-	};
-	if (!rc)
-		rc = ready_then_launch(p, &req, uid, gid, move, &err);
-	if (rc)
-		never_started(p, 1, err.msg);
+	launch_deferred(p);
+}
+
+/* The workspace is ready and held: its snapshot into it (snapshots.h),
+ * then restored(). The entries' owner is the workspace's, as root. */
+static int restore_start(struct codepod_proc *p, struct cp_err *err)
+{
+	struct local *b = p->b;
+	char pending[4200];
+	snprintf(pending, sizeof pending, "%s.restoring", p->ws);
+	int own = b->isolate && b->sb.as_root;
+	int rc = store_snaps_restore_into(b->snaps, p->ws_hash, p->ws, pending,
+	                                  own ? p->def->uid : (uid_t)-1,
+	                                  own ? p->def->gid : (gid_t)-1, &p->need, restored, p,
+	                                  err);
+	return rc == CP_E_NOMEM || !rc ? rc : CP_E_SANDBOX_UNAVAILABLE;
 }
 
 static char *dup_s(const char *s)
@@ -1091,13 +1134,28 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	int rc = workspace_path(b, req->conversation, ws, sizeof ws, NULL, NULL, NULL, err);
 	if (rc)
 		return rc;
+	/* A new workspace, or one whose restore was cut short (its mark,
+	 * WS.restoring, made before the first try, stays until it is whole):
+	 * made ready, then filled from its snapshot before the program
+	 * starts, if it has one. */
+	char pending[4200];
+	snprintf(pending, sizeof pending, "%s.restoring", ws);
 	struct stat st;
-	int restore = b->snaps && !b->snaps_closing && lstat(ws, &st) != 0 && errno == ENOENT;
-	if (!restore) {
-		rc = workspace_path(b, req->conversation, ws, sizeof ws, &uid, &gid, &move, err);
-		if (rc)
-			return rc;
+	int restore = 0;
+	if (b->snaps && !b->snaps_closing) {
+		restore = lstat(pending, &st) == 0;
+		if (!restore && lstat(ws, &st) != 0 && errno == ENOENT) {
+			int fd = open(pending, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0)
+				return cp_err_errno(err, CP_E_SANDBOX_UNAVAILABLE, errno,
+				                    "the workspace's restore mark");
+			close(fd);
+			restore = 1;
+		}
 	}
+	rc = workspace_path(b, req->conversation, ws, sizeof ws, &uid, &gid, &move, err);
+	if (rc)
+		return rc;
 	struct codepod_proc *p = calloc(1, sizeof *p);
 	if (!p || !(p->ws = strdup(ws))) {
 		free(p);
@@ -1109,6 +1167,7 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	p->cbs = cbs;
 	p->ud = ud;
 	p->wait_status = -1;
+	p->restoring = restore;
 	uv_pipe_init(b->loop, &p->in, 0);
 	uv_pipe_init(b->loop, &p->out, 0);
 	uv_pipe_init(b->loop, &p->err, 0);
@@ -1116,31 +1175,6 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	p->in.data = p->out.data = p->err.data = p->drain.data = p;
 	p->handles_open = 4;
 	b->live++;
-	if (restore) {
-		/* A new workspace: from its snapshot, if it has one, before the
-		 * program starts; the owner is the one it will have. */
-		uid_t ou = (uid_t)-1;
-		gid_t og = (gid_t)-1;
-		if (b->isolate && b->sb.as_root) {
-			ou = b->sb.uid;
-			og = b->sb.gid;
-			if (!b->sb.fixed_user && local_uids_take(&b->uids, req->conversation, &ou, err) == 0)
-				og = (gid_t)ou;
-		}
-		p->def = defer(req);
-		if (p->def) {
-			p->def->uid = ou;
-			p->def->gid = og;
-		}
-		rc = p->def ? store_snaps_restore(b->snaps, p->ws_hash, ws, ou, og, restored, p, err)
-		            : cp_err_set(err, CP_E_NOMEM, "out of memory");
-		if (rc) {
-			close_all(p);
-			return rc == CP_E_NOMEM ? rc : CP_E_SANDBOX_UNAVAILABLE;
-		}
-		*out = p;
-		return 0;
-	}
 	rc = ready_then_launch(p, req, uid, gid, move, err);
 	if (rc) {
 		close_all(p);
@@ -1753,6 +1787,10 @@ static void ws_released(void *ud, int rc, const struct cp_err *rerr)
 			d->rc = cp_err_errno(&d->err, CP_E_IO, errno, "moving the workspace aside");
 		d->trash[0] = '\0';
 	}
+	char pending[4300];
+	snprintf(pending, sizeof pending, "%s.restoring", ws);
+	if (unlink(pending) != 0 && errno != ENOENT && !d->rc)
+		d->rc = cp_err_errno(&d->err, CP_E_IO, errno, "removing the restore mark");
 	if (uv_queue_work(b->loop, &d->work, ws_remove_work, ws_removed)) {
 		if (!d->rc)
 			d->rc = cp_err_set(&d->err, CP_E_INTERNAL, "cannot queue the workspace removal");

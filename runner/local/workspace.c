@@ -26,8 +26,6 @@
 #include "runner/local/workspace_disk.h"
 
 #define MIB (1ull << 20)
-#define DEFAULT_BYTES (1ull << 30)
-#define DEFAULT_FILES 100000ull
 /* ext4's own records besides the inode tables (journal 4 MiB, bitmaps,
  * group descriptors and their backups, the tree of a full disk's extents),
  * measured with mkfs.ext4 from 1 MiB to 1 TiB: the files hold at least the
@@ -294,7 +292,7 @@ static int serves(const struct ent *e, const struct waiter *wt)
 		return 1;
 	if (!e->mounted)
 		return 0;
-	uint64_t want = wt->bytes ? wt->bytes : DEFAULT_BYTES;
+	uint64_t want = wt->bytes ? wt->bytes : LOCAL_WS_DEFAULT_BYTES;
 	return want <= bytes_of(e->size, e->inodes) + 2 * MIB;
 }
 
@@ -922,7 +920,7 @@ static int wait_to_grow(struct ent *e)
 	struct local_ws *w = e->w;
 	int more = 0;
 	for (struct waiter *wt = e->waiters; wt && !more; wt = wt->next)
-		more = !wt->tried && (wt->bytes ? wt->bytes : DEFAULT_BYTES) >
+		more = !wt->tried && (wt->bytes ? wt->bytes : LOCAL_WS_DEFAULT_BYTES) >
 		                     bytes_of(e->size, e->inodes) + 2 * MIB;
 	if (w->online_resize || w->closing || !e->mounted || !e->users || !more) {
 		e->grow_until = 0;
@@ -981,8 +979,8 @@ static void job_start(struct ent *e)
 		j->users = e->users;
 		/* one job for all of them: the most asked for */
 		for (struct waiter *wt = e->waiters; wt; wt = wt->next) {
-			uint64_t b = wt->bytes ? wt->bytes : DEFAULT_BYTES;
-			uint64_t f = wt->files ? wt->files : DEFAULT_FILES;
+			uint64_t b = wt->bytes ? wt->bytes : LOCAL_WS_DEFAULT_BYTES;
+			uint64_t f = wt->files ? wt->files : LOCAL_WS_DEFAULT_FILES;
 			if (b > j->bytes)
 				j->bytes = b;
 			if (f > j->files)

@@ -80,6 +80,10 @@
 /* A mounted workspace unused this long is unmounted (its image stays). */
 #define LOCAL_WS_IDLE_S 300u
 
+/* The bounds of a request that names none (struct local_ws_req's 0). */
+#define LOCAL_WS_DEFAULT_BYTES (1ull << 30)
+#define LOCAL_WS_DEFAULT_FILES 100000ull
+
 struct local_ws;
 
 struct local_ws_conf {

@@ -302,6 +302,9 @@ def snapshot_lines(f):
                  " rounds %s" % (what, f[k + "_s"], verb, f[k + "_curl_s"], mb, f[k + "_ratio"],
                                  verdict(f[k + "_ratio"] >= 0.5),
                                  " ".join("%.2f" % (x["curl_s"] / x["s"]) for x in f[k])))
+    if "restore_wall_s" in f:
+        L.append("    the restoring execution's wall time (restore, workspace, runner; reported): "
+                 "%.2f s" % f["restore_wall_s"])
     return L
 
 

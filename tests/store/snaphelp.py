@@ -41,6 +41,28 @@ def workspace_of(state_dir, conversation):
     return Path(state_dir) / "workspaces" / conv_hash(conversation)
 
 
+def restore_mark(state_dir, conversation):
+    """The file that says a workspace waits for its restore."""
+    ws = workspace_of(state_dir, conversation)
+    return ws.with_name(ws.name + ".restoring")
+
+
+def assert_restore_pending(state_dir, conversation):
+    """A restore that failed left nothing in the workspace, and its mark,
+    so the next execution tries again."""
+    ws = workspace_of(state_dir, conversation)
+    assert not ws.exists() or not any(ws.iterdir()), list(ws.iterdir())
+    assert restore_mark(state_dir, conversation).exists()
+
+
+def wait_until(pred, timeout=120):
+    """Polls @pred until it holds; the deadline only catches a hang."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "still not so after %d s" % timeout
+        time.sleep(0.005)
+
+
 def wait_event(sess, event, pred=lambda m: True, timeout=120, after=0):
     """The first log line of @event (past the first @after of them) that
     @pred accepts; waits for it (the deadline only catches a hang)."""

@@ -99,7 +99,7 @@ def test_the_metadata_server_down_during_a_snapshot(gcs):
         assert r["status"] == "failed" and r["error"]["code"] == "SANDBOX_UNAVAILABLE", r
         msg = r["error"]["message"]
         assert "metadata server" in msg and host in msg, msg
-        assert not snaphelp.workspace_of(d, "c-md").exists()
+        snaphelp.assert_restore_pending(d, "c-md")
     finally:
         s.close()
     assert g.requests() == []

@@ -66,7 +66,10 @@ def test_encrypted_snapshots_restore_rotate_and_name_a_missing_key(store, tmp_pa
     r, _, d = run_in(store, prefix, "c-enc", "return 1", k3, tmp)
     assert r["error"]["code"] == "SANDBOX_UNAVAILABLE"
     assert "k2" in r["error"]["message"]
-    assert not snaphelp.workspace_of(d, "c-enc").exists()
+    snaphelp.assert_restore_pending(d, "c-enc")
+    # ... and the empty workspace it left was not snapshotted over the
+    # conversation's (the session's drain took none either)
+    assert snaphelp.manifest(store, prefix, "c-enc")["keyId"] == "k2"
     r, _, _ = run_in(store, prefix, "c-enc", "return 1", None, tmp)
     assert r["error"]["code"] == "SANDBOX_UNAVAILABLE" and "k2" in r["error"]["message"]
     # A wrong key under the right id does not decrypt.

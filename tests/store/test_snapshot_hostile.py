@@ -77,16 +77,19 @@ def test_a_hostile_archive_is_never_extracted_outside(store, case):
                          body=json.dumps(m).encode())[0] == 200
     d = tempfile.mkdtemp(prefix="snap-")
     s = snaphelp.session(store, d, prefix)
+    ws_root = os.path.join(d, "workspaces")
     try:
         r = s.run("return 1", conversation=conv)
+        assert r["status"] == "failed" and r["error"]["code"] == "SANDBOX_UNAVAILABLE", r
+        assert "does not verify" in r["error"]["message"]
+        assert WHY[case] in r["error"]["message"]
+        # Nothing kept: the workspace (still mounted, if an image) empty and
+        # its restore still to come; no half-restored folder beside it.
+        snaphelp.assert_restore_pending(d, conv)
+        assert sorted(n for n in os.listdir(ws_root) if h in n) in (
+            [h, h + ".img", h + ".restoring"], [h, h + ".restoring"])
     finally:
         s.close()
-    assert r["status"] == "failed" and r["error"]["code"] == "SANDBOX_UNAVAILABLE", r
-    assert "does not verify" in r["error"]["message"]
-    assert WHY[case] in r["error"]["message"]
-    ws_root = os.path.join(d, "workspaces")
-    # Nothing made: no workspace, no half-restored folder, nothing beside them.
-    assert [n for n in os.listdir(ws_root) if h in n] == []
     assert not os.path.exists(os.path.join(d, "escaped"))
     assert not os.path.exists(os.path.join(ws_root, "escaped"))
     assert not os.path.exists(OUTSIDE + "-abs")

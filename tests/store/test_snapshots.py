@@ -5,6 +5,7 @@ an unchanged workspace is not uploaded again; a store that is down never
 holds up an execution, and a later snapshot succeeds; a restore that cannot
 be done, or an archive that does not match its manifest, is
 SANDBOX_UNAVAILABLE naming why, never an empty workspace."""
+import json
 import os
 import tempfile
 
@@ -132,18 +133,39 @@ def _snapshot_of(store, prefix, conversation, js):
     return snaphelp.manifest(store, prefix, conversation)
 
 
-def _restore_error(store, prefix, conversation, **kw):
-    d = tempfile.mkdtemp(prefix="snap-")
+def _restore_error(store, prefix, conversation, d=None, **kw):
+    d = d or tempfile.mkdtemp(prefix="snap-")
     s = snaphelp.session(store, d, prefix, **kw)
     try:
         r = s.run("return 1", conversation=conversation)
+        assert r["status"] == "failed", r
+        assert r["error"]["code"] == "SANDBOX_UNAVAILABLE", r
+        # Never a silently empty workspace: nothing in it (still mounted, if
+        # an image), and its restore still to come.
+        snaphelp.assert_restore_pending(d, conversation)
     finally:
         s.close()
-    assert r["status"] == "failed", r
-    assert r["error"]["code"] == "SANDBOX_UNAVAILABLE", r
-    # Never a silently empty workspace.
-    assert not snaphelp.workspace_of(d, conversation).exists()
     return r["error"]["message"]
+
+
+def test_a_failed_restore_is_tried_again_by_the_next_execution(store):
+    prefix = snaphelp.new_prefix()
+    assert _snapshot_of(store, prefix, "c-again",
+                        "require('fs').writeFileSync('f','x'); return 1")
+    d = tempfile.mkdtemp(prefix="snap-")
+    store.stop_gateway()
+    try:
+        assert "unreachable" in _restore_error(store, prefix, "c-again", d=d)
+    finally:
+        store.start_gateway()
+    s = snaphelp.session(store, d, prefix)
+    try:
+        r = s.run("return require('fs').readFileSync('f', 'utf8')", conversation="c-again")
+        assert r["result"] == "x", r
+        assert r["usage"]["restoreMs"] >= 0, r
+    finally:
+        s.close()
+    assert not snaphelp.restore_mark(d, "c-again").exists()
 
 
 def test_the_store_down_or_refusing_during_a_restore(store):
@@ -174,3 +196,29 @@ def test_a_corrupted_or_truncated_archive_is_refused(store):
     assert "bytes" in _restore_error(store, prefix, "c-bad")
     assert store.request("DELETE", path)[0] == 204
     assert "missing" in _restore_error(store, prefix, "c-bad")
+
+
+def test_a_snapshot_larger_than_the_workspace_bounds_is_restored_whole(store):
+    """A snapshot taken under larger bounds (another machine, a policy
+    since made smaller) restored where maxWorkspaceBytes is smaller: as
+    root the workspace (an image) is made as large as the files need, never
+    a restore cut short."""
+    prefix = snaphelp.new_prefix()
+    assert _snapshot_of(store, prefix, "c-big", """
+        const fs = require('fs'), crypto = require('crypto');
+        for (let i = 0; i < 40; i++) fs.writeFileSync('f' + i, crypto.randomBytes(1 << 20));
+        return 1""")
+    d = tempfile.mkdtemp(prefix="snap-")
+    small = json.dumps({"maxWorkspaceBytes": 16 << 20})
+    s = snaphelp.session(store, d, prefix, extra=["--policy-defaults", small])
+    try:
+        r = s.run("""const fs = require('fs');
+            return fs.readdirSync('.').reduce((n, f) => n + fs.statSync(f).size, 0)""",
+                  conversation="c-big")
+        assert r["result"] == 40 << 20, r
+        if os.geteuid() == 0:  # an image: made larger for it once
+            grown = snaphelp.wait_event(s, "snapshot.workspace_grown")
+            assert grown["bytes"] > 40 << 20, grown
+    finally:
+        s.close()
+    assert not snaphelp.restore_mark(d, "c-big").exists()
