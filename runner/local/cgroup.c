@@ -31,7 +31,14 @@ static int put(const char *dir, const char *file, const char *text)
 	if (fd < 0)
 		return -1;
 	size_t len = strlen(text);
-	ssize_t w = write(fd, text, len);
+	/* memory.limit_in_bytes (v1) gives EINTR when a signal came during the
+	 * write (SIGCHLD of a runner, here all the time), even on a new group:
+	 * the signal is handled on the way out, so the next try goes through */
+	ssize_t w;
+	int tries = 0;
+	do
+		w = write(fd, text, len);
+	while (w < 0 && errno == EINTR && ++tries < 100);
 	int e = errno;
 	close(fd);
 	if (w != (ssize_t)len) {
