@@ -1411,14 +1411,16 @@ static int read_tree(struct codepod_proc *p)
 	note_init(p, t.second);
 	if (!t.read || (p->b->isolate && !t.second))
 		return -1;
-	/* No memory read: the runner has exited (a zombie has no VmHWM), so
-	 * its figures are its parent's to reap: wait4() will have them. */
-	if (!t.hwm_kb)
-		return -1;
 	struct codepod_usage u = { .known = 1, .cpu_us = ticks_us(p->b, t.ticks),
 	                           .max_rss_bytes = t.hwm_kb * 1024u };
 	merge_usage(&p->seen, &u);
-	return 0;
+	/* No memory read: the runner has exited (a zombie has no VmHWM), so
+	 * its peak is its parent's to reap: wait4() will have it. Its CPU
+	 * time is read all the same (a zombie's stat keeps it, its reaped
+	 * children's too), and kept: the kill that follows may end the
+	 * namespace before its init reaped the runner, and the init's wait4()
+	 * figures then lack the runner's time (seen on a loaded machine). */
+	return t.hwm_kb ? 0 : -1;
 }
 
 /* The program reached the runner: what bubblewrap's two processes used
