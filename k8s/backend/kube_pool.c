@@ -415,20 +415,27 @@ static void replace_drifted(struct kube *k, const json_t *pod)
 	                              "carry over"), NULL);
 }
 
-static void reap_one(struct kube *k, const json_t *pod, time_t now)
+/* One listed pod: left, replaced or deleted. 1 when it was being deleted
+ * already. */
+static int reap_one(struct kube *k, const json_t *pod, time_t now)
 {
 	const char *name = meta_str(pod, "name");
 	if (!name || in_use_here(k, name))
-		return;
+		return 0;
 	struct k8s_pod_state s;
 	k8s_pod_classify(pod, &s);
-	if (s.verdict == K8S_POD_REPLACE && strcmp(s.reason, "Terminating") != 0) {
+	/* Being deleted already (a pass before this one, or another
+	 * replica's): listed until its containers stop, it is nobody's to
+	 * snapshot or delete again. */
+	if (s.verdict == K8S_POD_REPLACE && strcmp(s.reason, "Terminating") == 0)
+		return 1;
+	if (s.verdict == K8S_POD_REPLACE) {
 		delete_with(k, pod, 0, s.reason, REAP_BAD);
-		return;
+		return 0;
 	}
 	if (s.verdict == K8S_POD_UNAVAILABLE) {
 		delete_with(k, pod, 0, s.reason, REAP_BAD);
-		return;
+		return 0;
 	}
 	if (!label(pod, K8S_LABEL_CONVERSATION)) {
 		/* A warm pod. Those of this template are the pool's. One of another
@@ -439,17 +446,18 @@ static void reap_one(struct kube *k, const json_t *pod, time_t now)
 		const char *tmpl = k8s_pod_template(pod);
 		if ((!tmpl || strcmp(tmpl, k->tmpl_hash) != 0) && idle_past_ttl(k, pod, now))
 			delete_with(k, pod, 1, "drift", REAP_DRIFT);
-		return;
+		return 0;
 	}
 	/* A conversation's pod, of whichever template: only disuse ends it;
 	 * with snapshots, its workspace is kept first (kube_snap.h). */
 	if (idle_past_ttl(k, pod, now)) {
 		if (!kube_snap_before_reap(k, pod, 0))
 			delete_with(k, pod, 1, "idle", REAP_IDLE);
-		return;
+		return 0;
 	}
 	if (drifted(k, pod, now))
 		replace_drifted(k, pod);
+	return 0;
 }
 
 void kube_pool_reap_idle(struct kube *k, const json_t *pod, int drift)
@@ -467,10 +475,13 @@ static void on_reap_listed(void *arg, json_t *obj, const struct k8s_status *st,
 	if (!items)
 		return;
 	time_t now = time(NULL);
-	size_t i;
+	size_t i, terminating = 0;
 	json_t *pod;
 	json_array_foreach(items, i, pod)
-		reap_one(k, pod, now);
+		terminating += (size_t)reap_one(k, pod, now);
+	cp_log(CP_LOG_DEBUG, "kube.reap_listed", "pass", json_integer((json_int_t)k->passes),
+	       "pods", json_integer((json_int_t)json_array_size(items)), "terminating",
+	       json_integer((json_int_t)terminating), NULL);
 	json_decref(items);
 }
 

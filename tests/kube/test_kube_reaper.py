@@ -139,3 +139,27 @@ def test_restart_after_sigkill_reaps_every_idle_pod(fake, codepods):
     for c in convs:
         wait_reaped(fake, c, b)
         assert [e.get("pass") for e in reaps(b, c)] == [1], log(b)
+
+
+def test_a_terminating_pod_is_reaped_once(fake, codepods):
+    """A reaped pod stays listed, with its deletionTimestamp, until its
+    containers stop (codepod's grace of 5 s; the fake told to take 8):
+    the passes that list it meanwhile leave it alone (no second DELETE, no
+    snapshot of a pod on its way out)."""
+    s = codepods("--idle-ttl", "2")
+    conv = new_conv("once")
+    ok_run(s, conv)
+    wait_marks_cleared(fake, [conv])
+    fake.set_schedule(deletion_ms=8000)
+    try:
+        wait_until(lambda: reaps(s, conv), TICK * 2 + 10, f"the idle pod of {conv} reaped",
+                   interval=0.05)
+        first = reaps(s, conv)[0]["pass"]
+        # a later pass listed it while it terminated, and passed it by
+        wait_until(lambda: any(e.get("event") == "kube.reap_listed" and e["pass"] > first and
+                               e["terminating"] >= 1 for e in log_events(s)),
+                   30, "a pass that lists the terminating pod", interval=0.05)
+        wait_reaped(fake, conv, s)
+    finally:
+        fake.set_schedule(deletion_ms=100)
+    assert [e.get("pass") for e in reaps(s, conv)] == [first], log(s)
