@@ -94,11 +94,20 @@ def tree(root):
         import subprocess
         import tempfile
         mnt = tempfile.mkdtemp(prefix="snap-img-")
-        subprocess.run(["mount", "-t", "ext4", "-o", "ro,loop", img, mnt], check=True)
+        # A loop device of its own: `mount -o loop` would reuse the one the
+        # ended codepod named (codepod-NS-PID) while it is still attached,
+        # and any codepod starting meanwhile sweeps a mount of a dead
+        # codepod's device (runner/local/workspace.h), this one too.
+        dev = subprocess.run(["losetup", "--find", "--show", "--read-only", img],
+                             capture_output=True, text=True, check=True).stdout.strip()
         try:
-            return _tree(mnt)
+            subprocess.run(["mount", "-t", "ext4", "-o", "ro", dev, mnt], check=True)
+            try:
+                return _tree(mnt)
+            finally:
+                subprocess.run(["umount", mnt], check=True)
         finally:
-            subprocess.run(["umount", mnt], check=True)
+            subprocess.run(["losetup", "--detach", dev], check=True)
             os.rmdir(mnt)
     return _tree(root)
 
