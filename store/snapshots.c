@@ -678,6 +678,19 @@ static void restore_work(uv_work_t *w)
 
 static void archive_failed(struct conv *c, int rc, const struct cp_err *err);
 
+/* restore_into: the workspace is whole (or there was nothing to restore),
+ * so its pending file goes. 1; or 0 once the restore failed for it: a
+ * mark left would have the next spawn empty a workspace in use. */
+static int mark_removed(struct conv *c)
+{
+	if (!c->rpending || unlink(c->rpending) == 0 || errno == ENOENT)
+		return 1;
+	struct cp_err e = { 0 };
+	cp_err_errno(&e, CP_E_IO, errno, "removing the workspace's restore mark");
+	restore_fail(c, "restore", &e);
+	return 0;
+}
+
 static void restore_after(uv_work_t *w, int status)
 {
 	struct conv *c = w->data;
@@ -702,12 +715,8 @@ static void restore_after(uv_work_t *w, int status)
 		             &c->rerr);
 		return;
 	}
-	if (c->rpending && unlink(c->rpending) != 0 && errno != ENOENT) {
-		struct cp_err e = { 0 };
-		cp_err_errno(&e, CP_E_IO, errno, "removing the workspace's restore mark");
-		restore_fail(c, "restore", &e);
+	if (!mark_removed(c))
 		return;
-	}
 	snprintf(c->cur_archive, sizeof c->cur_archive, "%s", c->m.archive);
 	memcpy(c->last_fp, c->rfp, 65);
 	c->s->st.restores++;
@@ -764,13 +773,8 @@ static void manifest_got(void *ud, const struct store_result *r)
 		 * execution that leaves it empty uploads nothing */
 		snprintf(c->last_fp, sizeof c->last_fp, "%s",
 		         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-		if (c->rpending && unlink(c->rpending) != 0 && errno != ENOENT) {
-			struct cp_err e = { 0 };
-			cp_err_errno(&e, CP_E_IO, errno, "removing the workspace's restore mark");
-			restore_fail(c, "restore", &e);
-			return;
-		}
-		restore_end(c, 0, NULL, -1);
+		if (mark_removed(c))
+			restore_end(c, 0, NULL, -1);
 		return;
 	}
 	if (r->rc) {

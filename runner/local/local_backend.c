@@ -215,6 +215,13 @@ static int workspace_path(struct local *b, const char *conversation, char *out,
 	return rc ? rc : own_workspace(b, conversation, out, uid, gid, move_from, err);
 }
 
+/* The file beside workspace @ws that says it waits for its restore
+ * (snapshots.h, store_snaps_restore_into). */
+static void restore_mark_of(const char *ws, char out[4300])
+{
+	snprintf(out, 4300, "%s.restoring", ws);
+}
+
 static void report_if_done(struct codepod_proc *p);
 
 static void local_free(struct local *b);
@@ -1076,8 +1083,8 @@ static void restored(void *ud, int rc, const struct cp_err *rerr, int64_t ms)
 static int restore_start(struct codepod_proc *p, struct cp_err *err)
 {
 	struct local *b = p->b;
-	char pending[4200];
-	snprintf(pending, sizeof pending, "%s.restoring", p->ws);
+	char pending[4300];
+	restore_mark_of(p->ws, pending);
 	int own = b->isolate && b->sb.as_root;
 	int rc = store_snaps_restore_into(b->snaps, p->ws_hash, p->ws, pending,
 	                                  own ? p->def->uid : (uid_t)-1,
@@ -1138,8 +1145,8 @@ static int local_spawn(struct codepod_backend *base, const struct codepod_spawn_
 	 * WS.restoring, made before the first try, stays until it is whole):
 	 * made ready, then filled from its snapshot before the program
 	 * starts, if it has one. */
-	char pending[4200];
-	snprintf(pending, sizeof pending, "%s.restoring", ws);
+	char pending[4300];
+	restore_mark_of(ws, pending);
 	struct stat st;
 	int restore = 0;
 	if (b->snaps && !b->snaps_closing) {
@@ -1790,7 +1797,7 @@ static void ws_released(void *ud, int rc, const struct cp_err *rerr)
 		d->trash[0] = '\0';
 	}
 	char pending[4300];
-	snprintf(pending, sizeof pending, "%s.restoring", ws);
+	restore_mark_of(ws, pending);
 	if (unlink(pending) != 0 && errno != ENOENT && !d->rc)
 		d->rc = cp_err_errno(&d->err, CP_E_IO, errno, "removing the restore mark");
 	if (uv_queue_work(b->loop, &d->work, ws_remove_work, ws_removed)) {
