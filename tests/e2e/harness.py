@@ -72,7 +72,15 @@ def kube_kubeconfig():
         shutil.rmtree(d, ignore_errors=True)
     atexit.register(stop)
     _kube["kubeconfig"] = kc
+    _kube["state"] = os.path.join(d, "state")
     return kc
+
+
+def kube_state_dir():
+    """The shared fake API server's state folder: its pods' files, emptyDir
+    workspaces among them (started on first use)."""
+    kube_kubeconfig()
+    return _kube["state"]
 
 
 def backend_args():
