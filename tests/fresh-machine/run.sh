@@ -26,7 +26,9 @@
 # Exit status: 0 when every step passed. Needs root and about 60-90
 # minutes (more on a loaded machine); not part of `make test`.
 # FRESH_STEPS=root runs only the /root/p part (deps.sh, then make test
-# offline), FRESH_STEPS=home all but it; default both. WORK_DIR
+# offline), FRESH_STEPS=home all but it; default both. The two may run at
+# once (two WORK_DIRs) when each is given its own CODEPOD_TEST_UID (the
+# unprivileged tests' user, passed into the tree; see tests/loaded/run.sh). WORK_DIR
 # (default: a new folder under /var/tmp) is removed at the end unless
 # KEEP=1. Logs: WORK_DIR/run.log, WORK_DIR/test.log (kept with KEEP=1).
 set -euo pipefail
@@ -112,7 +114,8 @@ in_tree() {
 		root=$1
 		extra_ca=$2
 		dir=$3
-		shift 3
+		test_uid=$4
+		shift 4
 		ip link set lo up 2>/dev/null || true
 		mount --make-rprivate /
 		mount --bind "$root" "$root"
@@ -126,8 +129,9 @@ in_tree() {
 		rmdir /.host
 		cd "$dir"
 		exec env -i HOME=/root LANG=C.UTF-8 ${extra_ca:+NODE_EXTRA_CA_CERTS=$extra_ca} \
+			${test_uid:+CODEPOD_TEST_UID=$test_uid} \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
-	' in-tree "$root" "$extra_ca" "$dir" "$@"
+	' in-tree "$root" "$extra_ca" "$dir" "${CODEPOD_TEST_UID:-}" "$@"
 }
 
 steps=${FRESH_STEPS:-home,root}
