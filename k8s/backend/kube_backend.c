@@ -499,6 +499,15 @@ static void chan_exited(void *ud, const struct codepod_proc_exit *ex)
 	kube_proc_report(p);
 }
 
+/* An execution runs through the pod's supervisor, started by the first that
+ * needs it. The snapshot coordinator's own file operations do not wait for
+ * it to come up: a restore's archive_write would otherwise start only once
+ * the supervisor and then its runner are up, and the pod's first execution
+ * would wait for the whole write after that. On a direct exec it starts with
+ * the supervisor, and the write overlaps the first execution's runner
+ * starting. Such a runner has no pod helper, which is for programs: it runs
+ * none, only the runner's own code on a tar codepod packed from a checked
+ * folder (a restore), or reading the workspace (a snapshot). */
 static void start_exec_now(struct codepod_proc *p)
 {
 	struct kube_conv *c = p->conv;
@@ -509,6 +518,10 @@ static void start_exec_now(struct codepod_proc *p)
 			               &c->super, &err)) {
 				c->super = NULL;
 				super_fallback(c, err.msg, 1);
+				if (p->k->pod_helper && !p->maint) { /* never a program without it */
+					kube_proc_unavailable(p, err.msg);
+					return;
+				}
 			} else {
 				p->k->pending++;
 				p->k->stats.supervisors_started++;
@@ -517,6 +530,8 @@ static void start_exec_now(struct codepod_proc *p)
 		if (c->super) {
 			if (kube_super_is_ready(c->super))
 				super_open(p);
+			else if (p->maint)
+				start_direct(p);
 			else
 				wait_super(p);
 			return;
