@@ -93,6 +93,14 @@ def tree(root):
     if os.path.exists(img) and not os.path.ismount(root):
         import subprocess
         import tempfile
+        # Unmounted here is not yet let go of: a sandbox's mount namespace
+        # may hold the file system a moment longer (its journal not yet
+        # clean, which a read-only mount cannot replay). Its loop device
+        # detaches itself once it is (LO_FLAGS_AUTOCLEAR): wait for that.
+        end = time.monotonic() + 60
+        while _loops_holding(img):
+            assert time.monotonic() < end, "the ended workspace's image is still held: %s" % img
+            time.sleep(0.1)
         mnt = tempfile.mkdtemp(prefix="snap-img-")
         # A loop device of its own: `mount -o loop` would reuse the one the
         # ended codepod named (codepod-NS-PID) while it is still attached,
@@ -110,6 +118,21 @@ def tree(root):
             subprocess.run(["losetup", "--detach", dev], check=True)
             os.rmdir(mnt)
     return _tree(root)
+
+
+def _loops_holding(img):
+    """The loop devices whose backing file is @img."""
+    img = os.path.realpath(img)
+    found = []
+    for dev in os.listdir("/sys/block"):
+        try:
+            with open("/sys/block/%s/loop/backing_file" % dev) as f:
+                back = f.read().strip()
+        except OSError:
+            continue
+        if back == img:
+            found.append(dev)
+    return found
 
 
 def _tree(root):

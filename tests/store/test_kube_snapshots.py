@@ -173,18 +173,25 @@ def test_reaped_pod_restored_byte_for_byte(store, fake):
                  if m["event"] == "snapshot.pod_restored"
                  or (m["event"] == "kube.exec" and m.get("id") == r["id"])]
         assert order == ["kube.exec", "snapshot.pod_restored"], order
-        # The restore's write did not wait for the new pod's supervisor: it
-        # had an exec of its own, opened before the supervisor was up (it
-        # runs no program: no pod helper needed), so it overlaps the start
-        # of the execution's runner.
+        # The restore's write never waited for the new pod's supervisor: asked
+        # for before it was up (the snapshot fetched by the time the pod was
+        # ready), it had an exec of its own, opened before the supervisor
+        # was up (it runs no program: no pod helper needed), so it overlaps
+        # the start of the execution's runner; asked for later, on it.
         pod = fake.conv_pods(conv)[0]["metadata"]["name"]  # (the first pod's name too)
         evs = s.log_events()
         ready = max(i for i, m in enumerate(evs) if m["event"] == "kube.ready" and m.get("pod") == pod)
-        seen = [m for m in evs[ready:] if m.get("pod") == pod and (
-                m["event"] == "kube.supervisor_ready" or
-                (m["event"] == "kube.exec" and ":archive_write-" in m.get("id", "")))]
-        assert [m["event"] for m in seen][:2] == ["kube.exec", "kube.supervisor_ready"], seen
-        assert "channel" not in seen[0], seen[0]
+
+        def at(pred):
+            return next(i for i in range(ready, len(evs)) if pred(evs[i]))
+        wid = evs[at(lambda m: m["event"] == "exec.start" and ":archive_write-" in m.get("id", ""))]["id"]
+        asked = at(lambda m: m["event"] == "exec.start" and m.get("id") == wid)
+        opened = at(lambda m: m["event"] == "kube.exec" and m.get("id") == wid)
+        up = at(lambda m: m["event"] == "kube.supervisor_ready" and m.get("pod") == pod)
+        if up > asked:
+            assert opened < up and "channel" not in evs[opened], (evs[asked], evs[opened], evs[up])
+        else:
+            assert "channel" in evs[opened], (evs[up], evs[asked], evs[opened])
         # Restored and read back unchanged: no upload for it.
         r2 = s.run("return 2", conversation=conv)
         assert "restoreMs" not in r2["usage"]
