@@ -83,6 +83,19 @@ def kube_state_dir():
     return _kube["state"]
 
 
+def loop_backing_files():
+    """[(loop device name, its backing file)] of every attached loop device
+    on the host (/sys/block/loopN/loop/backing_file)."""
+    found = []
+    for dev in os.listdir("/sys/block"):
+        try:
+            with open(f"/sys/block/{dev}/loop/backing_file") as f:
+                found.append((dev, f.read().strip()))
+        except OSError:
+            continue
+    return found
+
+
 def backend_args():
     """The local backend refuses to start where no cgroup can bound the
     sandboxes' memory (unprivileged on cgroup v1) unless told

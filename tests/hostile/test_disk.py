@@ -29,7 +29,7 @@ import pytest
 
 from hostile import (BACKEND, HERE, Hostile, new_folder, IS_ROOT, UNPRIV_UID, _session, _setpriv, local_only,
                      modes)
-from harness import CODEPOD_BIN, REPO, assert_failed, assert_ok, kube_state_dir
+from harness import CODEPOD_BIN, REPO, assert_failed, assert_ok, kube_state_dir, loop_backing_files
 
 sys.path.insert(0, str(HERE.parent / "serve"))
 
@@ -85,16 +85,7 @@ def mounts_under(path):
 def loops_of(path):
     """Loop devices whose backing file is under `path`."""
     path = os.path.realpath(str(path))
-    found = []
-    for dev in os.listdir("/sys/block"):
-        try:
-            with open(f"/sys/block/{dev}/loop/backing_file") as f:
-                back = f.read().strip()
-        except OSError:
-            continue
-        if back.startswith(path + "/"):
-            found.append((dev, back))
-    return found
+    return [(dev, back) for dev, back in loop_backing_files() if back.startswith(path + "/")]
 
 
 def held_bytes(h):

@@ -123,16 +123,7 @@ def tree(root):
 def _loops_holding(img):
     """The loop devices whose backing file is @img."""
     img = os.path.realpath(img)
-    found = []
-    for dev in os.listdir("/sys/block"):
-        try:
-            with open("/sys/block/%s/loop/backing_file" % dev) as f:
-                back = f.read().strip()
-        except OSError:
-            continue
-        if back == img:
-            found.append(dev)
-    return found
+    return [dev for dev, back in harness.loop_backing_files() if back == img]
 
 
 def _tree(root):

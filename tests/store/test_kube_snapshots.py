@@ -184,8 +184,8 @@ def test_reaped_pod_restored_byte_for_byte(store, fake):
 
         def at(pred):
             return next(i for i in range(ready, len(evs)) if pred(evs[i]))
-        wid = evs[at(lambda m: m["event"] == "exec.start" and ":archive_write-" in m.get("id", ""))]["id"]
-        asked = at(lambda m: m["event"] == "exec.start" and m.get("id") == wid)
+        asked = at(lambda m: m["event"] == "exec.start" and ":archive_write-" in m.get("id", ""))
+        wid = evs[asked]["id"]
         opened = at(lambda m: m["event"] == "kube.exec" and m.get("id") == wid)
         up = at(lambda m: m["event"] == "kube.supervisor_ready" and m.get("pod") == pod)
         if up > asked:
