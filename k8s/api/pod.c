@@ -345,13 +345,17 @@ int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit)
 	/* A pod being deleted has its containers killed: that SIGKILL was no OOM kill. */
 	if (verdict == -1 && json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
 		verdict = 0;
-	if (verdict == 1 && limit) {
-		const json_t *spec = named_container(json_object_get(json_object_get(pod, "spec"),
-		                                                     "containers"));
-		*limit = json_string_value(json_object_get(
-			json_object_get(json_object_get(spec, "resources"), "limits"), "memory"));
-	}
+	if (verdict == 1 && limit)
+		*limit = k8s_pod_memory_limit(pod);
 	return verdict;
+}
+
+const char *k8s_pod_memory_limit(const json_t *pod)
+{
+	const json_t *spec = named_container(json_object_get(json_object_get(pod, "spec"),
+	                                                     "containers"));
+	return json_string_value(json_object_get(
+		json_object_get(json_object_get(spec, "resources"), "limits"), "memory"));
 }
 
 /* ---- the workspace's limits ---- */

@@ -98,6 +98,10 @@ void k8s_pod_classify(const json_t *pod, struct k8s_pod_state *out);
 #define K8S_POD_OOM_SKEW_S 30
 int k8s_pod_oom_killed(const json_t *pod, long long since, const char **limit);
 
+/* The memory limit of container K8S_CONTAINER in @pod's spec ("1Gi",
+ * borrowed from @pod), or NULL when it has none. */
+const char *k8s_pod_memory_limit(const json_t *pod);
+
 /* A resource quantity ("2Gi", "1500M", "1e9", "512") in bytes: 0, or -1
  * when it is not one (or past 2^63). Fractions round down. */
 int k8s_quantity_bytes(const char *q, uint64_t *out);

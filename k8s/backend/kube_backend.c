@@ -486,6 +486,8 @@ static void chan_exited(void *ud, const struct codepod_proc_exit *ex)
 	p->exit = *ex;
 	if (p->killed && p->exit.lost)
 		p->exit.lost = 0; /* we ended it: not an unknown fate */
+	if (p->killed)
+		p->exit.oom = 0; /* we ended it, whatever else the pod saw */
 	/* The supervisor is gone and cannot kill what the program left behind:
 	 * a killer exec does, as without a supervisor. */
 	if (ex->lost && same_pod && !p->killer)

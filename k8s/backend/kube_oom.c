@@ -4,11 +4,16 @@
  * On the Kubernetes backend a cgroup OOM kill reaches codepod as any other
  * SIGKILL: exit status 137 on the exec stream. The kubelet says what it was
  * in the pod's container status (state or lastState terminated, reason
- * OOMKilled). So when the runner dies of a SIGKILL codepod did not send, the
- * pod is read - a GET on the loop, a few times over about a second and a
- * half, as the kubelet takes a moment to write the status - until the
- * container status tells; then the exit is reported, with exit.oom and a
- * detail naming the container and its memory limit when it was OOMKilled.
+ * OOMKilled), but only when the container's first process was the one
+ * killed; the OOM killer takes the largest process, most often the runner,
+ * and the container lives on. The pod's supervisor tells that case (its
+ * exit frame's "oom": the container's memory cgroup counted an OOM kill).
+ * So when the runner dies of a SIGKILL codepod did not send, the pod is
+ * read - a GET on the loop, a few times over about a second and a half, as
+ * the kubelet takes a moment to write the status - until the container
+ * status tells, or at once when the supervisor said; then the exit is
+ * reported, with exit.oom and a detail naming the container and its memory
+ * limit when it was for memory.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,12 +26,20 @@
 #define OOM_RETRY_MS 500     /* between them */
 #define OOM_GET_TIMEOUT_MS 2000
 
-static void say_oom(struct codepod_proc *p, const char *limit)
+/* whole: the container itself was OOMKilled (its status says so); else the
+ * supervisor saw the container's cgroup kill the runner for memory while
+ * the container lived on. */
+static void say_oom(struct codepod_proc *p, const char *limit, int whole)
 {
 	p->exit.oom = 1;
-	snprintf(p->exit.detail, sizeof p->exit.detail,
-	         "the container \"%s\" of pod %s was OOMKilled%s%s%s", K8S_CONTAINER, p->oom_pod,
-	         limit ? " (memory limit " : "", limit ? limit : "", limit ? ")" : "");
+	if (whole)
+		snprintf(p->exit.detail, sizeof p->exit.detail,
+		         "the container \"%s\" of pod %s was OOMKilled%s%s%s", K8S_CONTAINER, p->oom_pod,
+		         limit ? " (memory limit " : "", limit ? limit : "", limit ? ")" : "");
+	else
+		snprintf(p->exit.detail, sizeof p->exit.detail,
+		         "the container \"%s\" of pod %s reached its memory limit%s%s", K8S_CONTAINER,
+		         p->oom_pod, limit ? " of " : "", limit ? limit : "");
 }
 
 static void get_pod(struct codepod_proc *p);
@@ -48,11 +61,17 @@ static void on_pod(void *arg, json_t *obj, const struct k8s_status *st, const st
 	(void)st;
 	struct codepod_proc *p = arg;
 	const char *limit = NULL;
+	int said = p->exit.oom; /* by the supervisor, from the container's cgroup */
 	int verdict = err ? -1 : k8s_pod_oom_killed(obj, (long long)p->exec_wall, &limit);
 	if (verdict == 1) {
-		say_oom(p, limit);
+		say_oom(p, limit, 1);
 		cp_log(CP_LOG_INFO, "kube.oom_killed", "id", json_string(p->exec_id),
 		       "pod", json_string(p->oom_pod), NULL);
+	} else if (said) {
+		verdict = 1;
+		say_oom(p, err ? NULL : k8s_pod_memory_limit(obj), 0);
+		cp_log(CP_LOG_INFO, "kube.oom_killed", "id", json_string(p->exec_id),
+		       "pod", json_string(p->oom_pod), "in", json_string("runner"), NULL);
 	}
 	/* A supervisor's stream that went with its container (kube_super.h):
 	 * a pod deleted, or a container that ended, took the runner too, so

@@ -158,10 +158,16 @@ int kube_super_ctl_parse(char kind, uint32_t chan, const char *buf, size_t len, 
 	} else if (kind == KUBE_SFRAME_EXIT) {
 		out->act = KUBE_CTL_EXITED;
 		const json_t *ws = json_object_get(v, "ws");
-		if (exit_said(v, &out->exit) < 0 || (ws && !json_is_string(ws)))
+		const json_t *oom = json_object_get(v, "oom");
+		if (exit_said(v, &out->exit) < 0 || (ws && !json_is_string(ws)) ||
+		    (oom && !json_is_boolean(oom)))
 			rc = cp_err_set(err, CP_E_PARSE, "a malformed exit frame");
 		else
 			usage_of(v, &out->exit.usage);
+		/* The container's memory cgroup counted an OOM kill as the runner
+		 * died of SIGKILL: kube_oom.c names the pod and its limit. */
+		if (!rc && json_is_true(oom) && out->exit.signal == 9)
+			out->exit.oom = 1;
 		if (!rc && ws) { /* ended for taking the workspace past its bound */
 			out->exit.disk_full = 1;
 			snprintf(out->exit.detail, sizeof out->exit.detail, "%.*s",

@@ -23,8 +23,10 @@
 //   supervisor -> codepod:  H ready {"v":1,"pid":N,"arch":"x64"} (channel 0)
 //                           O stdout bytes   E stderr bytes
 //                           X exited {"code":N|null,"signal":N|0,USAGE,"ws"?:
-//                           "why"}, last for its channel ("ws": ended for taking
-//                           the workspace past its bound)
+//                           "why","oom"?:true}, last for its channel ("ws":
+//                           ended for taking the workspace past its bound;
+//                           "oom": a SIGKILL while the container's memory
+//                           cgroup counted an OOM kill)
 //                           F could not start {"error":"..."}
 //                           D {USAGE} after a K, or at once after the runner's
 //                           final frame (FINAL_KINDS, found with the nonce of
@@ -208,6 +210,22 @@
     return false;
   }
 
+  // The kernel's OOM kills in this container's memory cgroup so far (cgroup
+  // v1: memory.oom_control, v2: memory.events; each container sees its own
+  // group at /sys/fs/cgroup), or -1 when neither can be read. The OOM killer
+  // takes the largest process, most often a runner, and the container lives
+  // on: the kubelet reports OOMKilled only when its first process is the one
+  // killed, so only this count tells a runner's SIGKILL was for memory.
+  function oomKills() {
+    for (const f of ['/sys/fs/cgroup/memory/memory.oom_control', '/sys/fs/cgroup/memory.events']) {
+      try {
+        const m = /^oom_kill (\d+)$/m.exec(fs.readFileSync(f, 'latin1'));
+        if (m) return +m[1];
+      } catch (e) { /* the other layout, or none */ }
+    }
+    return -1;
+  }
+
   function report(chan) {
     const c = chans.get(chan);
     if (!c || c.reported) return;
@@ -215,8 +233,11 @@
     clearTimeout(c.timer);
     chans.delete(chan);
     const u = usageJson(c);
+    // A SIGKILL while the container's count of OOM kills grew: for memory.
+    const oom = c.signal === 9 && c.oom0 >= 0 && oomKills() > c.oom0;
     frame(SFRAME_EXIT, chan, '{"code":' + JSON.stringify(c.code) + ',"signal":' + (+c.signal || 0) +
-      (u ? ',' + u : '') + (c.wsOver ? ',"ws":' + JSON.stringify(c.wsOver) : '') + '}');
+      (u ? ',' + u : '') + (c.wsOver ? ',"ws":' + JSON.stringify(c.wsOver) : '') +
+      (oom ? ',"oom":true' : '') + '}');
   }
 
   // ---- the workspace's bound (maxWorkspaceBytes, maxWorkspaceFiles) --------
@@ -319,7 +340,7 @@
     const c = { child, pid: helper ? 0 : child.pid || 0, hpid: helper ? child.pid || 0 : 0, start: 0,
                 code: null, signal: 0, open: 2, tag, reported: false, timer: null, exited: false,
                 killed: false, used: null, scan: newScan(), ctl: null, helperDone: false,
-                helperFail: '', dSent: false, ws, wsBase: null, wsOver: '' };
+                helperFail: '', dSent: false, ws, wsBase: null, wsOver: '', oom0: oomKills() };
     chans.set(chan, c);
     c.start = c.pid ? startOf(c.pid) : 0;
     if (helper && child.stdio[4]) {

@@ -53,12 +53,16 @@ state = "$CLUSTER_RUN/containerd"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CLUSTER_RUN/cni"
 TOML
+	# Pods reach each other and the node on the bridge, and the Services
+	# through the node; nothing else: no default route, so no packet of a
+	# pod can leave the machine.
 	cat >"$CLUSTER_RUN/cni/10-codepod.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "codepod-cluster", "plugins": [
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false,
    "hairpinMode": true,
    "ipam": {"type": "host-local", "dataDir": "$CLUSTER_RUN/cni-ipam",
-            "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]]}},
+            "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]],
+            "routes": [{"dst": "$SERVICE_CIDR"}]}},
   {"type": "portmap", "capabilities": {"portMappings": true}}]}
 JSON
 	# No DNS server: pods resolve nothing (codepod's pods need no names).
@@ -95,12 +99,20 @@ YAML
 }
 
 start_containerd() {
-	running containerd && return 0
-	start containerd containerd --config "$CLUSTER_RUN/containerd.toml"
-	wait_for "containerd" 60 ctr --address "$CONTAINERD_SOCK" version
-	local tar
-	for tar in $CLUSTER_IMAGE_TARS; do
-		ctr --address "$CONTAINERD_SOCK" -n k8s.io images import --no-unpack "$tar" >/dev/null
+	if ! running containerd; then
+		start containerd containerd --config "$CLUSTER_RUN/containerd.toml"
+		wait_for "containerd" 60 ctr --address "$CONTAINERD_SOCK" version
+	fi
+	# The images of this build, unless the store has them (their tags are
+	# content digests: a rebuilt image is a new name).
+	local have img tar
+	have=$(ctr --address "$CONTAINERD_SOCK" -n k8s.io images ls -q)
+	for img in "$CLUSTER_SANDBOX_IMAGE" "$CLUSTER_CONTROLLER_IMAGE" "$CLUSTER_PAUSE_IMAGE"; do
+		grep -qxF "$img" <<<"$have" && continue
+		for tar in $CLUSTER_IMAGE_TARS; do
+			ctr --address "$CONTAINERD_SOCK" -n k8s.io images import --no-unpack "$tar" >/dev/null
+		done
+		break
 	done
 }
 

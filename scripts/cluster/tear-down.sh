@@ -67,7 +67,7 @@ kill_cgroup_procs() {
 unmount_under() {
 	local m
 	# Deepest first.
-	findmnt -rn -o TARGET 2>/dev/null | grep -E "^($CLUSTER_RUN|$CLUSTER_STATE)(/|$)" | sort -r |
+	{ findmnt -rn -o TARGET 2>/dev/null | grep -E "^($CLUSTER_RUN|$CLUSTER_STATE)(/|$)" || true; } | sort -r |
 		while read -r m; do
 			umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 		done

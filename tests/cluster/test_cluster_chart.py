@@ -60,11 +60,15 @@ def sa_kubeconfig(tmp_path):
 
 @pytest.mark.parametrize("verb,resource,allowed", [
     ("create", "pods", True), ("watch", "pods", True), ("create", "pods/exec", True),
-    ("update", "pods", False), ("get", "secrets", False), ("create", "pods/portforward", False),
+    ("get", "pods/exec", True), ("update", "pods", False), ("get", "secrets", False),
+    ("create", "pods/portforward", False), ("create", "pods/attach", False),
     ("create", "deployments", False)])
 def test_the_role_allows_what_codepod_needs_and_no_more(chart, tmp_path, verb, resource, allowed):
     kc = sa_kubeconfig(tmp_path)
-    r = ch.kubectl("auth", "can-i", verb, resource, "-n", ch.SANDBOX_NS, kubeconfig=kc, check=False)
+    # (`can-i create pods/exec` would ask for the pod named "exec")
+    what, _, sub = resource.partition("/")
+    r = ch.kubectl("auth", "can-i", verb, what, *(["--subresource", sub] if sub else []),
+                   "-n", ch.SANDBOX_NS, kubeconfig=kc, check=False)
     assert (r.stdout.strip() == "yes") == allowed, (verb, resource, r.stdout, r.stderr)
 
 
