@@ -262,7 +262,7 @@ cluster: all
 # when one fails, then fails, its last line `N passed, M failed (test groups)`
 # (scripts/test-groups.sh). A new group is a new target added to this list.
 TEST_GROUPS := lint unit replay runner-js e2e e2e-kube hostile fakekube decl-typecheck \
-               serve-tests chart-tests sdk-tests install-tests store-tests
+               serve-tests chart-tests sdk-tests install-tests store-tests cluster
 
 test: all
 	$(Q)bash scripts/test-groups.sh "$(MAKE)" $(TEST_GROUPS)

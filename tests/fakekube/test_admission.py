@@ -179,3 +179,14 @@ def test_ns_label_flag_is_checked(bad):
     assert parse_ns_label("sb:a/b=c=d") == ("sb", "a/b", "c=d")
     with pytest.raises(ValueError):
         parse_ns_label(bad)
+
+
+def test_a_request_above_its_limit_is_refused_as_the_api_server_does(fake):
+    pod = pod_manifest("over-limit")
+    pod["spec"]["containers"][0]["resources"] = {
+        "requests": {"memory": "128Mi", "cpu": "1500m"}, "limits": {"memory": "64Mi", "cpu": "1"}}
+    status, _, body = fake.request("POST", "/api/v1/namespaces/default/pods", pod)
+    assert status == 422 and body["reason"] == "Invalid", body
+    msgs = [c["message"] for c in body["details"]["causes"]]
+    assert 'Invalid value: "128Mi": must be less than or equal to memory limit of 64Mi' in msgs, msgs
+    assert 'Invalid value: "1500m": must be less than or equal to cpu limit of 1' in msgs, msgs

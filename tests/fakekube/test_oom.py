@@ -70,3 +70,4 @@ def test_under_the_limit_nothing_happens(fake):
     assert r.stdout == b"survived\n"
     (cs,) = status_of(fake, "oom-fine")["containerStatuses"]
     assert "running" in cs["state"] and cs["lastState"] == {} and cs["restartCount"] == 0
+

@@ -28,7 +28,8 @@ def template(tmp_path, memory, restart="Never"):
     pod = yaml.safe_load(CHART_POD.read_text())
     pod["spec"]["restartPolicy"] = restart
     (c,) = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
-    c["resources"]["limits"]["memory"] = memory
+    # The API server refuses a request above the limit.
+    c["resources"]["limits"]["memory"] = c["resources"]["requests"]["memory"] = memory
     f = tmp_path / "pod.yaml"
     f.write_text(yaml.safe_dump(pod))
     return f

@@ -15,6 +15,7 @@ import time
 import uuid
 
 from . import status as st
+from .memcg import quantity_bytes
 
 ANN = "fakekube.codepod.dev/"          # per-pod knobs: schedule, fate
 FATES = ("ImagePullBackOff", "CrashLoopBackOff", "Unschedulable")
@@ -26,6 +27,15 @@ ALLOWED_FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.
 def now_ts():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
+
+
+def _quantity(q):
+    """A resource quantity as a number (millis for cpu), or None."""
+    if isinstance(q, str) and q.endswith("m") and q[:-1].replace(".", "", 1).isdigit():
+        return float(q[:-1]) / 1000
+    b = quantity_bytes(q)
+    return float(b) if b is not None else None
 
 class ApiError(Exception):
     """Raised with a ready Status body; the HTTP layer writes it with its code."""
@@ -372,6 +382,16 @@ class Store:
                 causes.append(("FieldValueRequired", "Required value", f"spec.containers[{i}].name"))
             if not c.get("image"):
                 causes.append(("FieldValueRequired", "Required value", f"spec.containers[{i}].image"))
+            # As the real API server validates (seen on the test cluster):
+            # no request above its limit.
+            res = c.get("resources") or {}
+            for rname, req in sorted((res.get("requests") or {}).items()):
+                lim = (res.get("limits") or {}).get(rname)
+                rb, lb = _quantity(req), _quantity(lim) if lim is not None else None
+                if lb is not None and rb is not None and rb > lb:
+                    causes.append(("FieldValueInvalid",
+                                   f"Invalid value: \"{req}\": must be less than or equal to {rname} limit of {lim}",
+                                   f"spec.containers[{i}].resources.requests"))
         if causes:
             raise ApiError(st.invalid(name, causes))
         if self.admit:
