@@ -9,12 +9,7 @@ Two codepods run here, as users run them:
 - inside the cluster, charts/codepod installed by helm (the `chart` fixture),
   with the in-cluster service-account config, reached through its Service.
 """
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -27,11 +22,12 @@ sys.path.insert(0, str(REPO / "kind"))
 sys.path.insert(0, str(HERE))
 
 import clusterhelp  # noqa: E402
+import realkube  # noqa: E402
+from realkube import _sweep_pods  # noqa: E402,F401  (autouse)
 
-# The harness reads these at import: every Session of this suite is a
-# Kubernetes one, on the real cluster, in EXT_NS.
-os.environ["CODEPOD_BACKEND"] = "kubernetes"
-os.environ["CODEPOD_KUBECONFIG"] = clusterhelp.ext_kubeconfig()
+# Every Session of this suite is a Kubernetes one on the real cluster, in
+# EXT_NS, and each test's pods there are deleted after it (realkube.py).
+realkube.use_cluster()
 
 from harness import close_and_check  # noqa: E402
 import harness  # noqa: E402
@@ -41,7 +37,6 @@ import harness  # noqa: E402
 def cluster():
     """The cluster, Ready, with EXT_NS made (Pod Security `restricted`)."""
     clusterhelp.require_up()
-    clusterhelp.ensure_namespace(clusterhelp.EXT_NS)
     return clusterhelp
 
 

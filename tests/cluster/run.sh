@@ -16,6 +16,12 @@ fi
 echo "cluster tests: cluster up after $((SECONDS - start)) s"
 PYTHON=${PYTHON:-/usr/bin/python3}
 "$PYTHON" -m pytest -q -p no:cacheprovider tests/cluster "$@" || rc=1
+# The end-to-end scenarios of files in and out, commands beside a program
+# and approvals, on real pods (the e2e harness pointed at the cluster).
+if [ $# = 0 ]; then
+	PYTHONPATH=tests/cluster "$PYTHON" -m pytest -q -p no:cacheprovider -p realkube \
+		tests/e2e/test_files.py tests/e2e/test_commands.py tests/e2e/test_approvals.py || rc=1
+fi
 if [ -n "${CODEPOD_CLUSTER_KEEP:-}" ]; then
 	exit "$rc"
 fi
