@@ -61,7 +61,7 @@ all: $(BUILD)/.deps-ok $(BUILD)/codepod
 # Installs what the build and the tests need, once per build folder, and
 # again when a lock of npm packages that the tests install offline changes.
 NPM_LOCKS := $(wildcard sdk/typescript/package*.json sdk/typescript/test/ai6/package*.json)
-$(BUILD)/.deps-ok: scripts/deps.sh tests/chart/get-helm.sh $(NPM_LOCKS)
+$(BUILD)/.deps-ok: scripts/deps.sh tests/chart/get-helm.sh scripts/cluster/versions.sh $(NPM_LOCKS)
 	$(Q)mkdir -p $(BUILD)
 	$(Q)bash scripts/deps.sh
 	$(Q)touch $@

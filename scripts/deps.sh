@@ -124,6 +124,16 @@ done
 
 bash "$here/tests/chart/get-helm.sh"
 
+# The real cluster's Kubernetes (built from the Go module proxy, once: about
+# 16 minutes on two CPUs, then only links) and its images' Debian base
+# (debootstrap): what it needs from the network. It runs as root only.
+if [ "$(id -u)" = 0 ]; then
+	bash "$here/scripts/cluster/build-kube.sh"
+	bash "$here/scripts/cluster/images.sh" --base-only "$here/.deps/cluster-images"
+else
+	echo "deps: not root: the cluster test group (scripts/cluster.sh) is not prepared"
+fi
+
 # The npm cache: what sdk/typescript/test.sh installs (npm ci of the two
 # locks, then the packed @codepod/client next to ai 6, whose dependencies
 # npm resolves then), tests/mcp's lock (what tests/mcp/install.sh installs) and

@@ -5,7 +5,7 @@
 # written as docker-archive tarballs (scripts/cluster/oci_archive.py) for
 # `ctr -n k8s.io images import`.
 #
-#   scripts/cluster/images.sh [--check] OUT_DIR
+#   scripts/cluster/images.sh [--check|--base-only] OUT_DIR
 #
 # Writes into OUT_DIR:
 #   codepod-sandbox.tar  images/sandbox.Dockerfile's `sandbox` stage, tagged
@@ -23,7 +23,8 @@
 # unchanged one keeps it. The root file system is cached as OUT_DIR/rootfs
 # (its log OUT_DIR/debootstrap.log): only the first run downloads Debian.
 #
-# --check then imports the archives into a private containerd (its own
+# --base-only makes the base layer alone (what needs Debian's mirror), for
+# scripts/deps.sh. --check then imports the archives into a private containerd (its own
 # root, state and socket under a temporary directory; stopped and removed
 # afterwards) and runs node, id, sh and codepod in them.
 #
@@ -38,13 +39,14 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 py=/usr/bin/python3
 helper=$here/scripts/cluster/oci_archive.py
 
-check=
-if [ "${1:-}" = --check ]; then
-	check=1
-	shift
-fi
+check=''
+base_only=''
+case ${1:-} in
+--check) check=1; shift ;;
+--base-only) base_only=1; shift ;;
+esac
 if [ $# -ne 1 ]; then
-	echo "usage: $0 [--check] OUT_DIR" >&2
+	echo "usage: $0 [--check|--base-only] OUT_DIR" >&2
 	exit 2
 fi
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -80,7 +82,8 @@ apt_install() {
 [ "$(id -u)" = 0 ] || die "run as root (debootstrap, and the layers' file owners)"
 [ -x "$node_bin" ] || die "$node_bin is missing: run scripts/deps.sh (make deps)"
 "$node_bin" --version | grep -q '^v22\.' || die "$node_bin is not Node.js 22"
-[ -x "$codepod_bin" ] || die "$codepod_bin is missing: run make all (or set CODEPOD_BIN)"
+[ -n "$base_only" ] || [ -x "$codepod_bin" ] ||
+	die "$codepod_bin is missing: run make all (or set CODEPOD_BIN)"
 command -v gcc >/dev/null || die "gcc is missing (apt-get install build-essential)"
 command -v debootstrap >/dev/null || apt_install debootstrap
 
@@ -130,6 +133,8 @@ if [ ! -f "$out/base.layer.tar" ] || [ "$out/rootfs.done" -nt "$out/base.layer.t
 	"$py" "$helper" layer --out "$out/base.layer.tar" --tree "$rootfs" \
 		--exclude 'dev/*' --exclude 'proc/*' --exclude 'sys/*' >/dev/null
 fi
+# scripts/deps.sh: only what needs the network (the tests then run offline).
+[ -z "$base_only" ] || exit 0
 
 # --- Each image's own layer. Its user goes into modified copies of
 # etc/passwd and etc/group (what groupadd/useradd in the Dockerfiles write).
