@@ -5,7 +5,9 @@
 # docs/kubernetes.md ("A real cluster in the tests") says why these.
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # read by the files that source it
-KUBE_VERSION=1.35.4
+# CODEPOD_KUBE_VERSION tries another release (1.35 to 1.37 run on these
+# machines: docs/kubernetes.md §10.1) without changing the pin.
+KUBE_VERSION=${CODEPOD_KUBE_VERSION:-1.35.4}
 ETCD_VERSION=3.6.16
 # Debian's packages the cluster runs on (bookworm: containerd 1.6.20,
 # runc 1.1.5, CNI plugins 1.1.1).

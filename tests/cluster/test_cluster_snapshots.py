@@ -43,14 +43,8 @@ return {tree: out, host: require('os').hostname()};
 
 @pytest.fixture(scope="module")
 def store():
-    try:
-        c = ceph.Ceph.start()
-    except ceph.CephUnavailable as e:
-        pytest.fail("the test store did not start: %s" % e)
-    try:
+    with ceph.running(pytest.fail) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def test_a_reaped_pod_is_restored_into_a_new_one(cluster, store):

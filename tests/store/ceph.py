@@ -14,6 +14,7 @@ radosgw first, then the OSD, then the monitor.
     store.access_key, store.secret_key, store.bucket, store.region
     store.stop()
 """
+import contextlib
 import os
 import shutil
 import signal
@@ -239,3 +240,17 @@ class Ceph:
     def flags(self, prefix="snap"):
         return ["--snapshot-url", "s3://%s/%s" % (self.bucket, prefix),
                 "--s3-endpoint", self.endpoint, "--s3-region", self.region]
+
+
+@contextlib.contextmanager
+def running(fail):
+    """A started store for a with-block, stopped at its end; `fail(why)`
+    (pytest.fail) when it cannot start."""
+    try:
+        c = Ceph.start()
+    except CephUnavailable as e:
+        fail("the test store did not start: %s" % e)
+    try:
+        yield c
+    finally:
+        c.stop()

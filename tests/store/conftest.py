@@ -45,14 +45,8 @@ def _codepods_end_cleanly(monkeypatch):
 
 @pytest.fixture(scope="module")
 def store():
-    try:
-        c = ceph.Ceph.start()
-    except ceph.CephUnavailable as e:
-        pytest.fail("the test store did not start: %s" % e)
-    try:
+    with ceph.running(pytest.fail) as c:
         yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture
