@@ -301,10 +301,16 @@ static void super_fallback(struct kube_conv *c, const char *why, int never_up)
 		snprintf(detail, sizeof detail, "the pod's supervisor failed: %s", why);
 		/* One that died at work: the pod may be gone, look again, once per
 		 * execution. One that never came up (its exec refused, as an
-		 * execution's own would be): the executions waiting end with why. */
+		 * execution's own would be): the executions waiting end with why.
+		 * The waiters are taken first: making the conversation stale would
+		 * send them all back to wait for a pod, past the once per
+		 * execution, and a supervisor that fails at once (an API server
+		 * answering with a framing codepod does not speak) would be started
+		 * again and again until the startup allowance ran out. */
+		struct codepod_proc *waiting = take_super_waiters(c);
 		if (!never_up)
 			kube_conv_stale(c);
-		for (struct codepod_proc *w = take_super_waiters(c), *next; w; w = next) {
+		for (struct codepod_proc *w = waiting, *next; w; w = next) {
 			next = w->next_wait;
 			if (never_up || !again(w))
 				kube_proc_unavailable(w, detail);

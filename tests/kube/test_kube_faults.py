@@ -291,3 +291,28 @@ def test_api_server_hanging_on_lists_does_not_stall_a_ready_conversation(fake, c
     assert ok_run(s, conv, timeout=30)["result"] == pod_name(conv)
     res = result_of(s, other, 60)
     failed(s, res, "STARTUP_TIMEOUT")
+
+
+# ---- a supervisor that never comes up ---------------------------------------------
+
+
+def test_a_supervisor_that_fails_at_once_is_tried_once_more_not_until_the_deadline(fake, codepods):
+    # Every exec answered 500 (a server whose exec codepod cannot use): the
+    # supervisor fails before it is up; the execution looks for its pod
+    # again once, then ends SANDBOX_UNAVAILABLE. It used to start another
+    # supervisor at once, again and again (hundreds of exec requests a
+    # second on a real cluster), until the startup allowance ended it
+    # STARTUP_TIMEOUT.
+    s = codepods("--log-level", "debug")
+    conv = new_conv("superfail")
+    ok_run(s, conv)  # the pod, made and ready
+    s.close(timeout=60)
+    s = codepods("--log-level", "debug")  # a new codepod: no supervisor yet
+    fake.fault({"type": "status", "code": 500, "method": "GET", "path": "/exec", "count": -1})
+    try:
+        res = result_of(s, s.execute(HOSTNAME_JS, conversation=conv, tools=[],
+                                     policy={"startupTimeoutMs": 30000}), 60)
+    finally:
+        fake.clear_faults()
+    failed(s, res, "SANDBOX_UNAVAILABLE")
+    assert len(s.log_events("kube.supervisor_gone")) <= 2, s.log_events("kube.supervisor_gone")
