@@ -5,6 +5,7 @@ settings conftest.py makes from what this module gives."""
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -42,10 +43,14 @@ KUBECTL = str(REPO / ".deps" / "kubectl" / "v1.35" / "kubectl")
 
 
 def kube_version():
-    """KUBE_VERSION of scripts/cluster/versions.sh (the one pin)."""
+    """KUBE_VERSION of scripts/cluster/versions.sh (the one pin), or the
+    release CODEPOD_KUBE_VERSION tries instead."""
+    if os.environ.get("CODEPOD_KUBE_VERSION"):
+        return os.environ["CODEPOD_KUBE_VERSION"]
     for line in (REPO / "scripts" / "cluster" / "versions.sh").read_text().splitlines():
-        if line.startswith("KUBE_VERSION="):
-            return line.split("=", 1)[1].strip()
+        m = re.fullmatch(r"KUBE_VERSION=\$\{CODEPOD_KUBE_VERSION:-([0-9.]+)\}", line.strip())
+        if m:
+            return m.group(1)
     raise AssertionError("no KUBE_VERSION in scripts/cluster/versions.sh")
 
 
